@@ -1,0 +1,123 @@
+package runtime
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Labels and annotations nodekit puts on every sandbox and container. They
+// are the kubelet's keys, so tools that know the kubelet (crictl) show
+// nodekit's pods the same way, and they carry everything a restarted agent
+// needs to find its pods again.
+const (
+	LabelPodName       = "io.kubernetes.pod.name"
+	LabelPodNamespace  = "io.kubernetes.pod.namespace"
+	LabelPodUID        = "io.kubernetes.pod.uid"
+	LabelContainerName = "io.kubernetes.container.name"
+	// LabelContainerHash holds the hash of the container's spec; a change
+	// of hash makes the manager replace the container.
+	LabelContainerHash = "io.kubernetes.container.hash"
+
+	AnnotationRestartCount              = "io.kubernetes.container.restartCount"
+	AnnotationTerminationMessagePath    = "io.kubernetes.container.terminationMessagePath"
+	AnnotationTerminationMessagePolicy  = "io.kubernetes.container.terminationMessagePolicy"
+	AnnotationPodTerminationGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
+	AnnotationContainerIndex            = "io.kubernetes.container.index"
+	AnnotationContainerType             = "io.kubernetes.container.type"
+)
+
+// ContainerState is the state of a container as the runtime reports it.
+type ContainerState string
+
+// The container states, as the kubelet names them.
+const (
+	ContainerStateCreated ContainerState = "created"
+	ContainerStateRunning ContainerState = "running"
+	ContainerStateExited  ContainerState = "exited"
+	ContainerStateUnknown ContainerState = "unknown"
+)
+
+// StateFromCRI converts a CRI container state.
+func StateFromCRI(s runtimeapi.ContainerState) ContainerState {
+	switch s {
+	case runtimeapi.ContainerState_CONTAINER_CREATED:
+		return ContainerStateCreated
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return ContainerStateRunning
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return ContainerStateExited
+	default:
+		return ContainerStateUnknown
+	}
+}
+
+// Pod is a pod as found in the runtime: its sandboxes and containers,
+// grouped by the pod UID label.
+type Pod struct {
+	ID         types.UID
+	Name       string
+	Namespace  string
+	Containers []*Container
+	Sandboxes  []*Container
+}
+
+// Container is a container or a sandbox as listed by the runtime.
+type Container struct {
+	ID    string
+	Name  string
+	Image string
+	// Hash is the spec hash recorded when the container was created.
+	Hash  string
+	State ContainerState
+	// CreatedAt is the creation time, in nanoseconds since the epoch.
+	CreatedAt int64
+}
+
+// PodStatus is the runtime's detailed view of one pod, the input of both
+// the sync (what to do) and the API status (what to report).
+type PodStatus struct {
+	ID        types.UID
+	Name      string
+	Namespace string
+	// IPs of the pod, from its newest ready sandbox; the first is primary.
+	IPs []string
+	// ContainerStatuses, newest first within each container name.
+	ContainerStatuses []*ContainerStatus
+	// SandboxStatuses, newest first.
+	SandboxStatuses []*runtimeapi.PodSandboxStatus
+	// TimeStamp is when this status was read from the runtime.
+	TimeStamp time.Time
+}
+
+// FindContainerStatusByName returns the newest status of the named
+// container, or nil.
+func (s *PodStatus) FindContainerStatusByName(name string) *ContainerStatus {
+	if s == nil {
+		return nil
+	}
+	for _, c := range s.ContainerStatuses {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// ContainerStatus is the runtime's status of one container instance.
+type ContainerStatus struct {
+	ID           string
+	Name         string
+	State        ContainerState
+	CreatedAt    time.Time
+	StartedAt    time.Time
+	FinishedAt   time.Time
+	ExitCode     int32
+	Image        string
+	ImageRef     string
+	Hash         string
+	RestartCount int
+	Reason       string
+	Message      string
+}

@@ -1,0 +1,92 @@
+package sources
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Op is the kind of change an Update carries.
+type Op int
+
+// The operations, as the kubelet's pod config delivers them.
+const (
+	// Add: pods new to the node.
+	Add Op = iota
+	// Update: pods whose spec (or labels, annotations, deletion grace)
+	// changed.
+	Update
+	// Delete: pods that were marked for graceful deletion
+	// (deletionTimestamp set). The sync loop treats it as an Update.
+	Delete
+	// Remove: pods their source no longer lists.
+	Remove
+	// Reconcile: pods whose status alone changed.
+	Reconcile
+)
+
+func (o Op) String() string {
+	switch o {
+	case Add:
+		return "ADD"
+	case Update:
+		return "UPDATE"
+	case Delete:
+		return "DELETE"
+	case Remove:
+		return "REMOVE"
+	case Reconcile:
+		return "RECONCILE"
+	}
+	return "UNKNOWN"
+}
+
+// PodUpdate is one change delivered to the sync loop.
+type PodUpdate struct {
+	Op     Op
+	Pods   []*v1.Pod
+	Source string
+}
+
+// Annotations the merge and the static sources put on pods, the kubelet's
+// keys.
+const (
+	// AnnotationSource names the source a pod came from.
+	AnnotationSource = "kubernetes.io/config.source"
+	// AnnotationSeen is the time the pod was first seen (RFC3339Nano).
+	AnnotationSeen = "kubernetes.io/config.seen"
+	// AnnotationHash is the hash a static source computed from the pod's
+	// manifest.
+	AnnotationHash = "kubernetes.io/config.hash"
+	// AnnotationMirror marks a mirror pod in the API server.
+	AnnotationMirror = "kubernetes.io/config.mirror"
+)
+
+// Names of the kubelet's sources; a pod from any source but APIServer is a
+// static pod.
+const (
+	FileSource      = "file"
+	HTTPSource      = "http"
+	APIServerSource = "api"
+)
+
+// A Source delivers the pods it wants on the node as full snapshots: each
+// value sent on the channel is the complete set of that source's pods,
+// replacing the previous one. The first snapshot marks the source ready.
+//
+// Run blocks until ctx ends and returns nil then; it returns after every
+// goroutine it started has exited. Errors with single items (a bad manifest)
+// are reported by the source and never stop it.
+type Source interface {
+	Run(ctx context.Context, snapshots chan<- []*v1.Pod) error
+}
+
+// SourceFunc adapts a function to a Source.
+type SourceFunc func(ctx context.Context, snapshots chan<- []*v1.Pod) error
+
+// Run calls f.
+func (f SourceFunc) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
+	return f(ctx, snapshots)
+}
+
+var _ Source = SourceFunc(nil)
