@@ -1,0 +1,351 @@
+package syncloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/probe"
+	"github.com/nodekit/nodekit/sources"
+)
+
+// SyncHandler receives the loop's work. Each method is called from the
+// loop's goroutine.
+type SyncHandler interface {
+	// HandlePodAdditions: pods new to the node (admit, then start).
+	HandlePodAdditions(ctx context.Context, pods []*v1.Pod)
+	// HandlePodUpdates: pods whose spec changed, or that are being deleted.
+	HandlePodUpdates(ctx context.Context, pods []*v1.Pod)
+	// HandlePodRemoves: pods their source no longer lists.
+	HandlePodRemoves(ctx context.Context, pods []*v1.Pod)
+	// HandlePodReconcile: pods whose status alone changed in their source.
+	HandlePodReconcile(ctx context.Context, pods []*v1.Pod)
+	// HandlePodSyncs: pods to sync now (work due, runtime event, probe
+	// result).
+	HandlePodSyncs(ctx context.Context, pods []*v1.Pod)
+	// HandlePodCleanups: housekeeping; called only once every source is
+	// ready.
+	HandlePodCleanups(ctx context.Context) error
+}
+
+// PodGetter finds the pod a runtime event or probe result concerns.
+type PodGetter interface {
+	GetPodByUID(uid types.UID) (*v1.Pod, bool)
+}
+
+// WorkQueue hands out the UIDs of pods whose sync is due.
+// podworker.Queue implements it.
+type WorkQueue interface {
+	GetWork() []types.UID
+}
+
+// Channel is an extra channel a user registers: each value received names
+// pods to sync.
+type Channel struct {
+	// Name identifies the channel in logs.
+	Name string
+	C    <-chan []types.UID
+}
+
+// Config holds the channels the loop selects over and what it needs to use
+// them. A nil channel is never selected.
+type Config struct {
+	// Updates is the merged pod configuration (sources.Config.Updates).
+	Updates <-chan sources.PodUpdate
+	// PLEG delivers pod lifecycle events.
+	PLEG <-chan *pleg.Event
+	// Liveness, Readiness and Startup deliver probe result changes.
+	Liveness, Readiness, Startup <-chan probe.Update
+	// Extra channels registered by the user.
+	Extra []Channel
+
+	// Pods resolves UIDs for PLEG events, probe results and work; required.
+	Pods PodGetter
+	// Work is consulted on every sync tick; nil means no work queue.
+	Work WorkQueue
+	// SourcesReady gates housekeeping; nil means always ready.
+	SourcesReady func() bool
+	// RuntimeHealthy is checked before each iteration; while it returns an
+	// error the loop backs off (100ms doubling to 5s) instead of working.
+	// Nil means always healthy.
+	RuntimeHealthy func(ctx context.Context) error
+
+	// SyncPeriod is the sync tick. Defaults to 1s.
+	SyncPeriod time.Duration
+	// HousekeepingPeriod is the housekeeping tick. Defaults to 2s.
+	HousekeepingPeriod time.Duration
+	// HealthyThreshold: Healthy fails when an iteration has not completed
+	// for this long. Defaults to max(2*SyncFrequency(1m), 5m) = 5m, as the
+	// kubelet.
+	HealthyThreshold time.Duration
+
+	Logger logr.Logger
+}
+
+// Loop is the sync loop. Create it with New; Run it once.
+type Loop struct {
+	h   SyncHandler
+	cfg Config
+	log logr.Logger
+
+	// lastIteration is the unix-nano time of the last completed iteration
+	// (or of the start of Run).
+	lastIteration atomic.Int64
+	running       atomic.Bool
+}
+
+// Errors of the loop.
+var (
+	// ErrNotHealthy is wrapped by Healthy's error.
+	ErrNotHealthy = errors.New("syncloop: not healthy")
+)
+
+// New checks cfg, applies defaults and returns a Loop.
+func New(h SyncHandler, cfg Config) (*Loop, error) {
+	if h == nil {
+		return nil, errors.New("syncloop: handler is required")
+	}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Loop{h: h, cfg: cfg, log: cfg.Logger.WithName("syncloop")}, nil
+}
+
+func (c *Config) setDefaults() error {
+	if c.Pods == nil {
+		return errors.New("syncloop: Config.Pods is required")
+	}
+	if c.SyncPeriod == 0 {
+		c.SyncPeriod = time.Second
+	}
+	if c.HousekeepingPeriod == 0 {
+		c.HousekeepingPeriod = 2 * time.Second
+	}
+	if c.HealthyThreshold == 0 {
+		c.HealthyThreshold = 5 * time.Minute
+	}
+	if c.SyncPeriod < 0 || c.HousekeepingPeriod < 0 || c.HealthyThreshold < 0 {
+		return errors.New("syncloop: periods must be positive")
+	}
+	for i, ch := range c.Extra {
+		if ch.C == nil {
+			return fmt.Errorf("syncloop: extra channel %d (%q) is nil", i, ch.Name)
+		}
+	}
+	return nil
+}
+
+// Healthy returns an error wrapping ErrNotHealthy when the loop is not
+// running or has not completed an iteration within the threshold; usable as
+// a /healthz check.
+func (l *Loop) Healthy() error {
+	if !l.running.Load() {
+		return fmt.Errorf("%w: not running", ErrNotHealthy)
+	}
+	last := time.Unix(0, l.lastIteration.Load())
+	if since := time.Since(last); since > l.cfg.HealthyThreshold {
+		return fmt.Errorf("%w: last iteration %s ago, threshold %s", ErrNotHealthy, since.Round(time.Second), l.cfg.HealthyThreshold)
+	}
+	return nil
+}
+
+// extraMsg is a value received on an extra channel.
+type extraMsg struct {
+	name string
+	uids []types.UID
+}
+
+// Run runs the loop until ctx ends. It returns nil then, after its
+// goroutines have exited, or an error when the configuration channel closes.
+func (l *Loop) Run(ctx context.Context) error {
+	if !l.running.CompareAndSwap(false, true) {
+		return errors.New("syncloop: Run called twice")
+	}
+	defer l.running.Store(false)
+	l.lastIteration.Store(time.Now().UnixNano())
+
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+
+	// Extra channels of any number fan in to one channel.
+	var extra chan extraMsg
+	if len(l.cfg.Extra) > 0 {
+		extra = make(chan extraMsg)
+		for _, ch := range l.cfg.Extra {
+			wg.Go(func() { forward(ctx, ch, extra) })
+		}
+	}
+
+	syncTicker := time.NewTicker(l.cfg.SyncPeriod)
+	defer syncTicker.Stop()
+	housekeeping := time.NewTicker(l.cfg.HousekeepingPeriod)
+	defer housekeeping.Stop()
+
+	const (
+		backOffBase = 100 * time.Millisecond
+		backOffMax  = 5 * time.Second
+	)
+	backOff := backOffBase
+	for {
+		if l.cfg.RuntimeHealthy != nil {
+			if err := l.cfg.RuntimeHealthy(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				l.log.Error(err, "Runtime not healthy, skipping sync loop iteration", "backOff", backOff)
+				if !sleep(ctx, backOff) {
+					return nil
+				}
+				backOff = min(2*backOff, backOffMax)
+				continue
+			}
+			backOff = backOffBase
+		}
+		cont, err := l.iteration(ctx, syncTicker.C, housekeeping.C, extra)
+		if err != nil {
+			return err
+		}
+		if !cont {
+			return nil
+		}
+		l.lastIteration.Store(time.Now().UnixNano())
+	}
+}
+
+func forward(ctx context.Context, ch Channel, out chan<- extraMsg) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case uids, ok := <-ch.C:
+			if !ok {
+				return
+			}
+			select {
+			case out <- extraMsg{name: ch.Name, uids: uids}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// iteration waits for one message and handles it. It reports false when
+// ctx ended.
+func (l *Loop) iteration(ctx context.Context, syncCh, housekeepingCh <-chan time.Time, extra <-chan extraMsg) (bool, error) {
+	select {
+	case <-ctx.Done():
+		return false, nil
+
+	case u, ok := <-l.cfg.Updates:
+		if !ok {
+			return false, errors.New("syncloop: configuration channel closed")
+		}
+		l.handleUpdate(ctx, u)
+
+	case e := <-l.cfg.PLEG:
+		if e.Type != pleg.ContainerRemoved {
+			if pod, ok := l.cfg.Pods.GetPodByUID(e.ID); ok {
+				l.log.V(4).Info("Pod lifecycle event", "podUID", e.ID, "event", e.Type, "containerID", e.Data)
+				l.h.HandlePodSyncs(ctx, []*v1.Pod{pod})
+			} else {
+				l.log.V(4).Info("Pod lifecycle event for an unknown pod", "podUID", e.ID, "event", e.Type)
+			}
+		}
+
+	case <-syncCh:
+		if l.cfg.Work == nil {
+			break
+		}
+		if pods := l.pods(l.cfg.Work.GetWork()); len(pods) > 0 {
+			l.h.HandlePodSyncs(ctx, pods)
+		}
+
+	case u := <-l.cfg.Liveness:
+		// Only a failure needs the pod synced (to restart the container).
+		if u.Result == probe.Failure {
+			l.syncProbed(ctx, u, "liveness")
+		}
+	case u := <-l.cfg.Readiness:
+		l.syncProbed(ctx, u, "readiness")
+	case u := <-l.cfg.Startup:
+		l.syncProbed(ctx, u, "startup")
+
+	case m := <-extra:
+		if pods := l.pods(m.uids); len(pods) > 0 {
+			l.log.V(4).Info("Sync requested", "channel", m.name, "pods", len(pods))
+			l.h.HandlePodSyncs(ctx, pods)
+		}
+
+	case <-housekeepingCh:
+		if l.cfg.SourcesReady != nil && !l.cfg.SourcesReady() {
+			l.log.V(4).Info("Sources not ready, skipping housekeeping")
+			break
+		}
+		start := time.Now()
+		if err := l.h.HandlePodCleanups(ctx); err != nil {
+			l.log.Error(err, "Housekeeping failed")
+		}
+		if d := time.Since(start); d > time.Second {
+			l.log.Info("Housekeeping took longer than expected", "expected", time.Second, "actual", d.Round(time.Millisecond))
+		}
+	}
+	return true, nil
+}
+
+func (l *Loop) handleUpdate(ctx context.Context, u sources.PodUpdate) {
+	l.log.V(2).Info("Pod configuration update", "op", u.Op, "source", u.Source, "pods", len(u.Pods))
+	switch u.Op {
+	case sources.Add:
+		l.h.HandlePodAdditions(ctx, u.Pods)
+	case sources.Update, sources.Delete:
+		l.h.HandlePodUpdates(ctx, u.Pods)
+	case sources.Remove:
+		l.h.HandlePodRemoves(ctx, u.Pods)
+	case sources.Reconcile:
+		l.h.HandlePodReconcile(ctx, u.Pods)
+	default:
+		l.log.Error(fmt.Errorf("syncloop: unknown operation %d", int(u.Op)), "Ignoring pod configuration update", "source", u.Source)
+	}
+}
+
+func (l *Loop) syncProbed(ctx context.Context, u probe.Update, kind string) {
+	if pod, ok := l.cfg.Pods.GetPodByUID(u.PodUID); ok {
+		l.log.V(4).Info("Probe result changed", "probe", kind, "podUID", u.PodUID, "containerID", u.ContainerID, "result", u.Result)
+		l.h.HandlePodSyncs(ctx, []*v1.Pod{pod})
+	}
+}
+
+func (l *Loop) pods(uids []types.UID) []*v1.Pod {
+	if len(uids) == 0 {
+		return nil
+	}
+	pods := make([]*v1.Pod, 0, len(uids))
+	for _, uid := range uids {
+		if pod, ok := l.cfg.Pods.GetPodByUID(uid); ok {
+			pods = append(pods, pod)
+		}
+	}
+	return pods
+}

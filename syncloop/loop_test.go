@@ -1,0 +1,252 @@
+package syncloop
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/probe"
+	"github.com/nodekit/nodekit/sources"
+)
+
+// recorder is a SyncHandler that records each call as "Method:uid,uid".
+type recorder struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *recorder) add(method string, pods []*v1.Pod) {
+	s := method + ":"
+	for i, p := range pods {
+		if i > 0 {
+			s += ","
+		}
+		s += string(p.UID)
+	}
+	r.mu.Lock()
+	r.calls = append(r.calls, s)
+	r.mu.Unlock()
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.calls
+	r.calls = nil
+	return c
+}
+
+func (r *recorder) HandlePodAdditions(_ context.Context, p []*v1.Pod) { r.add("Add", p) }
+func (r *recorder) HandlePodUpdates(_ context.Context, p []*v1.Pod)   { r.add("Update", p) }
+func (r *recorder) HandlePodRemoves(_ context.Context, p []*v1.Pod)   { r.add("Remove", p) }
+func (r *recorder) HandlePodReconcile(_ context.Context, p []*v1.Pod) { r.add("Reconcile", p) }
+func (r *recorder) HandlePodSyncs(_ context.Context, p []*v1.Pod)     { r.add("Sync", p) }
+func (r *recorder) HandlePodCleanups(context.Context) error          { r.add("Cleanup", nil); return nil }
+
+type podMap map[types.UID]*v1.Pod
+
+func (m podMap) GetPodByUID(uid types.UID) (*v1.Pod, bool) { p, ok := m[uid]; return p, ok }
+
+type queue struct {
+	mu   sync.Mutex
+	uids []types.UID
+}
+
+func (q *queue) GetWork() []types.UID {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	u := q.uids
+	q.uids = nil
+	return u
+}
+
+func pod(uid string) *v1.Pod { return &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: uid}} }
+
+func TestLoopDispatch(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	synctest.Test(t, func(t *testing.T) {
+		updates := make(chan sources.PodUpdate)
+		events := make(chan *pleg.Event)
+		live, ready, startup := make(chan probe.Update), make(chan probe.Update), make(chan probe.Update)
+		extra := make(chan []types.UID)
+		sourcesReady := false
+		var srMu sync.Mutex
+		q := &queue{}
+		pods := podMap{"a": pod("a"), "b": pod("b")}
+		h := &recorder{}
+		l, err := New(h, Config{
+			Updates: updates, PLEG: events, Liveness: live, Readiness: ready, Startup: startup,
+			Extra: []Channel{{Name: "mine", C: extra}},
+			Pods:  pods, Work: q,
+			SourcesReady: func() bool { srMu.Lock(); defer srMu.Unlock(); return sourcesReady },
+			SyncPeriod:   time.Second, HousekeepingPeriod: 2 * time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- l.Run(ctx) }()
+
+		step := func(name string, send func(), want []string) {
+			t.Helper()
+			send()
+			synctest.Wait()
+			if diff := cmp.Diff(want, h.take()); diff != "" {
+				t.Errorf("%s: calls (-want +got):\n%s", name, diff)
+			}
+		}
+		step("add", func() { updates <- sources.PodUpdate{Op: sources.Add, Pods: []*v1.Pod{pods["a"]}} }, []string{"Add:a"})
+		step("update", func() { updates <- sources.PodUpdate{Op: sources.Update, Pods: []*v1.Pod{pods["a"]}} }, []string{"Update:a"})
+		step("delete is an update", func() { updates <- sources.PodUpdate{Op: sources.Delete, Pods: []*v1.Pod{pods["b"]}} }, []string{"Update:b"})
+		step("remove", func() { updates <- sources.PodUpdate{Op: sources.Remove, Pods: []*v1.Pod{pods["b"]}} }, []string{"Remove:b"})
+		step("reconcile", func() { updates <- sources.PodUpdate{Op: sources.Reconcile, Pods: []*v1.Pod{pods["a"]}} }, []string{"Reconcile:a"})
+		step("pleg died", func() { events <- &pleg.Event{ID: "a", Type: pleg.ContainerDied} }, []string{"Sync:a"})
+		step("pleg removed is not synced", func() { events <- &pleg.Event{ID: "a", Type: pleg.ContainerRemoved} }, nil)
+		step("pleg unknown pod", func() { events <- &pleg.Event{ID: "zz", Type: pleg.ContainerStarted} }, nil)
+		step("liveness success ignored", func() { live <- probe.Update{PodUID: "a", Result: probe.Success} }, nil)
+		step("liveness failure", func() { live <- probe.Update{PodUID: "a", Result: probe.Failure} }, []string{"Sync:a"})
+		step("readiness", func() { ready <- probe.Update{PodUID: "b", Result: probe.Success} }, []string{"Sync:b"})
+		step("startup", func() { startup <- probe.Update{PodUID: "b", Result: probe.Failure} }, []string{"Sync:b"})
+		step("extra", func() { extra <- []types.UID{"a", "zz", "b"} }, []string{"Sync:a,b"})
+
+		// The sync tick picks up due work; housekeeping waits for sources.
+		q.mu.Lock()
+		q.uids = []types.UID{"b"}
+		q.mu.Unlock()
+		step("tick 1s", func() { time.Sleep(time.Second) }, []string{"Sync:b"})
+		step("tick 2s, sources not ready", func() { time.Sleep(time.Second) }, nil)
+		srMu.Lock()
+		sourcesReady = true
+		srMu.Unlock()
+		step("tick 4s, housekeeping", func() { time.Sleep(2 * time.Second) }, []string{"Cleanup:"})
+
+		if err := l.Healthy(); err != nil {
+			t.Errorf("Healthy() = %v, want nil", err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+		if err := l.Healthy(); !errors.Is(err, ErrNotHealthy) {
+			t.Errorf("Healthy() after stop = %v, want ErrNotHealthy", err)
+		}
+	})
+}
+
+func TestLoopRuntimeUnhealthyBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		checks := []time.Time{}
+		healthyAfter := 7
+		h := &recorder{}
+		updates := make(chan sources.PodUpdate, 1)
+		l, err := New(h, Config{
+			Updates: updates,
+			Pods:    podMap{},
+			RuntimeHealthy: func(context.Context) error {
+				mu.Lock()
+				defer mu.Unlock()
+				checks = append(checks, time.Now())
+				if len(checks) < healthyAfter {
+					return errors.New("runtime down")
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- l.Run(ctx) }()
+		updates <- sources.PodUpdate{Op: sources.Add, Pods: []*v1.Pod{pod("a")}}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		var gaps []time.Duration
+		for i := 1; i < healthyAfter; i++ {
+			gaps = append(gaps, checks[i].Sub(checks[i-1]))
+		}
+		want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond, 3200 * time.Millisecond}
+		if diff := cmp.Diff(want, gaps); diff != "" {
+			t.Errorf("back-off between health checks (-want +got):\n%s", diff)
+		}
+		var adds int
+		for _, c := range h.take() {
+			if c == "Add:a" {
+				adds++
+			}
+		}
+		if adds != 1 {
+			t.Errorf("Add:a handled %d times, want once, after the runtime became healthy", adds)
+		}
+		if first := checks[healthyAfter-1].Sub(start); first != 6300*time.Millisecond {
+			t.Errorf("healthy after %v, want 6.3s", first)
+		}
+	})
+}
+
+func TestLoopHealthyThreshold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		block := make(chan struct{})
+		h := &blockingHandler{recorder: &recorder{}, block: block}
+		updates := make(chan sources.PodUpdate, 1)
+		l, err := New(h, Config{Updates: updates, Pods: podMap{}, HealthyThreshold: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- l.Run(ctx) }()
+		synctest.Wait()
+		if err := l.Healthy(); err != nil {
+			t.Fatalf("Healthy() = %v, want nil", err)
+		}
+		updates <- sources.PodUpdate{Op: sources.Add}
+		time.Sleep(2 * time.Minute) // the handler is stuck
+		if err := l.Healthy(); !errors.Is(err, ErrNotHealthy) {
+			t.Errorf("Healthy() with a stuck handler = %v, want ErrNotHealthy", err)
+		}
+		close(block)
+		synctest.Wait()
+		if err := l.Healthy(); err != nil {
+			t.Errorf("Healthy() after the handler returned = %v, want nil", err)
+		}
+		cancel()
+		<-done
+	})
+}
+
+type blockingHandler struct {
+	*recorder
+	block chan struct{}
+}
+
+func (b *blockingHandler) HandlePodAdditions(context.Context, []*v1.Pod) { <-b.block }
+
+func TestNewValidates(t *testing.T) {
+	if _, err := New(nil, Config{Pods: podMap{}}); err == nil {
+		t.Error("New(nil handler) = nil error")
+	}
+	if _, err := New(&recorder{}, Config{}); err == nil {
+		t.Error("New without Pods = nil error")
+	}
+	if _, err := New(&recorder{}, Config{Pods: podMap{}, Extra: []Channel{{Name: "x"}}}); err == nil {
+		t.Error("New with a nil extra channel = nil error")
+	}
+}
