@@ -51,7 +51,7 @@ func (r *recorder) HandlePodUpdates(_ context.Context, p []*v1.Pod)   { r.add("U
 func (r *recorder) HandlePodRemoves(_ context.Context, p []*v1.Pod)   { r.add("Remove", p) }
 func (r *recorder) HandlePodReconcile(_ context.Context, p []*v1.Pod) { r.add("Reconcile", p) }
 func (r *recorder) HandlePodSyncs(_ context.Context, p []*v1.Pod)     { r.add("Sync", p) }
-func (r *recorder) HandlePodCleanups(context.Context) error          { r.add("Cleanup", nil); return nil }
+func (r *recorder) HandlePodCleanups(context.Context) error           { r.add("Cleanup", nil); return nil }
 
 type podMap map[types.UID]*v1.Pod
 
@@ -70,7 +70,9 @@ func (q *queue) GetWork() []types.UID {
 	return u
 }
 
-func pod(uid string) *v1.Pod { return &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: uid}} }
+func pod(uid string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: uid}}
+}
 
 func TestLoopDispatch(t *testing.T) {
 	defer goleak.VerifyNone(t)
