@@ -1,0 +1,92 @@
+package status
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestSetPodStatusMerge(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(time.Minute))
+	ready := func(s v1.ConditionStatus, at metav1.Time) []v1.PodCondition {
+		return []v1.PodCondition{{Type: v1.PodReady, Status: s, LastTransitionTime: at}}
+	}
+	tests := []struct {
+		name      string
+		old, set  *v1.PodStatus
+		want      v1.PodStatus
+		wantCalls int
+	}{{
+		name: "first status", set: &v1.PodStatus{Phase: v1.PodPending},
+		want: v1.PodStatus{Phase: v1.PodPending}, wantCalls: 1,
+	}, {
+		name: "unchanged is not reported",
+		old:  &v1.PodStatus{Phase: v1.PodRunning}, set: &v1.PodStatus{Phase: v1.PodRunning},
+		want: v1.PodStatus{Phase: v1.PodRunning}, wantCalls: 1,
+	}, {
+		name: "terminal phase is final",
+		old:  &v1.PodStatus{Phase: v1.PodFailed, Reason: "OutOfpods"}, set: &v1.PodStatus{Phase: v1.PodRunning},
+		want: v1.PodStatus{Phase: v1.PodFailed, Reason: "OutOfpods"}, wantCalls: 1,
+	}, {
+		name: "start time kept",
+		old:  &v1.PodStatus{Phase: v1.PodPending, StartTime: &t0}, set: &v1.PodStatus{Phase: v1.PodRunning, StartTime: &t1},
+		want: v1.PodStatus{Phase: v1.PodRunning, StartTime: &t0}, wantCalls: 2,
+	}, {
+		name: "transition time of an unchanged condition kept",
+		old:  &v1.PodStatus{Phase: v1.PodRunning, Conditions: ready(v1.ConditionTrue, t0)},
+		set:  &v1.PodStatus{Phase: v1.PodRunning, Conditions: ready(v1.ConditionTrue, t1)},
+		want: v1.PodStatus{Phase: v1.PodRunning, Conditions: ready(v1.ConditionTrue, t0)}, wantCalls: 1,
+	}, {
+		name: "transition time of a changed condition taken",
+		old:  &v1.PodStatus{Phase: v1.PodRunning, Conditions: ready(v1.ConditionTrue, t0)},
+		set:  &v1.PodStatus{Phase: v1.PodRunning, Conditions: ready(v1.ConditionFalse, t1)},
+		want: v1.PodStatus{Phase: v1.PodRunning, Conditions: ready(v1.ConditionFalse, t1)}, wantCalls: 2,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := 0
+			var seen v1.PodStatus
+			m := NewManager(Options{Observer: func(_ *v1.Pod, s v1.PodStatus) { calls++; seen = s }})
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u"}}
+			if tt.old != nil {
+				m.SetPodStatus(pod, *tt.old)
+			}
+			m.SetPodStatus(pod, *tt.set)
+			got, ok := m.GetPodStatus("u")
+			if !ok {
+				t.Fatal("GetPodStatus: not found")
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.want, seen); diff != "" {
+				t.Errorf("observed status (-want +got):\n%s", diff)
+			}
+			if calls != tt.wantCalls {
+				t.Errorf("observer called %d times, want %d", calls, tt.wantCalls)
+			}
+		})
+	}
+}
+
+func TestRemoveOrphans(t *testing.T) {
+	m := NewManager(Options{})
+	for _, uid := range []string{"a", "b"} {
+		m.SetPodStatus(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "x"}}, v1.PodStatus{})
+		m.SetPodStatus(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid)}}, v1.PodStatus{Phase: v1.PodRunning})
+	}
+	m.RemoveOrphans(map[types.UID]bool{"a": true})
+	if _, ok := m.GetPodStatus("a"); !ok {
+		t.Error("a removed, want kept")
+	}
+	for _, uid := range []types.UID{"b", "x"} {
+		if _, ok := m.GetPodStatus(uid); ok {
+			t.Errorf("%s kept, want removed", uid)
+		}
+	}
+}
