@@ -1,0 +1,212 @@
+package sources
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// store is the pure core of the merge, the kubelet's podStorage: the pods of
+// every source by UID, and the sources that delivered a snapshot. merge
+// turns one full snapshot into the PodUpdates it implies. store does no I/O,
+// keeps no clock and is not safe for concurrent use; Config owns one.
+//
+// The pods store holds are its own deep copies of what sources sent. It
+// hands the same objects out in PodUpdates and never modifies one after
+// storing it: a change stores a new object, an unchanged pod keeps its
+// object (pointer identity is stable across snapshots).
+type store struct {
+	pods map[string]map[types.UID]*v1.Pod
+	seen map[string]bool
+}
+
+// rejection is a pod a snapshot held that the merge dropped.
+type rejection struct {
+	// pod is the object as the source sent it (nil for a nil entry).
+	pod *v1.Pod
+	err error
+}
+
+func newStore() *store {
+	return &store{pods: map[string]map[types.UID]*v1.Pod{}, seen: map[string]bool{}}
+}
+
+// change is what a new version of a stored pod amounts to.
+type change int
+
+const (
+	unchanged change = iota
+	changeUpdate
+	changeDelete
+	changeReconcile
+)
+
+// merge replaces the pods of source with snapshot, a full list, and returns
+// the updates it implies in delivery order (REMOVE, ADD, UPDATE, DELETE,
+// RECONCILE; only non-empty ones), and the pods it dropped.
+//
+// The first snapshot of a source that yields no ADD, UPDATE or DELETE yields
+// an empty ADD (before any RECONCILE), as the kubelet does, so that a
+// consumer sees every source at least once.
+//
+// now stamps the config.seen annotation of new pods.
+func (s *store) merge(source string, snapshot []*v1.Pod, now time.Time) ([]PodUpdate, []rejection) {
+	old := s.pods[source]
+	next := make(map[types.UID]*v1.Pod, len(snapshot))
+	names := make(map[string]bool, len(snapshot))
+	var (
+		adds, updates, deletes, removes, reconciles []*v1.Pod
+		dropped                                     []rejection
+	)
+	for i, in := range snapshot {
+		if in == nil {
+			dropped = append(dropped, rejection{err: fmt.Errorf("sources: nil pod at index %d", i)})
+			continue
+		}
+		if err := Validate(in); err != nil {
+			dropped = append(dropped, rejection{pod: in, err: err})
+			continue
+		}
+		full := fullName(in)
+		if names[full] {
+			dropped = append(dropped, rejection{pod: in, err: fmt.Errorf("sources: duplicate pod name %q, keeping the first", full)})
+			continue
+		}
+		if _, dup := next[in.UID]; dup {
+			dropped = append(dropped, rejection{pod: in, err: fmt.Errorf("sources: duplicate pod UID %q, keeping the first", in.UID)})
+			continue
+		}
+		names[full] = true
+
+		existing, found := old[in.UID]
+		if !found {
+			p := in.DeepCopy()
+			setAnnotation(p, AnnotationSource, source)
+			setAnnotation(p, AnnotationSeen, now.Format(time.RFC3339Nano))
+			next[p.UID] = p
+			adds = append(adds, p)
+			continue
+		}
+		ch := classify(existing, in)
+		if ch == unchanged {
+			next[existing.UID] = existing
+			continue
+		}
+		p := in.DeepCopy()
+		setAnnotation(p, AnnotationSource, source)
+		if seen, ok := existing.Annotations[AnnotationSeen]; ok {
+			setAnnotation(p, AnnotationSeen, seen)
+		} else {
+			delete(p.Annotations, AnnotationSeen)
+		}
+		next[p.UID] = p
+		switch ch {
+		case changeUpdate:
+			updates = append(updates, p)
+		case changeDelete:
+			deletes = append(deletes, p)
+		case changeReconcile:
+			reconciles = append(reconciles, p)
+		}
+	}
+	for uid, p := range old {
+		if _, ok := next[uid]; !ok {
+			removes = append(removes, p)
+		}
+	}
+	// Map order is random; deliver removals in name order.
+	slices.SortFunc(removes, func(a, b *v1.Pod) int { return cmp.Compare(fullName(a), fullName(b)) })
+	// The kubelet admits pods oldest first.
+	slices.SortStableFunc(adds, func(a, b *v1.Pod) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Namespace, b.Namespace))
+	})
+
+	s.pods[source] = next
+	first := !s.seen[source]
+	s.seen[source] = true
+
+	var out []PodUpdate
+	add := func(op Op, pods []*v1.Pod) {
+		if len(pods) > 0 {
+			out = append(out, PodUpdate{Op: op, Pods: pods, Source: source})
+		}
+	}
+	add(Remove, removes)
+	add(Add, adds)
+	add(Update, updates)
+	add(Delete, deletes)
+	if first && len(adds) == 0 && len(updates) == 0 && len(deletes) == 0 {
+		out = append(out, PodUpdate{Op: Add, Source: source})
+	}
+	add(Reconcile, reconciles)
+	return out, dropped
+}
+
+// classify compares a stored pod with the version a snapshot holds.
+//
+// A semantic change (spec, labels, annotations other than the merge's own,
+// deletionGracePeriodSeconds, ownerReferences, deletionTimestamp) is a
+// DELETE when it sets deletionTimestamp and an UPDATE otherwise; a change
+// of status alone is a RECONCILE.
+func classify(existing, in *v1.Pod) change {
+	eq := equality.Semantic.DeepEqual
+	semantic := !eq(existing.Spec, in.Spec) ||
+		!eq(existing.Labels, in.Labels) ||
+		!annotationsEqual(existing.Annotations, in.Annotations) ||
+		!eq(existing.DeletionGracePeriodSeconds, in.DeletionGracePeriodSeconds) ||
+		!eq(existing.OwnerReferences, in.OwnerReferences) ||
+		!eq(existing.DeletionTimestamp, in.DeletionTimestamp)
+	switch {
+	case semantic && existing.DeletionTimestamp == nil && in.DeletionTimestamp != nil:
+		return changeDelete
+	case semantic:
+		return changeUpdate
+	case !eq(existing.Status, in.Status):
+		return changeReconcile
+	}
+	return unchanged
+}
+
+// isMergeAnnotation reports the annotations the merge sets itself; a source's
+// value for them is ignored when comparing.
+func isMergeAnnotation(key string) bool {
+	return key == AnnotationSeen || key == AnnotationSource
+}
+
+func annotationsEqual(a, b map[string]string) bool {
+	n := 0
+	for k, v := range a {
+		if isMergeAnnotation(k) {
+			continue
+		}
+		n++
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	for k := range b {
+		if !isMergeAnnotation(k) {
+			n--
+		}
+	}
+	return n == 0
+}
+
+func setAnnotation(p *v1.Pod, key, value string) {
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[key] = value
+}
+
+func fullName(p *v1.Pod) string {
+	return p.Namespace + "/" + p.Name
+}
