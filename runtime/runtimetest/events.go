@@ -1,0 +1,152 @@
+package runtimetest
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// eventQueueLimit bounds the events waiting for one subscriber. A
+// subscriber that falls this far behind loses its stream (ResourceExhausted)
+// rather than let the runtime's memory grow.
+const eventQueueLimit = 4096
+
+// subscriber is one GetContainerEvents call.
+type subscriber struct {
+	mu     sync.Mutex
+	queue  []*runtimeapi.ContainerEventResponse
+	notify chan struct{} // capacity 1: "the queue is not empty"
+	done   chan struct{} // closed when the runtime ends the stream
+	err    error         // why, set before done is closed
+}
+
+// emitLocked sends an event about the container (or sandbox) id of sandbox
+// s to every subscriber, with the sandbox's status and the statuses of its
+// containers, as containerd does.
+func (r *Runtime) emitLocked(id string, s *sandbox, typ runtimeapi.ContainerEventType) {
+	if len(r.subs) == 0 {
+		return
+	}
+	ev := &runtimeapi.ContainerEventResponse{
+		ContainerId:        id,
+		ContainerEventType: typ,
+		CreatedAt:          now(),
+		PodSandboxStatus:   s.status,
+	}
+	if len(s.containers) > 0 {
+		ev.ContainersStatuses = make([]*runtimeapi.ContainerStatus, len(s.containers))
+		for i, c := range s.containers {
+			ev.ContainersStatuses[i] = c.status
+		}
+	}
+	for sub := range r.subs {
+		sub.mu.Lock()
+		full := len(sub.queue) >= eventQueueLimit
+		if !full {
+			sub.queue = append(sub.queue, ev)
+		}
+		sub.mu.Unlock()
+		if full {
+			r.endStreamLocked(sub, status.Error(codes.ResourceExhausted, "runtimetest: event subscriber too slow"))
+			continue
+		}
+		select {
+		case sub.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (r *Runtime) endStreamLocked(sub *subscriber, err error) {
+	if _, ok := r.subs[sub]; !ok {
+		return
+	}
+	delete(r.subs, sub)
+	sub.err = err
+	close(sub.done)
+}
+
+func (r *Runtime) endStreamsLocked(err error) {
+	for sub := range r.subs {
+		r.endStreamLocked(sub, err)
+	}
+}
+
+// GetContainerEvents implements runtime.ContainerEventStreamer: it sends
+// a CREATED, STARTED, STOPPED or DELETED event for every change of a
+// container or sandbox that happens after the call, with the statuses of
+// the sandbox and its containers, until ctx ends. Like the CRI client, it
+// returns a status error: Canceled or DeadlineExceeded when ctx ends,
+// Unavailable when the runtime is closed or set down, ResourceExhausted when
+// the caller falls more than 4096 events behind. Inject an Unimplemented
+// status to play a runtime without events. The callback, if any, is called
+// once the stream is set up; its stream argument only supports Context.
+func (r *Runtime) GetContainerEvents(ctx context.Context, containerEventsCh chan *runtimeapi.ContainerEventResponse, connectionEstablishedCallback func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
+	if err := r.enter(ctx, "GetContainerEvents"); err != nil {
+		return err
+	}
+	sub := &subscriber{notify: make(chan struct{}, 1), done: make(chan struct{})}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return status.Error(codes.Unavailable, "runtimetest: runtime closed")
+	}
+	r.subs[sub] = struct{}{}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.endStreamLocked(sub, nil)
+		r.mu.Unlock()
+	}()
+
+	if connectionEstablishedCallback != nil {
+		connectionEstablishedCallback(eventStream{ctx: ctx})
+	}
+	var batch []*runtimeapi.ContainerEventResponse
+	for {
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-sub.done:
+			return sub.err
+		case <-sub.notify:
+		}
+		sub.mu.Lock()
+		batch, sub.queue = sub.queue, batch[:0]
+		sub.mu.Unlock()
+		for i, ev := range batch {
+			select {
+			case containerEventsCh <- ev:
+			case <-ctx.Done():
+				return status.FromContextError(ctx.Err()).Err()
+			case <-sub.done:
+				return sub.err
+			}
+			batch[i] = nil
+		}
+	}
+}
+
+// eventStream stands for the gRPC stream of a real CRI client. Events
+// arrive on the channel given to GetContainerEvents, never through Recv.
+type eventStream struct {
+	ctx context.Context
+}
+
+func (s eventStream) Recv() (*runtimeapi.ContainerEventResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "runtimetest: events are delivered on the channel")
+}
+func (s eventStream) Header() (metadata.MD, error) { return nil, nil }
+func (s eventStream) Trailer() metadata.MD         { return nil }
+func (s eventStream) CloseSend() error             { return nil }
+func (s eventStream) Context() context.Context     { return s.ctx }
+func (s eventStream) SendMsg(any) error {
+	return status.Error(codes.Unimplemented, "runtimetest: not a client-streaming call")
+}
+func (s eventStream) RecvMsg(any) error {
+	return status.Error(codes.Unimplemented, "runtimetest: events are delivered on the channel")
+}
