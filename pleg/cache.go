@@ -1,0 +1,181 @@
+package pleg
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+var _ Cache = (*StatusCache)(nil)
+
+// StatusCache is the Cache a PLEG keeps: the newest runtime status of every
+// pod, with the time it was read, and the time of the last complete
+// refresh. It is safe for concurrent use. Its memory is bounded by the
+// pods it holds and the readers waiting in GetNewerThan.
+type StatusCache struct {
+	mu sync.Mutex
+	// pods holds the newest status of each pod.
+	pods map[types.UID]*cacheEntry
+	// refreshed is the time of the last UpdateTime: every entry is valid
+	// as of then.
+	refreshed time.Time
+	// waiters are the GetNewerThan calls still waiting, by pod.
+	waiters map[types.UID][]*waiter
+}
+
+type cacheEntry struct {
+	status   *runtime.PodStatus
+	err      error
+	modified time.Time
+}
+
+// waiter is one GetNewerThan call waiting for a status newer than minTime.
+type waiter struct {
+	minTime time.Time
+	ready   chan cacheEntry // capacity 1; receives once
+}
+
+// NewCache returns an empty StatusCache.
+func NewCache() *StatusCache {
+	return &StatusCache{
+		pods:    make(map[types.UID]*cacheEntry),
+		waiters: make(map[types.UID][]*waiter),
+	}
+}
+
+// Get returns the cached status of the pod and the error of its last
+// inspection; for a pod the cache does not hold, an empty status with
+// only the ID set, and no error.
+func (c *StatusCache) Get(uid types.UID) (*runtime.PodStatus, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.pods[uid]; ok {
+		return e.status, e.err
+	}
+	return &runtime.PodStatus{ID: uid}, nil
+}
+
+// GetNewerThan returns the pod's status once the cache holds one read
+// after minTime, or once the whole cache was refreshed (UpdateTime) after
+// minTime: then the pod's entry, or an empty status if the pod has none.
+// It returns ctx.Err() if ctx ends first.
+func (c *StatusCache) GetNewerThan(ctx context.Context, uid types.UID, minTime time.Time) (*runtime.PodStatus, error) {
+	c.mu.Lock()
+	if e, ok := c.newerLocked(uid, minTime); ok {
+		c.mu.Unlock()
+		return e.status, e.err
+	}
+	if err := ctx.Err(); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	w := &waiter{minTime: minTime, ready: make(chan cacheEntry, 1)}
+	c.waiters[uid] = append(c.waiters[uid], w)
+	c.mu.Unlock()
+
+	select {
+	case e := <-w.ready:
+		return e.status, e.err
+	case <-ctx.Done():
+		c.mu.Lock()
+		c.removeWaiterLocked(uid, w)
+		c.mu.Unlock()
+		// The entry may have arrived while ctx ended: prefer it.
+		select {
+		case e := <-w.ready:
+			return e.status, e.err
+		default:
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// newerLocked returns the entry a reader waiting for minTime may take.
+func (c *StatusCache) newerLocked(uid types.UID, minTime time.Time) (cacheEntry, bool) {
+	e, ok := c.pods[uid]
+	refreshed := !c.refreshed.IsZero() && c.refreshed.After(minTime)
+	switch {
+	case ok && (refreshed || e.modified.After(minTime)):
+		return *e, true
+	case !ok && refreshed:
+		return cacheEntry{status: &runtime.PodStatus{ID: uid}}, true
+	}
+	return cacheEntry{}, false
+}
+
+func (c *StatusCache) removeWaiterLocked(uid types.UID, w *waiter) {
+	ws := c.waiters[uid]
+	if i := slices.Index(ws, w); i >= 0 {
+		ws = slices.Delete(ws, i, i+1)
+	}
+	if len(ws) == 0 {
+		delete(c.waiters, uid)
+		return
+	}
+	c.waiters[uid] = ws
+}
+
+// notifyLocked hands the pod's entry to every waiter it satisfies.
+func (c *StatusCache) notifyLocked(uid types.UID) {
+	ws := c.waiters[uid]
+	if len(ws) == 0 {
+		return
+	}
+	kept := ws[:0]
+	for _, w := range ws {
+		if e, ok := c.newerLocked(uid, w.minTime); ok {
+			w.ready <- e
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(ws[len(kept):])
+	if len(kept) == 0 {
+		delete(c.waiters, uid)
+		return
+	}
+	c.waiters[uid] = kept
+}
+
+// Set records the pod's status (or the error reading it) as read at
+// timestamp, unless the cache already holds an entry read later. A nil
+// status is stored as an empty status with only the ID set.
+func (c *StatusCache) Set(uid types.UID, status *runtime.PodStatus, err error, timestamp time.Time) {
+	if status == nil {
+		status = &runtime.PodStatus{ID: uid}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.pods[uid]; ok && e.modified.After(timestamp) {
+		return
+	}
+	c.pods[uid] = &cacheEntry{status: status, err: err, modified: timestamp}
+	c.notifyLocked(uid)
+}
+
+// Delete forgets the pod. Readers waiting for it keep waiting.
+func (c *StatusCache) Delete(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.pods, uid)
+}
+
+// UpdateTime records that every entry is valid as of timestamp, and wakes
+// the readers this satisfies. A timestamp older than the last one is
+// ignored.
+func (c *StatusCache) UpdateTime(timestamp time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !timestamp.After(c.refreshed) {
+		return
+	}
+	c.refreshed = timestamp
+	for uid := range c.waiters {
+		c.notifyLocked(uid)
+	}
+}

@@ -1,0 +1,239 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+
+func statusNamed(uid types.UID, name string) *runtime.PodStatus {
+	return &runtime.PodStatus{ID: uid, Name: name}
+}
+
+func TestCacheGet(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name    string
+		ops     func(c *StatusCache)
+		want    *runtime.PodStatus
+		wantErr error
+	}{
+		{"unknown pod", func(c *StatusCache) {}, &runtime.PodStatus{ID: "p"}, nil},
+		{"set", func(c *StatusCache) { c.Set("p", statusNamed("p", "a"), nil, at(1)) }, statusNamed("p", "a"), nil},
+		{"newer set wins", func(c *StatusCache) {
+			c.Set("p", statusNamed("p", "a"), nil, at(1))
+			c.Set("p", statusNamed("p", "b"), nil, at(2))
+		}, statusNamed("p", "b"), nil},
+		{"older set ignored", func(c *StatusCache) {
+			c.Set("p", statusNamed("p", "b"), nil, at(2))
+			c.Set("p", statusNamed("p", "a"), nil, at(1))
+		}, statusNamed("p", "b"), nil},
+		{"same time replaces", func(c *StatusCache) {
+			c.Set("p", statusNamed("p", "a"), nil, at(2))
+			c.Set("p", statusNamed("p", "b"), nil, at(2))
+		}, statusNamed("p", "b"), nil},
+		{"error kept with status", func(c *StatusCache) { c.Set("p", statusNamed("p", "a"), boom, at(1)) }, statusNamed("p", "a"), boom},
+		{"nil status", func(c *StatusCache) { c.Set("p", nil, boom, at(1)) }, &runtime.PodStatus{ID: "p"}, boom},
+		{"deleted", func(c *StatusCache) {
+			c.Set("p", statusNamed("p", "a"), nil, at(1))
+			c.Delete("p")
+		}, &runtime.PodStatus{ID: "p"}, nil},
+		{"older set after delete", func(c *StatusCache) {
+			c.Set("p", statusNamed("p", "a"), nil, at(2))
+			c.Delete("p")
+			c.Set("p", statusNamed("p", "b"), nil, at(1))
+		}, statusNamed("p", "b"), nil},
+		{"other pod", func(c *StatusCache) { c.Set("q", statusNamed("q", "a"), nil, at(1)) }, &runtime.PodStatus{ID: "p"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewCache()
+			tt.ops(c)
+			got, err := c.Get("p")
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Get (-want +got):\n%s", diff)
+			}
+			if !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+				t.Errorf("Get error = %v, want %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestCacheGetNewerThanAtOnce(t *testing.T) {
+	tests := []struct {
+		name    string
+		ops     func(c *StatusCache)
+		minTime time.Time
+		want    *runtime.PodStatus // nil: must block
+	}{
+		{"entry newer", func(c *StatusCache) { c.Set("p", statusNamed("p", "a"), nil, at(2)) }, at(1), statusNamed("p", "a")},
+		{"entry as old", func(c *StatusCache) { c.Set("p", statusNamed("p", "a"), nil, at(1)) }, at(1), nil},
+		{"entry older, cache refreshed after", func(c *StatusCache) {
+			c.Set("p", statusNamed("p", "a"), nil, at(1))
+			c.UpdateTime(at(3))
+		}, at(2), statusNamed("p", "a")},
+		{"no entry, cache refreshed after", func(c *StatusCache) { c.UpdateTime(at(3)) }, at(2), &runtime.PodStatus{ID: "p"}},
+		{"no entry, cache refreshed before", func(c *StatusCache) { c.UpdateTime(at(1)) }, at(2), nil},
+		{"refresh goes forward only", func(c *StatusCache) {
+			c.UpdateTime(at(3))
+			c.UpdateTime(at(1))
+		}, at(2), &runtime.PodStatus{ID: "p"}},
+		{"empty cache", func(c *StatusCache) {}, time.Time{}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewCache()
+			tt.ops(c)
+			ctx, cancel := context.WithCancel(t.Context())
+			if tt.want == nil {
+				cancel()
+			}
+			defer cancel()
+			got, err := c.GetNewerThan(ctx, "p", tt.minTime)
+			if tt.want == nil {
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("GetNewerThan = %v, %v; want it to wait", got, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("GetNewerThan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCacheGetNewerThanWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewCache()
+		c.Set("p", statusNamed("p", "old"), nil, at(1))
+
+		type result struct {
+			status *runtime.PodStatus
+			err    error
+		}
+		wait := func(uid types.UID, minTime time.Time) chan result {
+			ch := make(chan result, 1)
+			go func() {
+				s, err := c.GetNewerThan(t.Context(), uid, minTime)
+				ch <- result{s, err}
+			}()
+			return ch
+		}
+		byPod := wait("p", at(1))
+		byRefresh := wait("q", at(1))
+		later := wait("p", at(5))
+		synctest.Wait()
+		for _, ch := range []chan result{byPod, byRefresh, later} {
+			if len(ch) != 0 {
+				t.Fatal("GetNewerThan returned before a newer status")
+			}
+		}
+
+		c.Set("p", statusNamed("p", "stale"), nil, at(0)) // ignored: no wake-up
+		c.Set("q", statusNamed("q", "as old"), nil, at(1))
+		synctest.Wait()
+		if len(byPod) != 0 || len(byRefresh) != 0 {
+			t.Fatal("GetNewerThan returned on a status that is not newer")
+		}
+		c.Set("p", statusNamed("p", "new"), nil, at(2))
+		synctest.Wait()
+		if r := <-byPod; r.err != nil || r.status.Name != "new" {
+			t.Errorf("waiter on p got %v, %v; want the new status", r.status, r.err)
+		}
+		if len(byRefresh) != 0 || len(later) != 0 {
+			t.Fatal("a Set of p woke other waiters")
+		}
+		c.UpdateTime(at(3))
+		synctest.Wait()
+		if r := <-byRefresh; r.err != nil || r.status.Name != "as old" {
+			t.Errorf("waiter on q got %v, %v; want its entry after the refresh", r.status, r.err)
+		}
+		if len(later) != 0 {
+			t.Fatal("a refresh older than minTime woke a waiter")
+		}
+		c.UpdateTime(at(6))
+		synctest.Wait()
+		if r := <-later; r.err != nil || r.status.Name != "new" {
+			t.Errorf("late waiter got %v, %v", r.status, r.err)
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if len(c.waiters) != 0 {
+			t.Errorf("%d pods still have waiters", len(c.waiters))
+		}
+	})
+}
+
+func TestCacheWaiterRemovedWhenContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewCache()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				if _, err := c.GetNewerThan(ctx, "p", at(1)); !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("GetNewerThan = %v, want DeadlineExceeded", err)
+				}
+			})
+		}
+		synctest.Wait()
+		c.mu.Lock()
+		if got := len(c.waiters["p"]); got != 10 {
+			t.Errorf("%d waiters, want 10", got)
+		}
+		c.mu.Unlock()
+		wg.Wait()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if len(c.waiters) != 0 {
+			t.Errorf("waiters left after their contexts ended: %v", c.waiters)
+		}
+	})
+}
+
+func TestCacheConcurrent(t *testing.T) {
+	c := NewCache()
+	var wg sync.WaitGroup
+	uids := []types.UID{"a", "b", "c"}
+	for i := range 4 {
+		wg.Go(func() {
+			for j := range 500 {
+				uid := uids[j%len(uids)]
+				c.Set(uid, statusNamed(uid, "x"), nil, at(j))
+				if j%10 == 0 {
+					c.UpdateTime(at(j))
+				}
+				if i == 0 && j%50 == 0 {
+					c.Delete(uid)
+				}
+			}
+		})
+		wg.Go(func() {
+			for j := range 200 {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
+				_, _ = c.GetNewerThan(ctx, uids[j%len(uids)], at(j))
+				_, _ = c.Get(uids[j%len(uids)])
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+}
