@@ -1,0 +1,541 @@
+package runtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// The values of AnnotationContainerType.
+const (
+	ContainerTypeInit    = "init"
+	ContainerTypeRegular = "regular"
+)
+
+// HashContainer returns a stable hash of the container's spec: the FNV-64a
+// of its JSON with Resources cleared (a resize does not replace the
+// container), in hex. SyncPod records it in LabelContainerHash and replaces
+// a running container whose hash differs from its spec's.
+func HashContainer(c *v1.Container) string {
+	cp := c.DeepCopy()
+	cp.Resources = v1.ResourceRequirements{}
+	data, err := json.Marshal(cp)
+	if err != nil {
+		// v1.Container always marshals; keep a stable value regardless.
+		data = []byte(c.Name)
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// podFullName is the kubelet's format.Pod: name_namespace(uid).
+func podFullName(pod *v1.Pod) string {
+	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+}
+
+// PodLogsDirectory returns the directory of the pod's container logs:
+// <root>/<namespace>_<name>_<uid>.
+func PodLogsDirectory(root, namespace, name string, uid types.UID) string {
+	return filepath.Join(root, namespace+"_"+name+"_"+string(uid))
+}
+
+// containerLogPath is the log path of a container instance, relative to
+// the sandbox's log directory.
+func containerLogPath(container string, restartCount int) string {
+	return filepath.Join(container, strconv.Itoa(restartCount)+".log")
+}
+
+// restartCountFromLogDir returns one more than the highest <n>.log in dir,
+// or 0: the restart count of a container whose previous instances the
+// runtime forgot (the kubelet's calcRestartCountByLogDir).
+func restartCountFromLogDir(dir string) int {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		base, ok := strings.CutSuffix(e.Name(), ".log")
+		if !ok {
+			continue
+		}
+		if i, err := strconv.Atoi(base); err == nil && i+1 > n {
+			n = i + 1
+		}
+	}
+	return n
+}
+
+func podLabels(pod *v1.Pod) map[string]string {
+	l := make(map[string]string, len(pod.Labels)+3)
+	for k, v := range pod.Labels {
+		l[k] = v
+	}
+	l[LabelPodName] = pod.Name
+	l[LabelPodNamespace] = pod.Namespace
+	l[LabelPodUID] = string(pod.UID)
+	return l
+}
+
+func podAnnotations(pod *v1.Pod) map[string]string {
+	a := make(map[string]string, len(pod.Annotations))
+	for k, v := range pod.Annotations {
+		a[k] = v
+	}
+	return a
+}
+
+func containerLabels(pod *v1.Pod, c *v1.Container) map[string]string {
+	return map[string]string{
+		LabelPodName:       pod.Name,
+		LabelPodNamespace:  pod.Namespace,
+		LabelPodUID:        string(pod.UID),
+		LabelContainerName: c.Name,
+		LabelContainerHash: HashContainer(c),
+	}
+}
+
+// terminationGracePeriod is the pod's grace period in seconds: the deletion
+// grace period when the pod is being deleted, else the spec's, else the API
+// default of 30.
+func terminationGracePeriod(pod *v1.Pod) int64 {
+	switch {
+	case pod.DeletionGracePeriodSeconds != nil:
+		return *pod.DeletionGracePeriodSeconds
+	case pod.Spec.TerminationGracePeriodSeconds != nil:
+		return *pod.Spec.TerminationGracePeriodSeconds
+	}
+	return 30
+}
+
+func containerAnnotations(pod *v1.Pod, c *v1.Container, restartCount int, index int, typ string) map[string]string {
+	a := map[string]string{
+		AnnotationRestartCount:              strconv.Itoa(restartCount),
+		AnnotationTerminationMessagePath:    c.TerminationMessagePath,
+		AnnotationTerminationMessagePolicy:  string(c.TerminationMessagePolicy),
+		AnnotationPodTerminationGracePeriod: strconv.FormatInt(terminationGracePeriod(pod), 10),
+		AnnotationContainerIndex:            strconv.Itoa(index),
+		AnnotationContainerType:             typ,
+	}
+	return a
+}
+
+func protocolToCRI(p v1.Protocol) runtimeapi.Protocol {
+	switch p {
+	case v1.ProtocolUDP:
+		return runtimeapi.Protocol_UDP
+	case v1.ProtocolSCTP:
+		return runtimeapi.Protocol_SCTP
+	}
+	return runtimeapi.Protocol_TCP
+}
+
+func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
+	o := &runtimeapi.NamespaceOption{
+		Network: networkNamespaceForPod(pod),
+		Pid:     runtimeapi.NamespaceMode_CONTAINER,
+		Ipc:     runtimeapi.NamespaceMode_POD,
+	}
+	if pod.Spec.HostIPC {
+		o.Ipc = runtimeapi.NamespaceMode_NODE
+	}
+	switch {
+	case pod.Spec.HostPID:
+		o.Pid = runtimeapi.NamespaceMode_NODE
+	case pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace:
+		o.Pid = runtimeapi.NamespaceMode_POD
+	}
+	return o
+}
+
+// podHostname is the kubelet's hostname of a pod: spec.hostname, else the
+// pod name cut to 63 characters (without a trailing '-' or '.').
+func podHostname(pod *v1.Pod) string {
+	if pod.Spec.Hostname != "" {
+		return pod.Spec.Hostname
+	}
+	h := pod.Name
+	if len(h) > 63 {
+		h = strings.TrimRight(h[:63], "-.")
+	}
+	return h
+}
+
+// sandboxConfig builds the PodSandboxConfig of the pod (kubelet
+// generatePodSandboxConfig, without DNS defaults from the host or cluster).
+func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32, cgroupParent string) *runtimeapi.PodSandboxConfig {
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{
+			Name:      pod.Name,
+			Namespace: pod.Namespace,
+			Uid:       string(pod.UID),
+			Attempt:   attempt,
+		},
+		LogDirectory: PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.UID),
+		Labels:       podLabels(pod),
+		Annotations:  podAnnotations(pod),
+	}
+	if !isHostNetwork(pod) {
+		cfg.Hostname = podHostname(pod)
+	}
+	if dc := pod.Spec.DNSConfig; dc != nil {
+		d := &runtimeapi.DNSConfig{
+			Servers:  append([]string(nil), dc.Nameservers...),
+			Searches: append([]string(nil), dc.Searches...),
+		}
+		for _, o := range dc.Options {
+			if o.Value != nil {
+				d.Options = append(d.Options, o.Name+":"+*o.Value)
+			} else {
+				d.Options = append(d.Options, o.Name)
+			}
+		}
+		cfg.DnsConfig = d
+	}
+	for i := range pod.Spec.Containers {
+		for _, p := range pod.Spec.Containers[i].Ports {
+			cfg.PortMappings = append(cfg.PortMappings, &runtimeapi.PortMapping{
+				Protocol:      protocolToCRI(p.Protocol),
+				ContainerPort: p.ContainerPort,
+				HostPort:      p.HostPort,
+				HostIp:        p.HostIP,
+			})
+		}
+	}
+	sc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if psc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+		}
+		if psc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+		}
+		sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
+		if psc.FSGroup != nil {
+			sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if c := pod.Spec.Containers[i].SecurityContext; c != nil && c.Privileged != nil && *c.Privileged {
+			sc.Privileged = true
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if c := pod.Spec.InitContainers[i].SecurityContext; c != nil && c.Privileged != nil && *c.Privileged {
+			sc.Privileged = true
+		}
+	}
+	linux := &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroupParent, SecurityContext: sc}
+	if psc := pod.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
+		linux.Sysctls = map[string]string{}
+		for _, s := range psc.Sysctls {
+			linux.Sysctls[s.Name] = s.Value
+		}
+	}
+	cfg.Linux = linux
+	return cfg
+}
+
+// Volume is a volume of the pod prepared on the host, as SyncPod mounts it
+// into the containers that name it in their volumeMounts.
+type Volume struct {
+	// HostPath is the directory or file on the host.
+	HostPath string
+	// ReadOnly forces every mount of the volume read-only.
+	ReadOnly bool
+}
+
+// containerSpec is one container to start.
+type containerSpec struct {
+	container *v1.Container
+	index     int
+	typ       string
+}
+
+// envFieldValue resolves a downward-API fieldRef.
+func envFieldValue(pod *v1.Pod, podIPs []string, path string) (string, error) {
+	if k, ok := strings.CutPrefix(path, "metadata.labels['"); ok {
+		return pod.Labels[strings.TrimSuffix(k, "']")], nil
+	}
+	if k, ok := strings.CutPrefix(path, "metadata.annotations['"); ok {
+		return pod.Annotations[strings.TrimSuffix(k, "']")], nil
+	}
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.podIP":
+		if len(podIPs) > 0 {
+			return podIPs[0], nil
+		}
+		return "", nil
+	case "status.podIPs":
+		return strings.Join(podIPs, ","), nil
+	case "status.hostIP", "status.hostIPs":
+		return pod.Status.HostIP, nil
+	}
+	return "", fmt.Errorf("unsupported fieldRef %q", path)
+}
+
+// expand replaces $(VAR) by the value of VAR when defined; $$ escapes a $.
+// It is the kubelet's expansion.Expand.
+func expand(s string, vars map[string]string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := vars[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+// containerEnv resolves the container's environment: plain values (with
+// $(VAR) references to earlier variables) and downward-API fieldRefs.
+// Sources it cannot resolve (configMap, secret, resourceFieldRef, envFrom)
+// fail unless marked optional.
+func containerEnv(pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, map[string]string, error) {
+	vars := map[string]string{}
+	var order []string
+	set := func(k, v string) {
+		if _, ok := vars[k]; !ok {
+			order = append(order, k)
+		}
+		vars[k] = v
+	}
+	for _, from := range c.EnvFrom {
+		optional := (from.ConfigMapRef != nil && from.ConfigMapRef.Optional != nil && *from.ConfigMapRef.Optional) ||
+			(from.SecretRef != nil && from.SecretRef.Optional != nil && *from.SecretRef.Optional)
+		if !optional {
+			return nil, nil, fmt.Errorf("envFrom is not supported")
+		}
+	}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			set(e.Name, expand(e.Value, vars))
+		case e.ValueFrom.FieldRef != nil:
+			v, err := envFieldValue(pod, podIPs, e.ValueFrom.FieldRef.FieldPath)
+			if err != nil {
+				return nil, nil, fmt.Errorf("env %s: %w", e.Name, err)
+			}
+			set(e.Name, v)
+		case e.ValueFrom.ConfigMapKeyRef != nil && e.ValueFrom.ConfigMapKeyRef.Optional != nil && *e.ValueFrom.ConfigMapKeyRef.Optional,
+			e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Optional != nil && *e.ValueFrom.SecretKeyRef.Optional:
+			// An optional reference that cannot be resolved is left unset.
+		default:
+			return nil, nil, fmt.Errorf("env %s: only values and fieldRefs are supported", e.Name)
+		}
+	}
+	kv := make([]*runtimeapi.KeyValue, 0, len(order))
+	for _, k := range order {
+		kv = append(kv, &runtimeapi.KeyValue{Key: k, Value: []byte(vars[k])})
+	}
+	return kv, vars, nil
+}
+
+func containerMounts(c *v1.Container, pod *v1.Pod, volumes map[string]Volume) ([]*runtimeapi.Mount, error) {
+	var mounts []*runtimeapi.Mount
+	for _, vm := range c.VolumeMounts {
+		vol, ok := volumes[vm.Name]
+		if !ok {
+			return nil, fmt.Errorf("volume %q of container %s is not prepared", vm.Name, c.Name)
+		}
+		host := vol.HostPath
+		if vm.SubPath != "" {
+			if filepath.IsAbs(vm.SubPath) || strings.Contains(filepath.ToSlash(filepath.Clean(vm.SubPath)), "..") {
+				return nil, fmt.Errorf("volume mount %q of container %s: invalid subPath %q", vm.Name, c.Name, vm.SubPath)
+			}
+			host = filepath.Join(host, vm.SubPath)
+		}
+		m := &runtimeapi.Mount{
+			ContainerPath: vm.MountPath,
+			HostPath:      host,
+			Readonly:      vm.ReadOnly || vol.ReadOnly,
+		}
+		if vm.MountPropagation != nil {
+			switch *vm.MountPropagation {
+			case v1.MountPropagationHostToContainer:
+				m.Propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+			case v1.MountPropagationBidirectional:
+				m.Propagation = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+			}
+		}
+		mounts = append(mounts, m)
+	}
+	_ = pod
+	return mounts, nil
+}
+
+// linuxResources converts the container's cpu and memory to CRI resources
+// (shares from the request, CFS quota and memory from the limits).
+func linuxResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
+	r := &runtimeapi.LinuxContainerResources{}
+	cpuReq := c.Resources.Requests.Cpu().MilliValue()
+	cpuLim := c.Resources.Limits.Cpu().MilliValue()
+	if cpuReq == 0 && cpuLim != 0 {
+		cpuReq = cpuLim
+	}
+	r.CpuShares = milliCPUToShares(cpuReq)
+	if cpuLim != 0 {
+		r.CpuPeriod = 100000
+		r.CpuQuota = max(cpuLim*100000/1000, 1000)
+	}
+	r.MemoryLimitInBytes = c.Resources.Limits.Memory().Value()
+	return r
+}
+
+func milliCPUToShares(milli int64) int64 {
+	const minShares, maxShares = 2, 262144
+	if milli == 0 {
+		return minShares
+	}
+	s := milli * 1024 / 1000
+	return min(max(s, minShares), maxShares)
+}
+
+func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if psc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+		}
+		if psc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+		}
+		sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
+		if psc.FSGroup != nil {
+			sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
+		}
+	}
+	if csc := c.SecurityContext; csc != nil {
+		if csc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
+		}
+		if csc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
+		}
+		if csc.Privileged != nil {
+			sc.Privileged = *csc.Privileged
+		}
+		if csc.ReadOnlyRootFilesystem != nil {
+			sc.ReadonlyRootfs = *csc.ReadOnlyRootFilesystem
+		}
+		if csc.AllowPrivilegeEscalation != nil {
+			sc.NoNewPrivs = !*csc.AllowPrivilegeEscalation
+		}
+		if caps := csc.Capabilities; caps != nil {
+			sc.Capabilities = &runtimeapi.Capability{}
+			for _, a := range caps.Add {
+				sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, string(a))
+			}
+			for _, d := range caps.Drop {
+				sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
+			}
+		}
+	}
+	return sc
+}
+
+// containerConfig builds the ContainerConfig of one container instance
+// (kubelet generateContainerConfig, reduced).
+func (m *Manager) containerConfig(pod *v1.Pod, spec containerSpec, restartCount int, imageRef string, podIPs []string, volumes map[string]Volume) (*runtimeapi.ContainerConfig, error) {
+	c := spec.container
+	env, vars, err := containerEnv(pod, c, podIPs)
+	if err != nil {
+		return nil, err
+	}
+	mounts, err := containerMounts(c, pod, volumes)
+	if err != nil {
+		return nil, err
+	}
+	command := make([]string, len(c.Command))
+	for i, s := range c.Command {
+		command[i] = expand(s, vars)
+	}
+	args := make([]string, len(c.Args))
+	for i, s := range c.Args {
+		args[i] = expand(s, vars)
+	}
+	return &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
+		Image: &runtimeapi.ImageSpec{
+			Image:              imageRef,
+			UserSpecifiedImage: c.Image,
+			RuntimeHandler:     m.opts.RuntimeHandler,
+		},
+		Command:     command,
+		Args:        args,
+		WorkingDir:  c.WorkingDir,
+		Envs:        env,
+		Mounts:      mounts,
+		LogPath:     containerLogPath(c.Name, restartCount),
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Labels:      containerLabels(pod, c),
+		Annotations: containerAnnotations(pod, c, restartCount, spec.index, spec.typ),
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources:       linuxResources(c),
+			SecurityContext: containerSecurityContext(pod, c),
+		},
+	}, nil
+}
+
+// pullPolicy returns the container's pull policy, defaulted as the API
+// server does: Always for an image without a tag or tagged latest (and no
+// digest), IfNotPresent otherwise.
+func pullPolicy(c *v1.Container) v1.PullPolicy {
+	if c.ImagePullPolicy != "" {
+		return c.ImagePullPolicy
+	}
+	img := c.Image
+	if strings.Contains(img, "@") {
+		return v1.PullIfNotPresent
+	}
+	last := img[strings.LastIndex(img, "/")+1:]
+	i := strings.LastIndex(last, ":")
+	if i < 0 || last[i+1:] == "latest" {
+		return v1.PullAlways
+	}
+	return v1.PullIfNotPresent
+}

@@ -1,0 +1,126 @@
+package runtime
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	critest "k8s.io/cri-api/pkg/apis/testing"
+)
+
+// fakes bundles a manager with cri-api's recording fakes.
+type fakes struct {
+	m  *Manager
+	rs *critest.FakeRuntimeService
+	is *critest.FakeImageService
+}
+
+func newFakes(t *testing.T, opts ManagerOptions) *fakes {
+	t.Helper()
+	rs := critest.NewFakeRuntimeService()
+	is := critest.NewFakeImageService()
+	is.SetFakeImages([]string{"busybox:1.36", "nginx:1.25", "app:v1", "app:v2", "init:v1"})
+	if opts.PodLogsDir == "" {
+		opts.PodLogsDir = t.TempDir()
+	}
+	m, err := NewManager(rs, is, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fakes{m: m, rs: rs, is: is}
+}
+
+// status reads the pod's status from the runtime.
+func (f *fakes) status(t *testing.T, pod *v1.Pod) *PodStatus {
+	t.Helper()
+	s, err := f.m.GetPodStatus(t.Context(), pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		t.Fatalf("GetPodStatus: %v", err)
+	}
+	return s
+}
+
+// sync reads the status and syncs the pod once.
+func (f *fakes) sync(t *testing.T, pod *v1.Pod) SyncResult {
+	t.Helper()
+	return f.m.SyncPod(t.Context(), pod, f.status(t, pod))
+}
+
+// calls returns and clears the runtime calls recorded so far, leaving out
+// the read-only ones.
+func (f *fakes) calls() []string {
+	f.rs.Lock()
+	defer f.rs.Unlock()
+	var out []string
+	for _, c := range f.rs.Called {
+		switch c {
+		case "ListPodSandbox", "ListContainers", "PodSandboxStatus", "ContainerStatus", "Version", "Status":
+			continue
+		}
+		out = append(out, c)
+	}
+	f.rs.Called = nil
+	return out
+}
+
+// container returns the newest fake container of the pod with that name.
+func (f *fakes) container(pod *v1.Pod, name string) *critest.FakeContainer {
+	f.rs.Lock()
+	defer f.rs.Unlock()
+	var best *critest.FakeContainer
+	for _, c := range f.rs.Containers {
+		if c.Labels[LabelPodUID] != string(pod.UID) || c.Metadata.Name != name {
+			continue
+		}
+		if best == nil || c.CreatedAt > best.CreatedAt || (c.CreatedAt == best.CreatedAt && c.Metadata.Attempt > best.Metadata.Attempt) {
+			best = c
+		}
+	}
+	return best
+}
+
+// exit makes the newest instance of the container exit with code.
+func (f *fakes) exit(pod *v1.Pod, name string, code int32) {
+	c := f.container(pod, name)
+	f.rs.Lock()
+	defer f.rs.Unlock()
+	c.State = runtimeapi.ContainerState_CONTAINER_EXITED
+	c.ExitCode = code
+	c.FinishedAt = time.Now().UnixNano()
+	if c.StartedAt == 0 {
+		c.StartedAt = c.FinishedAt
+	}
+}
+
+// countContainers counts the fake containers of the pod with that name.
+func (f *fakes) countContainers(pod *v1.Pod, name string) int {
+	f.rs.Lock()
+	defer f.rs.Unlock()
+	n := 0
+	for _, c := range f.rs.Containers {
+		if c.Labels[LabelPodUID] == string(pod.UID) && c.Metadata.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+func testPod(name string, containers ...string) *v1.Pod {
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid")},
+		Spec: v1.PodSpec{
+			RestartPolicy:                 v1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: ptr(int64(30)),
+			NodeName:                      "node1",
+		},
+	}
+	for _, c := range containers {
+		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: c, Image: "busybox:1.36", ImagePullPolicy: v1.PullIfNotPresent})
+	}
+	return pod
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,496 @@
+package runtime
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// DefaultPodLogsDir is where container logs go unless ManagerOptions says
+// otherwise, as with the kubelet.
+const DefaultPodLogsDir = "/var/log/pods"
+
+// ManagerOptions configure a Manager. The zero value is usable.
+type ManagerOptions struct {
+	// Logger receives the manager's logs. Defaults to discarding them.
+	Logger logr.Logger
+	// RuntimeHandler is passed to RunPodSandbox and in image specs.
+	// Defaults to "" (the runtime's default handler).
+	RuntimeHandler string
+	// PodLogsDir is the root of the container logs: a container's log is
+	// <PodLogsDir>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
+	// Defaults to /var/log/pods.
+	PodLogsDir string
+	// BackOff of container restarts (CrashLoopBackOff). Defaults to the
+	// kubelet's: Initial 10s, Max 300s, Reset 10m.
+	BackOff BackOffOptions
+	// ImageBackOff of failed image pulls (ImagePullBackOff). Defaults to
+	// Initial 10s, Max 300s, Reset 10m.
+	ImageBackOff BackOffOptions
+	// MinGracePeriod is the shortest time a container is given to stop
+	// (unless a kill overrides the grace period). Defaults to 2s.
+	MinGracePeriod time.Duration
+	// Unhealthy, when set, reports running containers that failed their
+	// liveness or startup probe; SyncPod kills them (and restarts them per
+	// the restart policy). Defaults to nil: no probe results.
+	Unhealthy UnhealthyFunc
+}
+
+func (o *ManagerOptions) setDefaults() error {
+	if o.PodLogsDir == "" {
+		o.PodLogsDir = DefaultPodLogsDir
+	}
+	if !filepath.IsAbs(o.PodLogsDir) {
+		return fmt.Errorf("runtime: PodLogsDir %q is not an absolute path", o.PodLogsDir)
+	}
+	o.PodLogsDir = filepath.Clean(o.PodLogsDir)
+	if o.BackOff.Initial < 0 || o.BackOff.Max < 0 || o.BackOff.Reset < 0 ||
+		o.ImageBackOff.Initial < 0 || o.ImageBackOff.Max < 0 || o.ImageBackOff.Reset < 0 {
+		return errors.New("runtime: negative back-off duration")
+	}
+	o.BackOff.setDefaults()
+	o.ImageBackOff.setDefaults()
+	if o.MinGracePeriod < 0 {
+		return errors.New("runtime: negative MinGracePeriod")
+	}
+	if o.MinGracePeriod == 0 {
+		o.MinGracePeriod = 2 * time.Second
+	}
+	return nil
+}
+
+// Manager turns pods into sandbox and container operations on a
+// RuntimeService: the kubelet's kuberuntime manager. It keeps, per pod, the
+// restart and image back-offs and the last reason a container failed to
+// start; Forget drops them.
+//
+// A Manager is safe for concurrent use by several goroutines; callers must
+// serialise the calls that concern one pod (the pod workers do). It holds
+// no goroutine and needs no Run.
+type Manager struct {
+	rs   RuntimeService
+	is   ImageService
+	opts ManagerOptions
+	log  logr.Logger
+	now  func() time.Time
+
+	mu             sync.Mutex
+	runtimeName    string
+	containerBO    *backOff
+	imageBO        *backOff
+	reasons        map[types.UID]map[string]waitingReason
+	lastBackOffGC  time.Time
+	runtimeNameSet bool
+}
+
+// waitingReason is why a container last failed to start.
+type waitingReason struct {
+	reason  string
+	message string
+}
+
+// NewManager returns a Manager on the given services. It does no I/O.
+func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manager, error) {
+	if rs == nil {
+		return nil, errors.New("runtime: NewManager needs a RuntimeService")
+	}
+	if is == nil {
+		return nil, errors.New("runtime: NewManager needs an ImageService")
+	}
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Manager{
+		rs:          rs,
+		is:          is,
+		opts:        opts,
+		log:         opts.Logger.WithName("runtime"),
+		now:         time.Now,
+		runtimeName: "cri",
+		containerBO: newBackOff(opts.BackOff),
+		imageBO:     newBackOff(opts.ImageBackOff),
+		reasons:     map[types.UID]map[string]waitingReason{},
+	}, nil
+}
+
+// RuntimeName is the runtime's name as reported by Version ("containerd"),
+// the prefix of container IDs in the API status; "cri" until a call to the
+// runtime (Status, GetPods, GetPodStatus) learned it.
+func (m *Manager) RuntimeName() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runtimeName
+}
+
+// learnRuntimeName asks the runtime its name once.
+func (m *Manager) learnRuntimeName(ctx context.Context) {
+	m.mu.Lock()
+	done := m.runtimeNameSet
+	m.mu.Unlock()
+	if done {
+		return
+	}
+	v, err := m.rs.Version(ctx, "v1")
+	if err != nil {
+		m.log.V(4).Info("runtime version unavailable", "err", err)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := v.GetRuntimeName(); n != "" {
+		m.runtimeName = n
+	}
+	m.runtimeNameSet = true
+}
+
+// Status checks the runtime's health with the Status RPC. It returns nil
+// when both RuntimeReady and NetworkReady are true; otherwise an error
+// wrapping ErrRuntimeNotReady and/or ErrNetworkNotReady that names the
+// failing conditions with their reasons.
+func (m *Manager) Status(ctx context.Context) error {
+	m.learnRuntimeName(ctx)
+	resp, err := m.rs.Status(ctx, false)
+	if err != nil {
+		return fmt.Errorf("runtime: status: %w", err)
+	}
+	st := resp.GetStatus()
+	if st == nil {
+		return fmt.Errorf("runtime: status is empty: %w", ErrRuntimeNotReady)
+	}
+	var errs []error
+	for _, want := range []struct {
+		typ string
+		err error
+	}{{runtimeapi.RuntimeReady, ErrRuntimeNotReady}, {runtimeapi.NetworkReady, ErrNetworkNotReady}} {
+		var cond *runtimeapi.RuntimeCondition
+		for _, c := range st.GetConditions() {
+			if c.GetType() == want.typ {
+				cond = c
+			}
+		}
+		switch {
+		case cond == nil:
+			errs = append(errs, fmt.Errorf("%w: condition %s missing", want.err, want.typ))
+		case !cond.GetStatus():
+			errs = append(errs, fmt.Errorf("%w: %s=false reason:%s message:%s", want.err, want.typ, cond.GetReason(), cond.GetMessage()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func sandboxState(s runtimeapi.PodSandboxState) ContainerState {
+	if s == runtimeapi.PodSandboxState_SANDBOX_READY {
+		return ContainerStateRunning
+	}
+	return ContainerStateExited
+}
+
+// GetPods lists the pods in the runtime: sandboxes and containers grouped by
+// their LabelPodUID (objects without it are not nodekit's and are left
+// out). With all false, only ready sandboxes and running containers.
+// Pods come sorted by UID, sandboxes and containers newest first.
+func (m *Manager) GetPods(ctx context.Context, all bool) ([]*Pod, error) {
+	m.learnRuntimeName(ctx)
+	var sf *runtimeapi.PodSandboxFilter
+	var cf *runtimeapi.ContainerFilter
+	if !all {
+		sf = &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}
+		cf = &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
+	}
+	sandboxes, err := m.rs.ListPodSandbox(ctx, sf)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list sandboxes: %w", err)
+	}
+	containers, err := m.rs.ListContainers(ctx, cf)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list containers: %w", err)
+	}
+	pods := map[types.UID]*Pod{}
+	pod := func(labels map[string]string) *Pod {
+		uid := types.UID(labels[LabelPodUID])
+		if uid == "" {
+			return nil
+		}
+		p := pods[uid]
+		if p == nil {
+			p = &Pod{ID: uid}
+			pods[uid] = p
+		}
+		if p.Name == "" {
+			p.Name = labels[LabelPodName]
+			p.Namespace = labels[LabelPodNamespace]
+		}
+		return p
+	}
+	for _, s := range sandboxes {
+		p := pod(s.GetLabels())
+		if p == nil {
+			continue
+		}
+		p.Sandboxes = append(p.Sandboxes, &Container{
+			ID:        s.GetId(),
+			Name:      s.GetMetadata().GetName(),
+			State:     sandboxState(s.GetState()),
+			CreatedAt: s.GetCreatedAt(),
+		})
+	}
+	for _, c := range containers {
+		p := pod(c.GetLabels())
+		if p == nil {
+			continue
+		}
+		p.Containers = append(p.Containers, &Container{
+			ID:        c.GetId(),
+			Name:      containerName(c.GetLabels(), c.GetMetadata()),
+			Image:     imageName(c.GetImage()),
+			Hash:      c.GetLabels()[LabelContainerHash],
+			State:     StateFromCRI(c.GetState()),
+			CreatedAt: c.GetCreatedAt(),
+		})
+	}
+	out := make([]*Pod, 0, len(pods))
+	newest := func(a, b *Container) int {
+		return cmp.Or(cmp.Compare(b.CreatedAt, a.CreatedAt), cmp.Compare(a.ID, b.ID))
+	}
+	for _, p := range pods {
+		slices.SortFunc(p.Sandboxes, newest)
+		slices.SortFunc(p.Containers, newest)
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *Pod) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+func containerName(labels map[string]string, md *runtimeapi.ContainerMetadata) string {
+	if n := labels[LabelContainerName]; n != "" {
+		return n
+	}
+	return md.GetName()
+}
+
+func imageName(spec *runtimeapi.ImageSpec) string {
+	if u := spec.GetUserSpecifiedImage(); u != "" {
+		return u
+	}
+	return spec.GetImage()
+}
+
+func nsTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// sandboxIPs returns the sandbox's IPs, primary first.
+func sandboxIPs(s *runtimeapi.PodSandboxStatus) []string {
+	n := s.GetNetwork()
+	if n == nil {
+		return nil
+	}
+	var ips []string
+	if n.GetIp() != "" {
+		ips = append(ips, n.GetIp())
+	}
+	for _, ip := range n.GetAdditionalIps() {
+		if ip.GetIp() != "" {
+			ips = append(ips, ip.GetIp())
+		}
+	}
+	return ips
+}
+
+// GetPodStatus reads the pod's status from the runtime: its sandboxes
+// (found by LabelPodUID) newest first, with the IPs of the newest one when
+// it is ready, and the ContainerStatus of every container of the pod,
+// newest first. Objects removed while it reads are skipped.
+func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*PodStatus, error) {
+	m.learnRuntimeName(ctx)
+	sandboxes, err := m.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{LabelPodUID: string(uid)}})
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list sandboxes of pod %s: %w", uid, err)
+	}
+	slices.SortFunc(sandboxes, func(a, b *runtimeapi.PodSandbox) int {
+		return cmp.Or(cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt()), cmp.Compare(a.GetId(), b.GetId()))
+	})
+	ps := &PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: m.now()}
+	for i, s := range sandboxes {
+		resp, err := m.rs.PodSandboxStatus(ctx, s.GetId(), false)
+		if IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("runtime: status of sandbox %s of pod %s: %w", s.GetId(), uid, err)
+		}
+		st := resp.GetStatus()
+		if st == nil {
+			return nil, fmt.Errorf("runtime: status of sandbox %s of pod %s is empty", s.GetId(), uid)
+		}
+		ps.SandboxStatuses = append(ps.SandboxStatuses, st)
+		if i == 0 && st.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+			ps.IPs = sandboxIPs(st)
+		}
+	}
+	containers, err := m.rs.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{LabelPodUID: string(uid)}})
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list containers of pod %s: %w", uid, err)
+	}
+	for _, c := range containers {
+		resp, err := m.rs.ContainerStatus(ctx, c.GetId(), false)
+		if IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("runtime: status of container %s of pod %s: %w", c.GetId(), uid, err)
+		}
+		st := resp.GetStatus()
+		if st == nil {
+			return nil, fmt.Errorf("runtime: status of container %s of pod %s is empty", c.GetId(), uid)
+		}
+		ps.ContainerStatuses = append(ps.ContainerStatuses, convertContainerStatus(c, st))
+	}
+	slices.SortStableFunc(ps.ContainerStatuses, func(a, b *ContainerStatus) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.RestartCount, a.RestartCount), cmp.Compare(a.ID, b.ID))
+	})
+	return ps, nil
+}
+
+func convertContainerStatus(c *runtimeapi.Container, st *runtimeapi.ContainerStatus) *ContainerStatus {
+	labels := st.GetLabels()
+	if len(labels) == 0 {
+		labels = c.GetLabels()
+	}
+	annotations := st.GetAnnotations()
+	if len(annotations) == 0 {
+		annotations = c.GetAnnotations()
+	}
+	restarts, _ := strconv.Atoi(annotations[AnnotationRestartCount])
+	cs := &ContainerStatus{
+		ID:           st.GetId(),
+		Name:         containerName(labels, st.GetMetadata()),
+		State:        StateFromCRI(st.GetState()),
+		CreatedAt:    nsTime(st.GetCreatedAt()),
+		StartedAt:    nsTime(st.GetStartedAt()),
+		FinishedAt:   nsTime(st.GetFinishedAt()),
+		ExitCode:     st.GetExitCode(),
+		Image:        imageName(st.GetImage()),
+		ImageRef:     st.GetImageRef(),
+		Hash:         labels[LabelContainerHash],
+		RestartCount: restarts,
+		Reason:       st.GetReason(),
+		Message:      st.GetMessage(),
+	}
+	if cs.ID == "" {
+		cs.ID = c.GetId()
+	}
+	return cs
+}
+
+// RemovePod removes every container and sandbox of the pod (stopping
+// sandboxes first, as CRI requires), and its log directory. Call it after
+// KillPod, once the pod is gone for good. It also forgets the pod.
+func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
+	defer m.Forget(uid)
+	sel := map[string]string{LabelPodUID: string(uid)}
+	var errs []error
+	containers, err := m.rs.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("runtime: list containers of pod %s: %w", uid, err)
+	}
+	for _, c := range containers {
+		if err := m.rs.RemoveContainer(ctx, c.GetId()); err != nil && !IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("runtime: remove container %s of pod %s: %w", c.GetId(), uid, err))
+		}
+	}
+	sandboxes, err := m.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("runtime: list sandboxes of pod %s: %w", uid, err))...)
+	}
+	logDirs := map[string]bool{}
+	for _, s := range sandboxes {
+		if s.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+			if err := m.rs.StopPodSandbox(ctx, s.GetId()); err != nil && !IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("runtime: stop sandbox %s of pod %s: %w", s.GetId(), uid, err))
+				continue
+			}
+		}
+		if err := m.rs.RemovePodSandbox(ctx, s.GetId()); err != nil && !IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("runtime: remove sandbox %s of pod %s: %w", s.GetId(), uid, err))
+			continue
+		}
+		md := s.GetMetadata()
+		if md.GetUid() == string(uid) && md.GetName() != "" && md.GetNamespace() != "" {
+			logDirs[PodLogsDirectory(m.opts.PodLogsDir, md.GetNamespace(), md.GetName(), uid)] = true
+		}
+	}
+	if len(errs) == 0 {
+		for dir := range logDirs {
+			if filepath.Dir(dir) != m.opts.PodLogsDir {
+				continue // a name with a path separator: not ours to remove
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				errs = append(errs, fmt.Errorf("runtime: remove log directory of pod %s: %w", uid, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Forget drops what the manager keeps about the pod (back-off entries, the
+// last reasons its containers failed to start).
+func (m *Manager) Forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.containerBO.forget(uid)
+	m.imageBO.forget(uid)
+	delete(m.reasons, uid)
+}
+
+func (m *Manager) waitingReason(uid types.UID, container string) (waitingReason, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.reasons[uid][container]
+	return r, ok
+}
+
+// recordReasons updates the last-reason cache from a sync's start results:
+// a failure records its reason, a success clears it.
+func (m *Manager) recordReasons(uid types.UID, result SyncResult) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, a := range result.Results {
+		if a.Action != ActionStartContainer {
+			continue
+		}
+		if a.Err == nil {
+			if r := m.reasons[uid]; r != nil {
+				delete(r, a.Target)
+				if len(r) == 0 {
+					delete(m.reasons, uid)
+				}
+			}
+			continue
+		}
+		reason := Reason(a.Err)
+		if reason == "" {
+			reason = "RunContainerError"
+		}
+		r := m.reasons[uid]
+		if r == nil {
+			r = map[string]waitingReason{}
+			m.reasons[uid] = r
+		}
+		r[a.Target] = waitingReason{reason: reason, message: a.Message}
+	}
+}

@@ -1,0 +1,174 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The classes of SyncPod failures. Each is also the reason the kubelet
+// shows in a container's Waiting state (Reason returns it without the
+// "runtime: " prefix), so the error of a failed start becomes the
+// container's waiting reason in APIPodStatus. Test with errors.Is.
+var (
+	// ErrCrashLoopBackOff: the container exited and is waiting out its
+	// restart back-off. Not a failure of the sync: retry at NextRetry.
+	ErrCrashLoopBackOff = errors.New("runtime: CrashLoopBackOff")
+	// ErrImagePullBackOff: pulling the image failed recently and the next
+	// pull waits out the image back-off. Not a failure of the sync.
+	ErrImagePullBackOff = errors.New("runtime: ImagePullBackOff")
+	// ErrImagePull: pulling the image failed.
+	ErrImagePull = errors.New("runtime: ErrImagePull")
+	// ErrImageNeverPull: the image is absent and the pull policy is Never.
+	ErrImageNeverPull = errors.New("runtime: ErrImageNeverPull")
+	// ErrImageInspect: the runtime could not report the image's status.
+	ErrImageInspect = errors.New("runtime: ImageInspectError")
+	// ErrCreateContainerConfig: the container's configuration could not be
+	// built (an environment variable or a volume that cannot be resolved).
+	ErrCreateContainerConfig = errors.New("runtime: CreateContainerConfigError")
+	// ErrCreateContainer: the runtime failed CreateContainer.
+	ErrCreateContainer = errors.New("runtime: CreateContainerError")
+	// ErrRunContainer: the runtime failed StartContainer.
+	ErrRunContainer = errors.New("runtime: RunContainerError")
+	// ErrKillContainer: the runtime failed StopContainer.
+	ErrKillContainer = errors.New("runtime: KillContainerError")
+	// ErrCreatePodSandbox: the runtime failed RunPodSandbox (or its status).
+	ErrCreatePodSandbox = errors.New("runtime: CreatePodSandboxError")
+	// ErrKillPodSandbox: the runtime failed StopPodSandbox.
+	ErrKillPodSandbox = errors.New("runtime: KillPodSandboxError")
+	// ErrRemoveContainer: the runtime failed RemoveContainer.
+	ErrRemoveContainer = errors.New("runtime: RemoveContainerError")
+
+	// ErrRuntimeNotReady: the runtime reports RuntimeReady false (Status).
+	ErrRuntimeNotReady = errors.New("runtime: container runtime not ready")
+	// ErrNetworkNotReady: the runtime reports NetworkReady false (Status).
+	// Pods on the host network can still run.
+	ErrNetworkNotReady = errors.New("runtime: container runtime network not ready")
+	// ErrNotFound is the class of "no such container or sandbox" errors.
+	// Implementations of RuntimeService may wrap it (or return a gRPC
+	// NotFound status) so the manager ignores objects removed meanwhile.
+	ErrNotFound = errors.New("runtime: not found")
+)
+
+// reasonClasses are the errors whose name is a container waiting reason.
+func reasonClasses() []error {
+	return []error{
+		ErrCrashLoopBackOff, ErrImagePullBackOff, ErrImagePull, ErrImageNeverPull,
+		ErrImageInspect, ErrCreateContainerConfig, ErrCreateContainer, ErrRunContainer,
+		ErrKillContainer, ErrCreatePodSandbox, ErrKillPodSandbox, ErrRemoveContainer,
+	}
+}
+
+// Reason returns the kubelet reason ("CrashLoopBackOff", "ErrImagePull",
+// ...) of the first class err belongs to, or "" when it belongs to none.
+func Reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, c := range reasonClasses() {
+		if errors.Is(err, c) {
+			return strings.TrimPrefix(c.Error(), "runtime: ")
+		}
+	}
+	return ""
+}
+
+// IsNotFound reports whether err says the object does not exist: it wraps
+// ErrNotFound, carries a gRPC NotFound status, or has a NotFound() bool
+// method returning true.
+func IsNotFound(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrNotFound) {
+		return true
+	}
+	var nf interface{ NotFound() bool }
+	if errors.As(err, &nf) && nf.NotFound() {
+		return true
+	}
+	if s, ok := status.FromError(err); ok && s.Code() == codes.NotFound {
+		return true
+	}
+	return false
+}
+
+// SyncAction names what one step of SyncPod did.
+type SyncAction string
+
+// The steps of a sync, as the kubelet names them.
+const (
+	ActionStartContainer   SyncAction = "StartContainer"
+	ActionKillContainer    SyncAction = "KillContainer"
+	ActionRemoveContainer  SyncAction = "RemoveContainer"
+	ActionCreatePodSandbox SyncAction = "CreatePodSandbox"
+	ActionKillPodSandbox   SyncAction = "KillPodSandbox"
+)
+
+// ActionResult is the outcome of one step of a sync.
+type ActionResult struct {
+	Action SyncAction
+	// Target is the container name (container actions) or the sandbox ID /
+	// pod full name (sandbox actions).
+	Target string
+	// Err is nil on success; otherwise it wraps one of the Err* classes.
+	Err error
+	// Message is the human-readable detail shown in the container's Waiting
+	// state ("back-off 20s restarting failed container=...").
+	Message string
+	// RetryAt is set for back-off waits: when the wait ends.
+	RetryAt time.Time
+}
+
+// SyncResult is what SyncPod did, one entry per step, in order.
+type SyncResult struct {
+	Results []ActionResult
+}
+
+func (r *SyncResult) add(a ActionResult) { r.Results = append(r.Results, a) }
+
+// Err joins the errors of every failed step, or returns nil when all
+// succeeded. Back-off waits are included (see OnlyBackOff).
+func (r SyncResult) Err() error {
+	var errs []error
+	for _, a := range r.Results {
+		if a.Err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", a.Action, a.Target, a.Err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// OnlyBackOff reports whether the sync failed only because containers or
+// images are waiting out a back-off (ErrCrashLoopBackOff,
+// ErrImagePullBackOff). The kubelet does not count such a sync as an error;
+// retry it at NextRetry.
+func (r SyncResult) OnlyBackOff() bool {
+	failed := false
+	for _, a := range r.Results {
+		if a.Err == nil {
+			continue
+		}
+		failed = true
+		if !errors.Is(a.Err, ErrCrashLoopBackOff) && !errors.Is(a.Err, ErrImagePullBackOff) {
+			return false
+		}
+	}
+	return failed
+}
+
+// NextRetry returns the earliest end of a back-off wait in the result, or
+// the zero time when there is none.
+func (r SyncResult) NextRetry() time.Time {
+	var t time.Time
+	for _, a := range r.Results {
+		if !a.RetryAt.IsZero() && (t.IsZero() || a.RetryAt.Before(t)) {
+			t = a.RetryAt
+		}
+	}
+	return t
+}

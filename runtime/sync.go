@@ -1,0 +1,473 @@
+package runtime
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// SyncPodOptions carry what other parts of the agent prepared for a pod.
+type SyncPodOptions struct {
+	// CgroupParent of the sandbox, as the cgroup manager returned it.
+	// Defaults to "" (the runtime's choice).
+	CgroupParent string
+	// Volumes prepared by the volume manager, by volume name. A container
+	// that mounts a volume missing here fails with
+	// ErrCreateContainerConfig. Defaults to none.
+	Volumes map[string]Volume
+}
+
+// SyncPod brings the pod's sandbox and containers in the runtime towards
+// its spec, as the kubelet's SyncPod does: kill the pod when its sandbox
+// must be replaced, kill unwanted containers, create the sandbox, start the
+// next init container or the app containers that should run (honouring the
+// restart back-off and the image pull policy), and remove old exited
+// instances beyond the newest two of each container. status must have been
+// read after the previous SyncPod of the pod returned. It is
+// SyncPodWithOptions with no options.
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) SyncResult {
+	return m.SyncPodWithOptions(ctx, pod, status, SyncPodOptions{})
+}
+
+// SyncPodWithOptions is SyncPod with the cgroup parent and volumes of the
+// pod.
+func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *PodStatus, opts SyncPodOptions) SyncResult {
+	var result SyncResult
+	if status == nil {
+		status = &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	}
+	log := m.log.WithValues("pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
+	actions := computePodActions(pod, status, m.opts.Unhealthy)
+	log.V(4).Info("computed pod actions", "actions", actions.String())
+	defer func() { m.recordReasons(pod.UID, result) }()
+
+	if actions.KillPod {
+		if m.killPodForSync(ctx, pod, status, &result) != nil {
+			return result
+		}
+		if actions.CreateSandbox {
+			m.purgeInitContainers(ctx, pod, status, &result)
+		}
+	} else {
+		for _, k := range actions.ContainersToKill {
+			log.V(1).Info("killing container", "container", k.Name, "containerID", k.ID, "message", k.Message)
+			err := m.stopContainer(ctx, pod, k.ID, k.Container, k.Reason, nil)
+			result.add(ActionResult{Action: ActionKillContainer, Target: k.Name, Err: err})
+			if err != nil {
+				return result
+			}
+		}
+	}
+
+	starting := map[string]bool{}
+	if actions.InitContainerToStart >= 0 {
+		starting[pod.Spec.InitContainers[actions.InitContainerToStart].Name] = true
+	}
+	for _, i := range actions.ContainersToStart {
+		starting[pod.Spec.Containers[i].Name] = true
+	}
+	if !actions.CreateSandbox {
+		m.pruneContainers(ctx, pod, status, starting, &result)
+	}
+
+	podIPs := status.IPs
+	sandboxID := actions.SandboxID
+	if actions.CreateSandbox {
+		cfg := m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
+		if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+			// The runtime writes the logs; it reports its own error if it
+			// cannot. An in-memory runtime does not need the directory.
+			log.Error(err, "cannot create pod log directory", "dir", cfg.LogDirectory)
+		}
+		id, err := m.rs.RunPodSandbox(ctx, cfg, m.opts.RuntimeHandler)
+		if err != nil {
+			result.add(ActionResult{Action: ActionCreatePodSandbox, Target: podFullName(pod),
+				Err: fmt.Errorf("%w: %w", ErrCreatePodSandbox, err), Message: err.Error()})
+			return result
+		}
+		log.V(1).Info("created sandbox", "sandboxID", id, "attempt", actions.Attempt)
+		resp, err := m.rs.PodSandboxStatus(ctx, id, false)
+		if err == nil && resp.GetStatus() == nil {
+			err = errors.New("empty sandbox status")
+		}
+		if err != nil {
+			result.add(ActionResult{Action: ActionCreatePodSandbox, Target: id,
+				Err: fmt.Errorf("%w: status of new sandbox: %w", ErrCreatePodSandbox, err), Message: err.Error()})
+			return result
+		}
+		result.add(ActionResult{Action: ActionCreatePodSandbox, Target: id})
+		sandboxID = id
+		if !isHostNetwork(pod) {
+			podIPs = sandboxIPs(resp.GetStatus())
+		}
+	}
+	sandboxCfg := m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
+
+	start := func(spec containerSpec) error {
+		ar := m.startContainer(ctx, pod, status, sandboxID, sandboxCfg, spec, podIPs, opts.Volumes)
+		result.add(ar)
+		if ar.Err != nil {
+			log.V(1).Info("container start failed", "container", spec.container.Name, "err", ar.Err)
+		}
+		return ar.Err
+	}
+	if i := actions.InitContainerToStart; i >= 0 {
+		if start(containerSpec{container: &pod.Spec.InitContainers[i], index: i, typ: ContainerTypeInit}) != nil {
+			return result
+		}
+	}
+	for _, i := range actions.ContainersToStart {
+		_ = start(containerSpec{container: &pod.Spec.Containers[i], index: i, typ: ContainerTypeRegular})
+	}
+	return result
+}
+
+// killPodForSync stops the running containers and ready sandboxes of a pod
+// SyncPod is about to restart (or that has nothing left to run). Exited
+// containers and stopped sandboxes are left alone, so a second sync of a
+// dead pod makes no call.
+func (m *Manager) killPodForSync(ctx context.Context, pod *v1.Pod, status *PodStatus, result *SyncResult) error {
+	running := RunningPod(status)
+	var sandboxes []*Container
+	for _, s := range running.Sandboxes {
+		if s.State == ContainerStateRunning {
+			sandboxes = append(sandboxes, s)
+		}
+	}
+	running.Sandboxes = sandboxes
+	return m.killPod(ctx, pod, running, nil, result)
+}
+
+// RunningPod returns the pod of status as KillPod takes it: its running and
+// unknown-state containers and all its sandboxes (the kubelet's
+// ConvertPodStatusToRunningPod).
+func RunningPod(status *PodStatus) *Pod {
+	p := &Pod{ID: status.ID, Name: status.Name, Namespace: status.Namespace}
+	for _, cs := range status.ContainerStatuses {
+		if cs.State != ContainerStateRunning && cs.State != ContainerStateUnknown {
+			continue
+		}
+		p.Containers = append(p.Containers, &Container{
+			ID: cs.ID, Name: cs.Name, Image: cs.Image, Hash: cs.Hash, State: cs.State, CreatedAt: cs.CreatedAt.UnixNano(),
+		})
+	}
+	for _, s := range status.SandboxStatuses {
+		p.Sandboxes = append(p.Sandboxes, &Container{
+			ID: s.GetId(), Name: s.GetMetadata().GetName(), State: sandboxState(s.GetState()), CreatedAt: s.GetCreatedAt(),
+		})
+	}
+	return p
+}
+
+// KillPod stops every container of running in parallel, each within its
+// grace period, then stops the pod's sandboxes. The grace period is the
+// pod's (deletion grace period, else spec.terminationGracePeriodSeconds;
+// for an orphan, pod nil, the one recorded on the container), at least
+// MinGracePeriod; gracePeriodOverride replaces it (a hard kill may go below
+// the minimum). running nil means the pod's containers as the runtime
+// lists them now. Stopping what is already gone is not an error.
+func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, running *Pod, gracePeriodOverride *int64) error {
+	if running == nil {
+		if pod == nil {
+			return errors.New("runtime: KillPod needs a pod or a running pod")
+		}
+		pods, err := m.GetPods(ctx, true)
+		if err != nil {
+			return err
+		}
+		running = &Pod{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+		for _, p := range pods {
+			if p.ID == pod.UID {
+				running = p
+			}
+		}
+	}
+	var result SyncResult
+	return m.killPod(ctx, pod, running, gracePeriodOverride, &result)
+}
+
+func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, running *Pod, override *int64, result *SyncResult) error {
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		res []ActionResult
+	)
+	for _, c := range running.Containers {
+		if c.State != ContainerStateRunning && c.State != ContainerStateUnknown && c.State != ContainerStateCreated {
+			continue
+		}
+		var spec *v1.Container
+		if pod != nil {
+			spec = findContainerSpec(pod, c.Name)
+		}
+		wg.Go(func() {
+			err := m.stopContainer(ctx, pod, c.ID, spec, "", override)
+			mu.Lock()
+			res = append(res, ActionResult{Action: ActionKillContainer, Target: c.Name, Err: err})
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(res, func(a, b ActionResult) int { return cmp.Compare(a.Target, b.Target) })
+	for _, r := range res {
+		result.add(r)
+	}
+	for _, s := range running.Sandboxes {
+		err := m.rs.StopPodSandbox(ctx, s.ID)
+		if err != nil && !IsNotFound(err) {
+			result.add(ActionResult{Action: ActionKillPodSandbox, Target: s.ID, Err: fmt.Errorf("%w: %w", ErrKillPodSandbox, err)})
+			continue
+		}
+		result.add(ActionResult{Action: ActionKillPodSandbox, Target: s.ID})
+	}
+	return result.Err()
+}
+
+func findContainerSpec(pod *v1.Pod, name string) *v1.Container {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		if pod.Spec.EphemeralContainers[i].Name == name {
+			return (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		}
+	}
+	return nil
+}
+
+// gracePeriod returns the seconds a container is given to stop.
+func (m *Manager) gracePeriod(ctx context.Context, pod *v1.Pod, id string, spec *v1.Container, reason killReason, override *int64) int64 {
+	if override != nil {
+		return *override
+	}
+	var g int64
+	switch {
+	case pod != nil:
+		g = terminationGracePeriod(pod)
+		if pod.DeletionGracePeriodSeconds == nil && spec != nil {
+			var p *v1.Probe
+			switch reason {
+			case killLiveness:
+				p = spec.LivenessProbe
+			case killStartup:
+				p = spec.StartupProbe
+			}
+			if p != nil && p.TerminationGracePeriodSeconds != nil {
+				g = *p.TerminationGracePeriodSeconds
+			}
+		}
+	default:
+		// An orphan: the grace period recorded when the container was made.
+		if resp, err := m.rs.ContainerStatus(ctx, id, false); err == nil {
+			if v, err := strconv.ParseInt(resp.GetStatus().GetAnnotations()[AnnotationPodTerminationGracePeriod], 10, 64); err == nil {
+				g = v
+			}
+		}
+	}
+	minimum := int64((m.opts.MinGracePeriod + time.Second - 1) / time.Second)
+	return max(g, minimum)
+}
+
+func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, id string, spec *v1.Container, reason killReason, override *int64) error {
+	grace := m.gracePeriod(ctx, pod, id, spec, reason, override)
+	m.log.V(4).Info("stopping container", "containerID", id, "gracePeriod", grace)
+	if err := m.rs.StopContainer(ctx, id, grace); err != nil && !IsNotFound(err) {
+		return fmt.Errorf("%w: stop container %s: %w", ErrKillContainer, id, err)
+	}
+	return nil
+}
+
+// purgeInitContainers removes every instance of the init containers before
+// a new sandbox is made, so initialization starts over in it.
+func (m *Manager) purgeInitContainers(ctx context.Context, pod *v1.Pod, status *PodStatus, result *SyncResult) {
+	inits := map[string]bool{}
+	for i := range pod.Spec.InitContainers {
+		inits[pod.Spec.InitContainers[i].Name] = true
+	}
+	for _, cs := range status.ContainerStatuses {
+		if !inits[cs.Name] || cs.State == ContainerStateRunning {
+			continue
+		}
+		m.removeContainer(ctx, cs, result)
+	}
+}
+
+func (m *Manager) removeContainer(ctx context.Context, cs *ContainerStatus, result *SyncResult) {
+	err := m.rs.RemoveContainer(ctx, cs.ID)
+	if err != nil && !IsNotFound(err) {
+		result.add(ActionResult{Action: ActionRemoveContainer, Target: cs.Name, Err: fmt.Errorf("%w: remove container %s: %w", ErrRemoveContainer, cs.ID, err)})
+		return
+	}
+	result.add(ActionResult{Action: ActionRemoveContainer, Target: cs.Name})
+}
+
+// pruneContainers removes exited instances so that each container keeps at
+// most its newest two (the current one and the previous one that the API
+// status shows as lastState) counting the one about to start, and removes
+// exited containers no longer in the spec.
+func (m *Manager) pruneContainers(ctx context.Context, pod *v1.Pod, status *PodStatus, starting map[string]bool, result *SyncResult) {
+	names := specContainerNames(pod)
+	seen := map[string]int{}
+	for _, cs := range status.ContainerStatuses { // newest first
+		n := seen[cs.Name]
+		seen[cs.Name] = n + 1
+		keep := 2
+		if starting[cs.Name] {
+			keep = 1
+		}
+		if !names[cs.Name] {
+			keep = 0
+		}
+		if n < keep || cs.State == ContainerStateRunning || cs.State == ContainerStateUnknown {
+			continue
+		}
+		m.removeContainer(ctx, cs, result)
+	}
+}
+
+// newestExited returns the newest exited instance of the container.
+func newestExited(status *PodStatus, name string) *ContainerStatus {
+	for _, cs := range status.ContainerStatuses {
+		if cs.Name == name && cs.State == ContainerStateExited {
+			return cs
+		}
+	}
+	return nil
+}
+
+// startContainer checks the restart back-off, ensures the image, and
+// creates and starts one container instance.
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodStatus, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig, spec containerSpec, podIPs []string, volumes map[string]Volume) ActionResult {
+	c := spec.container
+	ar := ActionResult{Action: ActionStartContainer, Target: c.Name}
+	if exited := newestExited(status, c.Name); exited != nil {
+		key := c.Name
+		now := m.now()
+		m.mu.Lock()
+		in, delay := m.containerBO.inBackOffSince(pod.UID, key, exited.FinishedAt, now)
+		if !in {
+			ran := !exited.StartedAt.IsZero() && exited.FinishedAt.Sub(exited.StartedAt) >= m.opts.BackOff.Reset
+			m.containerBO.next(pod.UID, key, exited.FinishedAt, ran)
+		}
+		m.gcBackOffsLocked(now)
+		m.mu.Unlock()
+		if in {
+			ar.Message = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, podFullName(pod))
+			ar.Err = fmt.Errorf("%w: %s", ErrCrashLoopBackOff, ar.Message)
+			ar.RetryAt = exited.FinishedAt.Add(delay)
+			return ar
+		}
+	}
+
+	imageRef, msg, err := m.ensureImage(ctx, pod, c, sandboxCfg)
+	if err != nil {
+		ar.Err, ar.Message = err, msg
+		if errors.Is(err, ErrImagePullBackOff) {
+			m.mu.Lock()
+			if e := m.imageBO.get(pod.UID, c.Image); e != nil {
+				ar.RetryAt = e.last.Add(e.delay)
+			}
+			m.mu.Unlock()
+		}
+		return ar
+	}
+
+	restartCount := 0
+	if prev := status.FindContainerStatusByName(c.Name); prev != nil {
+		restartCount = prev.RestartCount + 1
+	} else {
+		restartCount = restartCountFromLogDir(PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.UID) + "/" + c.Name)
+	}
+	cfg, err := m.containerConfig(pod, spec, restartCount, imageRef, podIPs, volumes)
+	if err != nil {
+		ar.Message = err.Error()
+		ar.Err = fmt.Errorf("%w: %w", ErrCreateContainerConfig, err)
+		return ar
+	}
+	id, err := m.rs.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
+	if err != nil {
+		ar.Message = err.Error()
+		ar.Err = fmt.Errorf("%w: %w", ErrCreateContainer, err)
+		return ar
+	}
+	if err := m.rs.StartContainer(ctx, id); err != nil {
+		ar.Message = err.Error()
+		ar.Err = fmt.Errorf("%w: start container %s: %w", ErrRunContainer, id, err)
+		return ar
+	}
+	m.log.V(1).Info("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "containerID", id, "restartCount", restartCount)
+	return ar
+}
+
+// gcBackOffsLocked drops stale back-off entries at most once a minute.
+func (m *Manager) gcBackOffsLocked(now time.Time) {
+	if now.Sub(m.lastBackOffGC) < time.Minute {
+		return
+	}
+	m.lastBackOffGC = now
+	m.containerBO.gc(now)
+	m.imageBO.gc(now)
+}
+
+// ensureImage makes sure the container's image is present per its pull
+// policy and returns the image reference to create the container from, or
+// an error of class ErrImagePull, ErrImagePullBackOff, ErrImageNeverPull or
+// ErrImageInspect with its message.
+func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sandboxCfg *runtimeapi.PodSandboxConfig) (string, string, error) {
+	spec := &runtimeapi.ImageSpec{Image: c.Image, UserSpecifiedImage: c.Image, RuntimeHandler: m.opts.RuntimeHandler, Annotations: pod.Annotations}
+	policy := pullPolicy(c)
+	if policy != v1.PullAlways {
+		resp, err := m.is.ImageStatus(ctx, spec, false)
+		if err != nil {
+			msg := fmt.Sprintf("Failed to inspect image %q: %v", c.Image, err)
+			return "", msg, fmt.Errorf("%w: %s", ErrImageInspect, msg)
+		}
+		if img := resp.GetImage(); img != nil {
+			if img.GetId() != "" {
+				return img.GetId(), "", nil
+			}
+			return c.Image, "", nil
+		}
+		if policy == v1.PullNever {
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+			return "", msg, fmt.Errorf("%w: %s", ErrImageNeverPull, msg)
+		}
+	}
+	now := m.now()
+	m.mu.Lock()
+	in, _ := m.imageBO.inBackOffSinceUpdate(pod.UID, c.Image, now)
+	m.mu.Unlock()
+	if in {
+		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		return "", msg, fmt.Errorf("%w: %s", ErrImagePullBackOff, msg)
+	}
+	ref, err := m.is.PullImage(ctx, spec, nil, sandboxCfg)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		m.imageBO.next(pod.UID, c.Image, m.now(), false)
+		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
+		return "", msg, fmt.Errorf("%w: %s", ErrImagePull, msg)
+	}
+	m.imageBO.remove(pod.UID, c.Image)
+	if ref == "" {
+		ref = c.Image
+	}
+	return ref, "", nil
+}
