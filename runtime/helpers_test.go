@@ -1,21 +1,83 @@
 package runtime
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 )
 
+// recorder wraps cri-api's fake runtime to keep the configs and stop
+// timeouts it was given.
+type recorder struct {
+	*critest.FakeRuntimeService
+
+	mu               sync.Mutex
+	sandboxConfigs   []*runtimeapi.PodSandboxConfig
+	containerConfigs []*runtimeapi.ContainerConfig
+	stops            map[string]int64
+	// stopHook, when set, runs inside StopContainer before the fake.
+	stopHook func(id string)
+}
+
+func (r *recorder) RunPodSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error) {
+	r.mu.Lock()
+	r.sandboxConfigs = append(r.sandboxConfigs, cfg)
+	r.mu.Unlock()
+	return r.FakeRuntimeService.RunPodSandbox(ctx, cfg, handler)
+}
+
+func (r *recorder) CreateContainer(ctx context.Context, sandboxID string, cfg *runtimeapi.ContainerConfig, scfg *runtimeapi.PodSandboxConfig) (string, error) {
+	r.mu.Lock()
+	r.containerConfigs = append(r.containerConfigs, cfg)
+	r.mu.Unlock()
+	return r.FakeRuntimeService.CreateContainer(ctx, sandboxID, cfg, scfg)
+}
+
+func (r *recorder) StopContainer(ctx context.Context, id string, timeout int64) error {
+	if r.stopHook != nil {
+		r.stopHook(id)
+	}
+	r.mu.Lock()
+	r.stops[id] = timeout
+	r.mu.Unlock()
+	return r.FakeRuntimeService.StopContainer(ctx, id, timeout)
+}
+
+// lastContainerConfig returns the newest config given for the container.
+func (r *recorder) lastContainerConfig(name string) *runtimeapi.ContainerConfig {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.containerConfigs) - 1; i >= 0; i-- {
+		if r.containerConfigs[i].Metadata.Name == name {
+			return r.containerConfigs[i]
+		}
+	}
+	return nil
+}
+
+func (r *recorder) stopTimeouts() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.stops
+	r.stops = map[string]int64{}
+	return out
+}
+
 // fakes bundles a manager with cri-api's recording fakes.
 type fakes struct {
-	m  *Manager
-	rs *critest.FakeRuntimeService
-	is *critest.FakeImageService
+	m   *Manager
+	rs  *critest.FakeRuntimeService
+	rec *recorder
+	is  *critest.FakeImageService
+	dir string
 }
 
 func newFakes(t *testing.T, opts ManagerOptions) *fakes {
@@ -26,11 +88,12 @@ func newFakes(t *testing.T, opts ManagerOptions) *fakes {
 	if opts.PodLogsDir == "" {
 		opts.PodLogsDir = t.TempDir()
 	}
-	m, err := NewManager(rs, is, opts)
+	rec := &recorder{FakeRuntimeService: rs, stops: map[string]int64{}}
+	m, err := NewManager(rec, is, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fakes{m: m, rs: rs, is: is}
+	return &fakes{m: m, rs: rs, rec: rec, is: is, dir: opts.PodLogsDir}
 }
 
 // status reads the pod's status from the runtime.
@@ -124,3 +187,5 @@ func testPod(name string, containers ...string) *v1.Pod {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }

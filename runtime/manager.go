@@ -322,7 +322,8 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		return nil, fmt.Errorf("runtime: list sandboxes of pod %s: %w", uid, err)
 	}
 	slices.SortFunc(sandboxes, func(a, b *runtimeapi.PodSandbox) int {
-		return cmp.Or(cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt()), cmp.Compare(a.GetId(), b.GetId()))
+		return cmp.Or(cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt()),
+			cmp.Compare(b.GetMetadata().GetAttempt(), a.GetMetadata().GetAttempt()), cmp.Compare(a.GetId(), b.GetId()))
 	})
 	ps := &PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: m.now()}
 	for i, s := range sandboxes {
