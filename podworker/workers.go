@@ -1,0 +1,538 @@
+package podworker
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/pleg"
+)
+
+// PodWorkerState is a pod's state as its worker sees it.
+type PodWorkerState int
+
+// The states, as the kubelet names them.
+const (
+	// SyncPod: the pod should run; SyncPod is called.
+	SyncPod PodWorkerState = iota
+	// TerminatingPod: the pod must stop; containers may still run.
+	TerminatingPod
+	// TerminatedPod: no container runs; what the pod held is being (or
+	// was) released.
+	TerminatedPod
+)
+
+func (s PodWorkerState) String() string {
+	switch s {
+	case SyncPod:
+		return "sync"
+	case TerminatingPod:
+		return "terminating"
+	case TerminatedPod:
+		return "terminated"
+	}
+	return "unknown"
+}
+
+// PodWorkerSync summarizes one worker for SyncKnownPods.
+type PodWorkerSync struct {
+	// State of the pod.
+	State PodWorkerState
+	// Orphan: the pod is not in the desired set given to SyncKnownPods.
+	Orphan bool
+	// HasConfig: the worker holds a pod object (not only a RunningPod).
+	HasConfig bool
+	// Static: the pod object came from a source other than the API server.
+	Static bool
+}
+
+// Options configure Workers.
+type Options struct {
+	// Cache holds each pod's runtime status; a worker reads it before
+	// every sync. Required.
+	Cache pleg.Cache
+	// Queue receives each pod's next due time after a sync; the sync loop
+	// reads it. Required.
+	Queue *Queue
+	// ResyncInterval is how long after a successful SyncPod the pod is due
+	// again, plus up to 50% jitter. Defaults to 1m.
+	ResyncInterval time.Duration
+	// BackOffPeriod is how long after a failed sync the pod is due again,
+	// plus up to 50% jitter. Defaults to 10s.
+	BackOffPeriod time.Duration
+	// Logger receives the workers' logs. Defaults to discarding them.
+	Logger logr.Logger
+}
+
+// The defaults, the kubelet's.
+const (
+	DefaultResyncInterval = time.Minute
+	DefaultBackOffPeriod  = 10 * time.Second
+)
+
+// jitterFactor is the kubelet's worker jitter: a delay d becomes a random
+// value in [d, 1.5d).
+const jitterFactor = 0.5
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Cache == nil {
+		return o, errors.New("podworker: Options.Cache is required")
+	}
+	if o.Queue == nil {
+		return o, errors.New("podworker: Options.Queue is required")
+	}
+	if o.ResyncInterval < 0 || o.BackOffPeriod < 0 {
+		return o, errors.New("podworker: ResyncInterval and BackOffPeriod must not be negative")
+	}
+	if o.ResyncInterval == 0 {
+		o.ResyncInterval = DefaultResyncInterval
+	}
+	if o.BackOffPeriod == 0 {
+		o.BackOffPeriod = DefaultBackOffPeriod
+	}
+	o.Logger = o.Logger.WithName("podworker")
+	return o, nil
+}
+
+// Workers gives every pod UID its own goroutine that calls SyncFuncs, the
+// kubelet's pod workers. It is safe for concurrent use. It lives from New
+// until its Run returns; after that it accepts no update.
+type Workers struct {
+	sync SyncFuncs
+	opts Options
+	log  logr.Logger
+
+	mu     sync.Mutex
+	pods   map[types.UID]*worker
+	static staticNames
+	// synced: SyncKnownPods ran once, so every pod on the node is known.
+	synced bool
+	// runCtx is Run's context; nil before Run.
+	runCtx context.Context
+	// stopped: Run's context ended; no worker starts any more.
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+// worker is the shell around one podState.
+type worker struct {
+	state *podState
+	// wake has capacity 1: a send means "an update is pending"; the
+	// update itself is state.pending, which a newer one replaces.
+	wake chan struct{}
+	// running: its goroutine was started.
+	running bool
+	// cancel stops the sync in flight; nil between syncs.
+	cancel context.CancelFunc
+}
+
+// New returns pod workers that call sync. It starts nothing; Run does.
+func New(sync SyncFuncs, opts Options) (*Workers, error) {
+	if sync == nil {
+		return nil, errors.New("podworker: sync funcs are required")
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Workers{
+		sync: sync,
+		opts: opts,
+		log:  opts.Logger,
+		pods: map[types.UID]*worker{},
+	}, nil
+}
+
+// Run starts the workers of the pods already updated and every later one,
+// and blocks until ctx ends. Then it cancels the syncs in flight and
+// returns nil once every worker goroutine exited. Ending Run stops the
+// workers, not the pods: nothing is killed, so an agent that restarts finds
+// its pods running. Run must be called once.
+func (w *Workers) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.runCtx != nil {
+		w.mu.Unlock()
+		return errors.New("podworker: Run called more than once")
+	}
+	w.runCtx = ctx
+	for uid, wk := range w.pods {
+		w.startLocked(uid, wk)
+	}
+	w.mu.Unlock()
+
+	<-ctx.Done()
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+	w.wg.Wait()
+	return nil
+}
+
+// UpdatePod hands an update to the pod's worker, starting the worker for a
+// UID seen for the first time. It never blocks on a sync: when the worker
+// is busy the update waits, and a newer update replaces it.
+//
+// An update before Run is kept and its worker starts when Run starts.
+// After Run's context ended the update is dropped (logged at V(4)).
+func (w *Workers) UpdatePod(opts UpdateOptions) {
+	opts, uid, reason := normalize(opts)
+	if reason != "" {
+		w.log.V(1).Info("Ignoring pod update", "podUID", uid, "updateType", opts.UpdateType, "reason", reason)
+		return
+	}
+	now := time.Now()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		w.log.V(4).Info("Ignoring pod update after the workers stopped", "pod", ref(opts), "podUID", uid, "updateType", opts.UpdateType)
+		return
+	}
+	wk, ok := w.pods[uid]
+	if !ok {
+		stopped := false
+		if opts.Pod != nil && terminalPhase(opts.Pod) {
+			st, err := w.opts.Cache.Get(uid)
+			stopped = err == nil && runtimeStopped(st)
+		}
+		wk = &worker{state: newPodState(uid, opts, stopped, now), wake: make(chan struct{}, 1)}
+		w.pods[uid] = wk
+		if wk.state.static {
+			w.static.wait(wk.state.fullName, uid)
+		}
+		w.log.V(4).Info("Pod worker created", "pod", ref(opts), "podUID", uid, "state", wk.state.phase())
+	}
+	wasTerminating := wk.state.terminationRequested()
+	r := wk.state.update(opts, !ok, now)
+	closeAll(r.completed)
+	if r.ignored != "" {
+		w.log.V(4).Info("Ignoring pod update", "pod", ref(opts), "podUID", uid, "updateType", opts.UpdateType, "reason", r.ignored)
+		return
+	}
+	if !wasTerminating && wk.state.terminationRequested() {
+		w.log.V(1).Info("Pod is terminating", "pod", ref(opts), "podUID", uid, "updateType", opts.UpdateType, "gracePeriod", wk.state.gracePeriod)
+	}
+	if r.wake {
+		notify(wk)
+	}
+	if r.cancel && wk.cancel != nil {
+		w.log.V(3).Info("Cancelling pod sync", "pod", ref(opts), "podUID", uid)
+		wk.cancel()
+	}
+	w.startLocked(uid, wk)
+}
+
+// startLocked starts the worker goroutine if Run runs and it is not
+// started yet.
+func (w *Workers) startLocked(uid types.UID, wk *worker) {
+	if w.runCtx == nil || w.stopped || wk.running || wk.state.finished {
+		return
+	}
+	wk.running = true
+	w.wg.Add(1)
+	go w.loop(w.runCtx, uid, wk)
+}
+
+// loop is one pod's goroutine: one sync per wake-up, until the pod
+// finished, the UID was forgotten, or Run's context ended.
+func (w *Workers) loop(ctx context.Context, uid types.UID, wk *worker) {
+	defer w.wg.Done()
+	var lastSync time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-wk.wake:
+			if !ok {
+				return
+			}
+		}
+		if ctx.Err() != nil || w.step(ctx, uid, wk, &lastSync) {
+			return
+		}
+	}
+}
+
+// step takes the pending update, makes the call, and records its result.
+// It returns true when the worker is done.
+func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync *time.Time) (exit bool) {
+	w.mu.Lock()
+	if w.pods[uid] != wk {
+		w.mu.Unlock()
+		return true
+	}
+	s := wk.state
+	mayStart := true
+	if s.needsStartGate() {
+		mayStart = w.static.allow(s.fullName, uid, w.eligibleLocked)
+	}
+	wrk, completed := s.take(mayStart, time.Now())
+	switch wrk.kind {
+	case workNone:
+		w.mu.Unlock()
+		return false
+	case workWait:
+		w.mu.Unlock()
+		w.log.V(4).Info("Static pod waits for its full name", "pod", s.fullName, "podUID", uid)
+		return false
+	case workDrop:
+		closeAll(completed)
+		w.releaseLocked(s)
+		w.mu.Unlock()
+		w.log.V(1).Info("Static pod stopped before it started", "pod", s.fullName, "podUID", uid)
+		return true
+	}
+	syncCtx, cancel := context.WithCancel(ctx)
+	wk.cancel = cancel
+	w.mu.Unlock()
+
+	res := w.call(syncCtx, uid, wrk, lastSync)
+	res.cancelled = res.err != nil && syncCtx.Err() != nil
+	cancel()
+
+	w.mu.Lock()
+	wk.cancel = nil
+	c := s.complete(wrk, res, time.Now())
+	closeAll(c.completed)
+	if c.exit {
+		w.releaseLocked(s)
+	}
+	if c.forget {
+		delete(w.pods, uid)
+	}
+	if c.wake {
+		notify(wk)
+	}
+	w.mu.Unlock()
+
+	podRef := ref(UpdateOptions{Pod: wrk.pod, RunningPod: wrk.runningPod})
+	switch {
+	case res.cancelled:
+		w.log.V(2).Info("Pod sync cancelled", "pod", podRef, "podUID", uid, "work", wrk.kind)
+	case res.err != nil:
+		w.log.Error(res.err, "Pod sync failed", "pod", podRef, "podUID", uid, "work", wrk.kind)
+	case wrk.kind == workTerminating:
+		w.log.V(1).Info("Pod terminated", "pod", podRef, "podUID", uid)
+	case wrk.kind == workTerminated, wrk.kind == workTerminatingRuntime:
+		w.log.V(1).Info("Pod worker finished", "pod", podRef, "podUID", uid)
+	case res.isTerminal:
+		w.log.V(1).Info("Pod is terminal", "pod", podRef, "podUID", uid)
+	}
+	switch c.requeue {
+	case requeueResync:
+		w.opts.Queue.Enqueue(uid, jitter(w.opts.ResyncInterval, rand.Float64()))
+	case requeueBackOff:
+		w.opts.Queue.Enqueue(uid, jitter(w.opts.BackOffPeriod, rand.Float64()))
+	}
+	return c.exit
+}
+
+// call reads the pod's runtime status and calls the sync function for w.
+// The status is newer than the end of the worker's previous sync, so the
+// worker never acts on a status that predates its own last action.
+func (w *Workers) call(ctx context.Context, uid types.UID, wrk work, lastSync *time.Time) result {
+	if wrk.kind == workTerminatingRuntime {
+		err := w.sync.SyncTerminatingRuntimePod(ctx, wrk.runningPod)
+		*lastSync = time.Now()
+		return result{err: err}
+	}
+	status, err := w.opts.Cache.GetNewerThan(ctx, uid, *lastSync)
+	if err != nil {
+		return result{err: err}
+	}
+	var r result
+	switch wrk.kind {
+	case workSync:
+		r.isTerminal, r.err = w.sync.SyncPod(ctx, wrk.updateType, wrk.pod, status)
+	case workTerminating:
+		r.err = w.sync.SyncTerminatingPod(ctx, wrk.pod, status, wrk.gracePeriod, wrk.statusFn)
+	case workTerminated:
+		r.err = w.sync.SyncTerminatedPod(ctx, wrk.pod, status)
+	}
+	*lastSync = time.Now()
+	return r
+}
+
+// eligibleLocked reports whether a static pod waiting for its full name
+// can still start.
+func (w *Workers) eligibleLocked(uid types.UID) bool {
+	wk, ok := w.pods[uid]
+	return ok && !wk.state.terminationRequested()
+}
+
+// releaseLocked frees a static pod's full name and wakes the pods waiting
+// for it.
+func (w *Workers) releaseLocked(s *podState) {
+	if !s.static {
+		return
+	}
+	for _, uid := range w.static.release(s.fullName, s.uid) {
+		if wk, ok := w.pods[uid]; ok && wk.state.pending != nil {
+			notify(wk)
+		}
+	}
+}
+
+// SyncKnownPods reconciles the workers with the pods that should be on the
+// node, and returns the state of every worker it keeps. A worker whose pod
+// is not in desired and that finished is forgotten, as is one whose UID was
+// created again while it terminated: the UID can start afresh with a new
+// UpdatePod. A pod not in desired that still runs is reported as an Orphan
+// and the workers terminate it themselves (from its last known pod object),
+// cancelling the sync in flight; one that never started is forgotten.
+//
+// A desired pod missing from the returned map has no worker: send it an
+// UpdatePod. After the first call, the queries answer for unknown UIDs
+// that nothing runs.
+func (w *Workers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
+	want := make(map[types.UID]bool, len(desired))
+	for _, pod := range desired {
+		want[pod.UID] = true
+	}
+	now := time.Now()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.synced = true
+	out := make(map[types.UID]PodWorkerSync, len(w.pods))
+	for uid, wk := range w.pods {
+		k := wk.state.reconcile(want[uid], now)
+		closeAll(k.completed)
+		if k.remove {
+			delete(w.pods, uid)
+			close(wk.wake)
+			w.releaseLocked(wk.state)
+			w.log.V(4).Info("Pod worker forgotten", "pod", wk.state.fullName, "podUID", uid)
+			continue
+		}
+		if k.wake {
+			notify(wk)
+		}
+		if k.cancel && wk.cancel != nil {
+			wk.cancel()
+		}
+		if k.cancel {
+			w.log.V(1).Info("Pod left the config, terminating", "pod", wk.state.fullName, "podUID", uid)
+		}
+		out[uid] = wk.state.sync(!want[uid])
+	}
+	return out
+}
+
+// IsPodKnownTerminated reports whether the pod is known and every
+// container stopped (SyncTerminatingPod returned nil). An unknown pod is
+// not known terminated: use it to filter the desired set (admission), not
+// for cleanup.
+func (w *Workers) IsPodKnownTerminated(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return isPodKnownTerminated(w.stateLocked(uid))
+}
+
+// CouldHaveRunningContainers reports whether containers of the pod may
+// run: true for a known pod until it terminated, and for an unknown one
+// until SyncKnownPods ran once.
+func (w *Workers) CouldHaveRunningContainers(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return couldHaveRunningContainers(w.stateLocked(uid), w.synced)
+}
+
+// ShouldPodContainersBeTerminating reports whether no container of the pod
+// may start any more: true once its worker saw the termination request,
+// and for an unknown pod once SyncKnownPods ran.
+func (w *Workers) ShouldPodContainersBeTerminating(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return shouldPodContainersBeTerminating(w.stateLocked(uid), w.synced)
+}
+
+// IsPodTerminationRequested reports whether the known pod was asked to
+// stop (its containers may still be starting). It is false for an unknown
+// pod; cleanup loops use ShouldPodContainersBeTerminating.
+func (w *Workers) IsPodTerminationRequested(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return isPodTerminationRequested(w.stateLocked(uid))
+}
+
+// ShouldPodRuntimeBeRemoved reports whether what the pod's containers use
+// (volumes, devices) can be torn down: true once it terminated, and for an
+// unknown pod once SyncKnownPods ran.
+func (w *Workers) ShouldPodRuntimeBeRemoved(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return shouldPodRuntimeBeRemoved(w.stateLocked(uid), w.synced)
+}
+
+// ShouldPodContentBeRemoved reports whether all of the pod's content can
+// go: true for an evicted pod, for a deleted pod once it terminated, and
+// for an unknown pod once SyncKnownPods ran.
+func (w *Workers) ShouldPodContentBeRemoved(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return shouldPodContentBeRemoved(w.stateLocked(uid), w.synced)
+}
+
+func (w *Workers) stateLocked(uid types.UID) *podState {
+	if wk, ok := w.pods[uid]; ok {
+		return wk.state
+	}
+	return nil
+}
+
+// notify wakes the worker without blocking; a wake-up already queued
+// covers this one.
+func notify(wk *worker) {
+	select {
+	case wk.wake <- struct{}{}:
+	default:
+	}
+}
+
+func closeAll(chs []chan<- struct{}) {
+	for _, ch := range chs {
+		close(ch)
+	}
+}
+
+// jitter returns d plus up to factor*d, r in [0, 1) choosing where (the
+// kubelet's wait.Jitter).
+func jitter(d time.Duration, r float64) time.Duration {
+	return d + time.Duration(r*jitterFactor*float64(d))
+}
+
+// ref names the pod an update concerns, namespace/name.
+func ref(opts UpdateOptions) string {
+	switch {
+	case opts.Pod != nil:
+		return opts.Pod.Namespace + "/" + opts.Pod.Name
+	case opts.RunningPod != nil:
+		return opts.RunningPod.Namespace + "/" + opts.RunningPod.Name
+	}
+	return ""
+}
+
+func (k workKind) String() string {
+	switch k {
+	case workSync:
+		return "sync"
+	case workTerminating:
+		return "terminating"
+	case workTerminatingRuntime:
+		return "terminatingRuntime"
+	case workTerminated:
+		return "terminated"
+	case workWait:
+		return "wait"
+	case workDrop:
+		return "drop"
+	}
+	return "none"
+}
