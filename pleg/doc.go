@@ -8,6 +8,34 @@
 // PLEG. Alongside the events it keeps a Cache of each pod's runtime status,
 // which the pod workers read with "newer than" semantics.
 //
+// # Usage
+//
+//	cache := pleg.NewCache()
+//	g, err := pleg.NewGeneric(rt, manager, cache, pleg.GenericOptions{})
+//	...
+//	go g.Run(ctx) // relists now, then every RelistPeriod
+//	for ev := range g.Events() { ... sync pod ev.ID ... }
+//	...
+//	status, err := cache.GetNewerThan(ctx, uid, lastSyncTime)
+//
+// Generic needs only a Lister (ListPodSandbox and ListContainers, which any
+// runtime.RuntimeService has) and a StatusGetter (runtime.Manager, or a
+// StatusGetterFunc in tests).
+//
+// On each relist Generic lists every sandbox and container, groups them
+// into pods by the runtime.LabelPodUID label, and compares each one's
+// state (running, exited, unknown, non-existent; a sandbox counts as a
+// container, running while ready) with the previous relist, with the
+// kubelet's table: ContainerStarted, ContainerDied, ContainerRemoved
+// (preceded by ContainerDied if the death was not seen), ContainerChanged.
+// Every pod with events is inspected (StatusGetter) and its status stored
+// in the Cache with the time of the inspection, or deleted from it when the
+// pod is gone; then the Cache's time is set to the relist's start, which
+// wakes pod workers waiting for a newer status. ContainerChanged events
+// are not sent, as in the kubelet. A relist costs a constant number of
+// allocations when nothing changed: records are kept across relists and
+// swept with a generation counter.
+//
 // # Concurrency
 //
 // Generic is safe for concurrent use; Run must be called once. The Cache
@@ -19,4 +47,13 @@
 // inspection failed are inspected again on the next relist. When the event
 // channel is full, the event is not lost silently: the overflow is logged,
 // counted, and the pod is re-examined on the next relist.
+//
+// In detail: when GetPodStatus fails, the Cache records the error, the
+// pod's events are held back and its records are not committed, so the
+// next relist inspects it again and sends the same events once it
+// succeeds. When the Events channel is full, Generic.DroppedEvents counts
+// the loss, and the next relist inspects the pod again and sends a PodSync
+// event for it (unless it sends other events for the pod), until one gets
+// through. Healthy fails when no relist has listed the runtime within
+// RelistThreshold.
 package pleg

@@ -1,0 +1,518 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// Lister lists the runtime's sandboxes and containers: the two CRI calls
+// Generic makes. runtime.RuntimeService satisfies it.
+type Lister interface {
+	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+}
+
+// StatusGetterFunc adapts a function to a StatusGetter.
+type StatusGetterFunc func(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error)
+
+// GetPodStatus calls f.
+func (f StatusGetterFunc) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error) {
+	return f(ctx, uid, name, namespace)
+}
+
+var (
+	_ StatusGetter   = StatusGetterFunc(nil)
+	_ EventGenerator = (*Generic)(nil)
+)
+
+// GenericOptions configures a Generic PLEG. The zero value gives the
+// kubelet's defaults.
+type GenericOptions struct {
+	// RelistPeriod is the pause between the end of one relist and the
+	// start of the next. Defaults to 1s.
+	RelistPeriod time.Duration
+	// RelistThreshold is how long Healthy tolerates going without a
+	// successful relist. Defaults to 3m.
+	RelistThreshold time.Duration
+	// ChannelCapacity is the capacity of the Events channel. Defaults to
+	// 1000.
+	ChannelCapacity int
+	// Logger receives failed relists and inspections, dropped events
+	// (errors) and per-relist details (V(4)). Defaults to a logger that
+	// discards.
+	Logger logr.Logger
+}
+
+// withDefaults applies the defaults and validates the options.
+func (o GenericOptions) withDefaults() (GenericOptions, error) {
+	if o.RelistPeriod == 0 {
+		o.RelistPeriod = time.Second
+	}
+	if o.RelistThreshold == 0 {
+		o.RelistThreshold = 3 * time.Minute
+	}
+	if o.ChannelCapacity == 0 {
+		o.ChannelCapacity = 1000
+	}
+	switch {
+	case o.RelistPeriod < 0:
+		return o, fmt.Errorf("pleg: RelistPeriod must be positive, got %v", o.RelistPeriod)
+	case o.RelistThreshold < o.RelistPeriod:
+		return o, fmt.Errorf("pleg: RelistThreshold (%v) must not be shorter than RelistPeriod (%v)", o.RelistThreshold, o.RelistPeriod)
+	case o.ChannelCapacity < 0:
+		return o, fmt.Errorf("pleg: ChannelCapacity must not be negative, got %d", o.ChannelCapacity)
+	}
+	return o, nil
+}
+
+// Generic is the relisting PLEG, the kubelet's generic PLEG: every
+// RelistPeriod it lists all sandboxes and containers, compares each one's
+// state with the previous relist, reads the status of the pods that
+// changed into the Cache, and sends their events. It is safe for
+// concurrent use; relists never overlap. It lives until the Run that uses
+// it returns; its Events channel is never closed.
+//
+// Like the kubelet's, it sees states, not transitions: a container
+// created, exited and removed between two relists goes unnoticed, and a
+// sandbox is reported as a container (running while ready, exited
+// otherwise). Sandboxes and containers without the runtime.LabelPodUID
+// label (sandboxes: or a metadata UID) are not nodekit's and are ignored.
+type Generic struct {
+	lister Lister
+	status StatusGetter
+	cache  Cache
+	opts   GenericOptions
+	log    logr.Logger
+
+	events     chan *Event
+	dropped    atomic.Uint64
+	relistTime atomic.Int64 // start of the last successful list, Unix ns; 0 before
+	running    atomic.Bool
+
+	mu sync.Mutex // serialises Relist and guards what follows
+	// gen numbers the relists; a record whose seen is not the current
+	// gen was not listed this time.
+	gen  uint64
+	pods map[types.UID]*podRecord
+	ctrs map[string]*ctrRecord
+	// retry holds what the next relist owes a pod: an inspection that
+	// failed, a PodSync for events the channel could not take.
+	retry map[types.UID]retryFlags
+	// dirty and evBuf are scratch space reused by every relist.
+	dirty []*podRecord
+	evBuf []*Event
+}
+
+// podRecord is what Generic knows of a pod across relists.
+type podRecord struct {
+	uid             types.UID
+	name, namespace string
+	ctrs            []*ctrRecord // its containers and sandboxes
+	seen            uint64
+	dirty           bool       // queued in Generic.dirty for this relist
+	owed            retryFlags // what the previous relists owe it
+}
+
+// ctrRecord is what Generic knows of a container or sandbox: the state
+// the last committed relist saw (old) and the one this relist sees (cur).
+type ctrRecord struct {
+	id       string
+	pod      *podRecord
+	old, cur plegState
+	seen     uint64
+}
+
+type retryFlags uint8
+
+const (
+	retryInspect retryFlags = 1 << iota // GetPodStatus failed
+	retrySync                           // an event was dropped: send PodSync
+)
+
+// NewGeneric returns a Generic PLEG reading the runtime through lister and
+// status, keeping cache up to date. It starts nothing; call Run.
+func NewGeneric(lister Lister, status StatusGetter, cache Cache, opts GenericOptions) (*Generic, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case lister == nil:
+		return nil, errors.New("pleg: NewGeneric needs a Lister")
+	case status == nil:
+		return nil, errors.New("pleg: NewGeneric needs a StatusGetter")
+	case cache == nil:
+		return nil, errors.New("pleg: NewGeneric needs a Cache")
+	}
+	return &Generic{
+		lister: lister,
+		status: status,
+		cache:  cache,
+		opts:   o,
+		log:    o.Logger.WithName("pleg"),
+		events: make(chan *Event, o.ChannelCapacity),
+		pods:   make(map[types.UID]*podRecord),
+		ctrs:   make(map[string]*ctrRecord),
+		retry:  make(map[types.UID]retryFlags),
+	}, nil
+}
+
+// Events returns the channel of pod lifecycle events. There is one
+// consumer.
+func (g *Generic) Events() <-chan *Event { return g.events }
+
+// DroppedEvents returns how many events could not be sent because the
+// channel was full. Each drop is made good by a PodSync event for the pod
+// on a later relist.
+func (g *Generic) DroppedEvents() uint64 { return g.dropped.Load() }
+
+// Healthy returns an error if no relist has listed the runtime yet, or if
+// the last one started more than RelistThreshold ago.
+func (g *Generic) Healthy() error {
+	ns := g.relistTime.Load()
+	if ns == 0 {
+		return errors.New("pleg: no relist has completed yet")
+	}
+	if elapsed := time.Since(time.Unix(0, ns)); elapsed > g.opts.RelistThreshold {
+		return fmt.Errorf("pleg: last relist was %v ago; threshold is %v", elapsed, g.opts.RelistThreshold)
+	}
+	return nil
+}
+
+// Run relists at once, then RelistPeriod after each relist ends, until ctx
+// ends; it returns nil then. A failed relist is logged and tried again on
+// the next period. Run must not be called again before it returned.
+func (g *Generic) Run(ctx context.Context) error {
+	if !g.running.CompareAndSwap(false, true) {
+		return errors.New("pleg: Run called while already running")
+	}
+	defer g.running.Store(false)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		if err := g.Relist(ctx); err != nil && ctx.Err() == nil {
+			g.log.Error(err, "relist failed")
+		}
+		timer.Reset(g.opts.RelistPeriod)
+	}
+}
+
+// Relist lists the runtime once, updates the cache for the pods that
+// changed, and sends their events. Run calls it every period; tests and
+// benchmarks may call it directly (calls are serialised). It returns an
+// error when listing the runtime failed or ctx ended; the failure to
+// inspect a pod is logged, and the pod is inspected again on the next
+// relist.
+func (g *Generic) Relist(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+
+	start := time.Now()
+	sandboxes, err := g.lister.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("pleg: list sandboxes: %w", err)
+	}
+	containers, err := g.lister.ListContainers(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("pleg: list containers: %w", err)
+	}
+	g.relistTime.Store(start.UnixNano())
+
+	g.gen++
+	g.dirty = g.dirty[:0]
+	var seenPods, seenCtrs int
+	for _, s := range sandboxes {
+		rec := g.ctrs[s.Id]
+		if rec == nil {
+			uid := s.Labels[runtime.LabelPodUID]
+			if uid == "" {
+				uid = s.GetMetadata().GetUid()
+			}
+			if uid == "" {
+				continue
+			}
+			rec = g.newRecord(s.Id, types.UID(uid), s.GetMetadata().GetName(), s.GetMetadata().GetNamespace())
+		}
+		g.observe(rec, sandboxState(s.State), &seenPods, &seenCtrs)
+	}
+	for _, c := range containers {
+		rec := g.ctrs[c.Id]
+		if rec == nil {
+			uid := c.Labels[runtime.LabelPodUID]
+			if uid == "" {
+				continue
+			}
+			rec = g.newRecord(c.Id, types.UID(uid), c.Labels[runtime.LabelPodName], c.Labels[runtime.LabelPodNamespace])
+		}
+		g.observe(rec, containerState(c.State), &seenPods, &seenCtrs)
+	}
+	if seenCtrs < len(g.ctrs) {
+		g.sweepContainers()
+	}
+	if seenPods < len(g.pods) {
+		for _, pod := range g.pods {
+			if pod.seen != g.gen {
+				g.markDirty(pod)
+			}
+		}
+	}
+	dropped := g.addRetries()
+
+	var droppedPods, inspected int
+	for i, pod := range g.dirty {
+		if ctx.Err() != nil {
+			// Give up on the rest: their records stay uncommitted, so
+			// the next relist finds the same changes again.
+			for _, p := range g.dirty[i:] {
+				if p.owed != 0 {
+					g.retry[p.uid] |= p.owed
+				}
+				p.dirty, p.owed = false, 0
+			}
+			break
+		}
+		inspected++
+		n := g.syncPod(ctx, pod)
+		if n > 0 {
+			dropped += n
+			droppedPods++
+		}
+	}
+	clear(g.dirty)
+	g.dirty = g.dirty[:0]
+
+	g.cache.UpdateTime(start)
+
+	if dropped > 0 {
+		g.dropped.Add(uint64(dropped))
+		g.log.Error(nil, "event channel full, events dropped; their pods get a PodSync on the next relist",
+			"dropped", dropped, "pods", droppedPods, "capacity", cap(g.events))
+	}
+	if l := g.log.V(4); l.Enabled() {
+		l.Info("relisted", "sandboxes", len(sandboxes), "containers", len(containers),
+			"podsInspected", inspected, "duration", time.Since(start))
+	}
+	return ctx.Err()
+}
+
+// newRecord starts tracking a container or sandbox the relist has not seen
+// before, and its pod if that is new too.
+func (g *Generic) newRecord(id string, uid types.UID, name, namespace string) *ctrRecord {
+	pod := g.pods[uid]
+	if pod == nil {
+		pod = &podRecord{uid: uid}
+		g.pods[uid] = pod
+	}
+	if pod.name == "" {
+		pod.name, pod.namespace = name, namespace
+	}
+	rec := &ctrRecord{id: id, pod: pod, old: stateNonExistent}
+	pod.ctrs = append(pod.ctrs, rec)
+	g.ctrs[id] = rec
+	return rec
+}
+
+// observe records the state a relist lists for a container or sandbox.
+func (g *Generic) observe(rec *ctrRecord, state plegState, seenPods, seenCtrs *int) {
+	if rec.seen != g.gen {
+		rec.seen = g.gen
+		*seenCtrs++
+	}
+	rec.cur = state
+	pod := rec.pod
+	if pod.seen != g.gen {
+		pod.seen = g.gen
+		*seenPods++
+	}
+	if state != rec.old {
+		g.markDirty(pod)
+	}
+}
+
+func (g *Generic) markDirty(pod *podRecord) {
+	if !pod.dirty {
+		pod.dirty = true
+		g.dirty = append(g.dirty, pod)
+	}
+}
+
+// sweepContainers handles the records this relist did not list: they no
+// longer exist.
+func (g *Generic) sweepContainers() {
+	for id, rec := range g.ctrs {
+		if rec.seen == g.gen {
+			continue
+		}
+		rec.cur = stateNonExistent
+		if rec.old == stateNonExistent {
+			// Appeared and vanished without ever being committed: there is
+			// nothing to report.
+			delete(g.ctrs, id)
+			rec.pod.removeContainer(rec)
+			continue
+		}
+		g.markDirty(rec.pod)
+	}
+}
+
+func (p *podRecord) removeContainer(rec *ctrRecord) {
+	for i, r := range p.ctrs {
+		if r == rec {
+			last := len(p.ctrs) - 1
+			copy(p.ctrs[i:], p.ctrs[i+1:])
+			p.ctrs[last] = nil
+			p.ctrs = p.ctrs[:last]
+			return
+		}
+	}
+}
+
+// addRetries queues the pods earlier relists owe something. It sends the
+// PodSync owed to pods that are gone, and returns how many of those the
+// channel could not take.
+func (g *Generic) addRetries() (dropped int) {
+	for uid, flags := range g.retry {
+		pod := g.pods[uid]
+		if pod == nil {
+			// The pod is gone and its removal was handled; only a PodSync
+			// can still be owed.
+			if flags&retrySync != 0 && !g.send(&Event{ID: uid, Type: PodSync}) {
+				dropped++
+				continue // still owed
+			}
+			delete(g.retry, uid)
+			continue
+		}
+		pod.owed |= flags
+		g.markDirty(pod)
+		delete(g.retry, uid)
+	}
+	return dropped
+}
+
+// syncPod inspects a pod that changed (or is owed a retry), updates the
+// cache, commits its records and sends its events. It returns how many
+// events the channel could not take.
+func (g *Generic) syncPod(ctx context.Context, pod *podRecord) int {
+	owed := pod.owed
+	pod.dirty, pod.owed = false, 0
+	events := g.evBuf[:0]
+	for _, rec := range pod.ctrs {
+		events = appendEvents(events, pod.uid, rec.id, rec.old, rec.cur)
+	}
+	defer g.keepEventBuffer(events)
+
+	gone := pod.seen != g.gen
+	if gone {
+		g.cache.Delete(pod.uid)
+	} else {
+		ts := time.Now()
+		status, err := g.status.GetPodStatus(ctx, pod.uid, pod.name, pod.namespace)
+		if err == nil && status != nil {
+			status.IPs = g.keepIPs(pod.uid, status)
+		}
+		g.cache.Set(pod.uid, status, err, ts)
+		if err != nil {
+			if ctx.Err() == nil {
+				g.log.Error(err, "cannot inspect pod; retrying on the next relist",
+					"podUID", pod.uid, "pod", pod.namespace+"/"+pod.name)
+			}
+			// Leave the records uncommitted: the next relist computes
+			// the same events and sends them once the inspection works.
+			g.retry[pod.uid] = owed | retryInspect
+			return 0
+		}
+	}
+
+	// Commit: this relist's states become the reference.
+	kept := pod.ctrs[:0]
+	for _, rec := range pod.ctrs {
+		rec.old = rec.cur
+		if rec.cur == stateNonExistent {
+			delete(g.ctrs, rec.id)
+			continue
+		}
+		kept = append(kept, rec)
+	}
+	clear(pod.ctrs[len(kept):])
+	pod.ctrs = kept
+	if gone {
+		delete(g.pods, pod.uid)
+	}
+
+	dropped, sent := 0, 0
+	for _, ev := range events {
+		if ev.Type == ContainerChanged {
+			// As in the kubelet: not reliable, and nobody acts on it.
+			continue
+		}
+		if g.send(ev) {
+			sent++
+		} else {
+			dropped++
+		}
+	}
+	if owed&retrySync != 0 && sent == 0 {
+		if g.send(&Event{ID: pod.uid, Type: PodSync}) {
+			sent++
+		} else {
+			dropped++
+		}
+	}
+	if dropped > 0 {
+		g.retry[pod.uid] |= retrySync
+	}
+	return dropped
+}
+
+// keepEventBuffer keeps the events slice's array for the next pod,
+// without keeping its events alive.
+func (g *Generic) keepEventBuffer(events []*Event) {
+	clear(events)
+	g.evBuf = events[:0]
+}
+
+// send offers ev to the channel without blocking.
+func (g *Generic) send(ev *Event) bool {
+	select {
+	case g.events <- ev:
+		return true
+	default:
+		return false
+	}
+}
+
+// keepIPs returns the IPs to record for the pod: the new status's, or,
+// when it has none and no sandbox is ready (the network was torn down),
+// the IPs cached before, so a finished pod keeps reporting its IP, as the
+// kubelet does.
+func (g *Generic) keepIPs(uid types.UID, status *runtime.PodStatus) []string {
+	if len(status.IPs) != 0 {
+		return status.IPs
+	}
+	for _, s := range status.SandboxStatuses {
+		if s.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+			return status.IPs
+		}
+	}
+	old, err := g.cache.Get(uid)
+	if err != nil || old == nil {
+		return status.IPs
+	}
+	return old.IPs
+}

@@ -1,0 +1,135 @@
+package pleg
+
+import (
+	"context"
+	"fmt"
+	sysruntime "runtime"
+	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+// benchRuntime returns a runtime holding pods pods of one sandbox and one
+// running container each.
+func benchRuntime(b *testing.B, pods int) (*runtimetest.Runtime, []string) {
+	b.Helper()
+	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
+	b.Cleanup(rt.Close)
+	ctx := b.Context()
+	containers := make([]string, 0, pods)
+	for i := range pods {
+		uid := fmt.Sprintf("pod-%04d", i)
+		sc := podConfig(uid)
+		sb, err := rt.RunPodSandbox(ctx, sc, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		id, err := rt.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
+			Image:    &runtimeapi.ImageSpec{Image: "busybox"},
+			Labels: map[string]string{
+				runtime.LabelPodUID:        uid,
+				runtime.LabelPodName:       "pod-" + uid,
+				runtime.LabelPodNamespace:  "ns",
+				runtime.LabelContainerName: "app",
+			},
+		}, sc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := rt.StartContainer(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		containers = append(containers, id)
+	}
+	return rt, containers
+}
+
+// BenchmarkRelist measures a relist that finds nothing changed: the cost
+// the PLEG pays every second on a busy node.
+func BenchmarkRelist(b *testing.B) {
+	for _, pods := range []int{110, 1000} {
+		b.Run(fmt.Sprintf("pods=%d", pods), func(b *testing.B) {
+			rt, _ := benchRuntime(b, pods)
+			g, err := NewGeneric(rt, nopStatus, NewCache(), GenericOptions{ChannelCapacity: 4 * pods})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := b.Context()
+			if err := g.Relist(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if got := len(drain(g.Events())); got != 2*pods {
+				b.Fatalf("first relist sent %d events, want %d", got, 2*pods)
+			}
+			b.ReportAllocs()
+			var before, after sysruntime.MemStats
+			sysruntime.ReadMemStats(&before)
+			for b.Loop() {
+				if err := g.Relist(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			sysruntime.ReadMemStats(&after)
+			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N)/float64(pods), "allocs/pod")
+			if len(g.Events()) != 0 {
+				b.Fatal("a relist without changes sent events")
+			}
+		})
+	}
+}
+
+// flipLister replays two listings of the same sandboxes in turn: every
+// relist sees the changes between them.
+type flipLister struct {
+	sandboxes  []*runtimeapi.PodSandbox
+	containers [2][]*runtimeapi.Container
+	n          int
+}
+
+func (l *flipLister) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	l.n++
+	return l.sandboxes, nil
+}
+
+func (l *flipLister) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return l.containers[l.n%2], nil
+}
+
+// BenchmarkRelistChurn measures a relist of 1000 pods where ten
+// containers changed state since the previous one (died, then started
+// again on the next relist): inspection, cache and events included.
+func BenchmarkRelistChurn(b *testing.B) {
+	const pods, changed = 1000, 10
+	rt, _ := benchRuntime(b, pods)
+	ctx := b.Context()
+	sandboxes, _ := rt.ListPodSandbox(ctx, nil)
+	running, _ := rt.ListContainers(ctx, nil)
+	for _, c := range running[:changed] {
+		if err := rt.ExitContainer(c.Id, 1, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+	someExited, _ := rt.ListContainers(ctx, nil)
+	l := &flipLister{sandboxes: sandboxes, containers: [2][]*runtimeapi.Container{running, someExited}}
+	g, err := NewGeneric(l, nopStatus, NewCache(), GenericOptions{ChannelCapacity: 4 * pods})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := g.Relist(ctx); err != nil {
+		b.Fatal(err)
+	}
+	drain(g.Events())
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := g.Relist(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if got := len(drain(g.Events())); got != changed {
+			b.Fatalf("%d events, want %d", got, changed)
+		}
+	}
+}
