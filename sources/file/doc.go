@@ -1,0 +1,40 @@
+// Package file is the static pod source that reads pod manifests from a
+// directory or a single file, the kubelet's file source (--pod-manifest-path).
+//
+// Each file holds one pod, YAML or JSON (kind Pod and apiVersion v1 when they
+// are given); a file with a second YAML document or a PodList is rejected.
+// Dotfiles and subdirectories are skipped. Every pod gets
+// sources.StaticPodDefaults with the file's path, so its UID changes with
+// its content, and must pass sources.Validate.
+//
+// # Usage
+//
+//	src, err := file.New(file.Options{Path: "/etc/kubernetes/manifests", NodeName: node, Logger: log})
+//	if err != nil { ... }
+//	cfg.Add(sources.FileSource, src)
+//
+// # Watching
+//
+// Run watches the path with fsnotify (a directory directly; a file, or a
+// path that does not exist yet, through its parent) and lists it again after
+// each burst of events (gathered for 100ms) and every Period. A failed watch
+// is logged and set up again with a back-off from 1s to 20s; the periodic
+// list goes on meanwhile. Each list sends a full snapshot when it differs
+// from the last one sent; the first is always sent, even empty, also when the
+// path does not exist.
+//
+// # Errors
+//
+// Bad input never loses a pod. A file that cannot be read, decoded or
+// validated is logged with its path and the reason, once per distinct
+// content; if it gave a good pod before, that pod stays in the snapshots
+// until the file is deleted or becomes valid again. A file that was never
+// valid contributes nothing. When the path itself cannot be read (other
+// than not existing), the previous snapshot stands.
+//
+// # Concurrency
+//
+// Run starts one goroutine (the watch) besides its own and returns after it
+// exited. Run must not be called concurrently with itself. The pods sent
+// are not modified afterwards.
+package file
