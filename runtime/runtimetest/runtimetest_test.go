@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	cri "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
 
@@ -901,5 +902,29 @@ func TestBoundedMemory(t *testing.T) {
 	if len(r.sandboxes) != 0 || len(r.containers) != 0 || len(r.sandboxList) > 32 || len(r.ctrList) > 32 || len(r.ips.free) != 1 {
 		t.Errorf("after removing everything: %d sandboxes, %d containers, lists %d/%d, %d free IPs",
 			len(r.sandboxes), len(r.containers), len(r.sandboxList), len(r.ctrList), len(r.ips.free))
+	}
+}
+
+func TestCRIAdapter(t *testing.T) {
+	r := New(Options{Images: []string{"busybox"}})
+	var svc cri.RuntimeService = r.CRI()
+	if _, err := svc.RunPodSandbox(t.Context(), sandboxConfig("p", "u"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(r.Sandboxes()); got != 1 {
+		t.Errorf("the adapter did not reach the runtime: %d sandboxes", got)
+	}
+	if _, err := svc.ListContainerStats(t.Context(), nil); status.Code(err) != codes.Unimplemented {
+		t.Errorf("ListContainerStats = %v, want Unimplemented", err)
+	}
+	_, id := runPod(t, r, "u2", "sleep", "1")
+	if err := svc.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Close(ctx) closed the Runtime: the program's timer is stopped.
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if !r.closed || r.containers[id].timer != nil {
+		t.Error("Close(ctx) did not close the runtime")
 	}
 }
