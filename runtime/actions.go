@@ -39,9 +39,10 @@ type podActions struct {
 	// SandboxID of the current sandbox (the one to use when none is created).
 	SandboxID string
 	Attempt   uint32
-	// InitContainerToStart is the index of the next init container to
-	// start, or -1.
-	InitContainerToStart int
+	// InitContainersToStart are indexes into Spec.InitContainers, in
+	// order: the next init container, or restartable init containers
+	// (sidecars) to restart.
+	InitContainersToStart []int
 	// ContainersToStart are indexes into Spec.Containers, in order.
 	ContainersToStart []int
 	// ContainersToKill, in the order found.
@@ -50,7 +51,7 @@ type podActions struct {
 
 func (a podActions) String() string {
 	return fmt.Sprintf("killPod=%v createSandbox=%v sandbox=%q attempt=%d init=%d start=%v kill=%d",
-		a.KillPod, a.CreateSandbox, a.SandboxID, a.Attempt, a.InitContainerToStart, a.ContainersToStart, len(a.ContainersToKill))
+		a.KillPod, a.CreateSandbox, a.SandboxID, a.Attempt, a.InitContainersToStart, a.ContainersToStart, len(a.ContainersToKill))
 }
 
 // UnhealthyFunc reports whether a running container failed its liveness
@@ -206,11 +207,10 @@ func computePodActions(pod *v1.Pod, status *PodStatus, unhealthy UnhealthyFunc) 
 	}
 	create, attempt, sandboxID := sandboxChanged(pod, status)
 	a := podActions{
-		KillPod:              create,
-		CreateSandbox:        create,
-		SandboxID:            sandboxID,
-		Attempt:              attempt,
-		InitContainerToStart: -1,
+		KillPod:       create,
+		CreateSandbox: create,
+		SandboxID:     sandboxID,
+		Attempt:       attempt,
 	}
 
 	if create {
@@ -228,13 +228,17 @@ func computePodActions(pod *v1.Pod, status *PodStatus, unhealthy UnhealthyFunc) 
 			toStart = append(toStart, i)
 		}
 		if len(toStart) == 0 {
-			if _, _, done := findNextInitContainerToRun(pod, status); done {
+			done := anyRegularContainerCreated(pod, status)
+			if !hasRestartableInit(pod) {
+				_, _, done = findNextInitContainerToRun(pod, status)
+			}
+			if done {
 				a.CreateSandbox = false
 				return a
 			}
 		}
 		if len(pod.Spec.InitContainers) != 0 {
-			a.InitContainerToStart = 0
+			a.InitContainersToStart = []int{0}
 			return a
 		}
 		a.ContainersToStart = toStart
@@ -257,8 +261,11 @@ func computePodActions(pod *v1.Pod, status *PodStatus, unhealthy UnhealthyFunc) 
 		}
 	}
 
-	last, next, done := findNextInitContainerToRun(pod, status)
-	if !done {
+	if hasRestartableInit(pod) {
+		if !computeSidecarInitActions(pod, status, unhealthy, &a) || a.KillPod {
+			return a
+		}
+	} else if last, next, done := findNextInitContainerToRun(pod, status); !done {
 		if next >= 0 {
 			if last != nil && isInitContainerFailed(last) && !shouldRestartOnFailure(pod) {
 				a.KillPod = true
@@ -269,7 +276,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, unhealthy UnhealthyFunc) 
 						Message: fmt.Sprintf("Init container is in %q state, try killing it before restart", last.State),
 					})
 				}
-				a.InitContainerToStart = next
+				a.InitContainersToStart = []int{next}
 			}
 		}
 		return a
@@ -291,40 +298,127 @@ func computePodActions(pod *v1.Pod, status *PodStatus, unhealthy UnhealthyFunc) 
 			}
 			continue
 		}
-		var (
-			message string
-			reason  killReason
-			restart = shouldRestartOnFailure(pod)
-		)
-		probe := ""
-		if unhealthy != nil {
-			probe = unhealthy(cs.ID)
-		}
-		switch {
-		case HashContainer(c) != cs.Hash:
-			message = fmt.Sprintf("Container %s definition changed", c.Name)
-			reason = killSpecChanged
-			restart = true
-		case probe == "liveness":
-			message = fmt.Sprintf("Container %s failed liveness probe", c.Name)
-			reason = killLiveness
-		case probe == "startup":
-			message = fmt.Sprintf("Container %s failed startup probe", c.Name)
-			reason = killStartup
-		default:
+		k, restart, ok := checkRunning(c, cs, pod, unhealthy)
+		if !ok {
 			keep++
 			continue
 		}
 		if restart {
-			message += ", will be restarted"
 			a.ContainersToStart = append(a.ContainersToStart, i)
 		}
-		a.ContainersToKill = append(a.ContainersToKill, containerToKill{
-			ID: cs.ID, Name: cs.Name, Container: c, Message: message, Reason: reason,
-		})
+		a.ContainersToKill = append(a.ContainersToKill, k)
 	}
 	if keep == 0 && len(a.ContainersToStart) == 0 {
 		a.KillPod = true
+		// Sidecars alone do not keep a pod alive.
+		a.InitContainersToStart = nil
 	}
 	return a
+}
+
+// checkRunning decides whether a running container must be killed: its
+// spec changed (always restarted) or it failed its liveness or startup
+// probe (restarted per the restart policy; always for a sidecar).
+func checkRunning(c *v1.Container, cs *ContainerStatus, pod *v1.Pod, unhealthy UnhealthyFunc) (k containerToKill, restart, kill bool) {
+	restart = shouldRestartOnFailure(pod) || isRestartableInit(c)
+	probe := ""
+	if unhealthy != nil {
+		probe = unhealthy(cs.ID)
+	}
+	k = containerToKill{ID: cs.ID, Name: cs.Name, Container: c}
+	switch {
+	case HashContainer(c) != cs.Hash:
+		k.Message = fmt.Sprintf("Container %s definition changed", c.Name)
+		k.Reason = killSpecChanged
+		restart = true
+	case probe == "liveness":
+		k.Message = fmt.Sprintf("Container %s failed liveness probe", c.Name)
+		k.Reason = killLiveness
+	case probe == "startup":
+		k.Message = fmt.Sprintf("Container %s failed startup probe", c.Name)
+		k.Reason = killStartup
+	default:
+		return containerToKill{}, false, false
+	}
+	if restart {
+		k.Message += ", will be restarted"
+	}
+	return k, restart, true
+}
+
+func hasRestartableInit(pod *v1.Pod) bool {
+	for i := range pod.Spec.InitContainers {
+		if isRestartableInit(&pod.Spec.InitContainers[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// anyRegularContainerCreated reports whether an app container has an
+// instance: the pod was initialized at some point.
+func anyRegularContainerCreated(pod *v1.Pod, status *PodStatus) bool {
+	for i := range pod.Spec.Containers {
+		if status.FindContainerStatusByName(pod.Spec.Containers[i].Name) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// computeSidecarInitActions is the init phase of a pod with restartable
+// init containers (sidecars), a reduced form of the kubelet's
+// computeInitContainerActions: init containers run in order; a sidecar
+// counts as done once it runs (startup probes are not waited for) and is
+// restarted whenever it is not running, also after initialization; an
+// ordinary init container must exit 0 before the next starts. It reports
+// whether the pod is initialized.
+func computeSidecarInitActions(pod *v1.Pod, status *PodStatus, unhealthy UnhealthyFunc, a *podActions) bool {
+	initialized := anyRegularContainerCreated(pod, status)
+	killUnknownInit := func(i int, cs *ContainerStatus) {
+		if cs != nil && cs.State == ContainerStateUnknown {
+			a.ContainersToKill = append(a.ContainersToKill, containerToKill{
+				ID: cs.ID, Name: cs.Name, Container: &pod.Spec.InitContainers[i], Reason: killUnknown,
+				Message: fmt.Sprintf("Init container is in %q state, try killing it before restart", cs.State),
+			})
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		cs := status.FindContainerStatusByName(c.Name)
+		restartable := isRestartableInit(c)
+		if restartable && cs != nil && cs.State == ContainerStateRunning {
+			if k, _, kill := checkRunning(c, cs, pod, unhealthy); kill {
+				a.ContainersToKill = append(a.ContainersToKill, k)
+				a.InitContainersToStart = append(a.InitContainersToStart, i)
+			}
+			continue
+		}
+		if initialized {
+			// Only sidecars are kept running once the pod is initialized.
+			if restartable && pod.DeletionTimestamp == nil {
+				killUnknownInit(i, cs)
+				a.InitContainersToStart = append(a.InitContainersToStart, i)
+			}
+			continue
+		}
+		switch {
+		case cs == nil:
+		case restartable:
+			killUnknownInit(i, cs)
+		case cs.State == ContainerStateRunning:
+			return false
+		case cs.State == ContainerStateCreated:
+		case !isInitContainerFailed(cs):
+			continue // exited 0
+		case !shouldRestartOnFailure(pod):
+			a.KillPod = true
+			return false
+		default:
+			killUnknownInit(i, cs)
+		}
+		a.InitContainersToStart = append(a.InitContainersToStart, i)
+		return false
+	}
+	return true
 }

@@ -85,13 +85,13 @@ func TestComputePodActions(t *testing.T) {
 			name:   "no sandbox: create it and start every container",
 			pod:    basic(),
 			status: func(*v1.Pod) *PodStatus { return &PodStatus{} },
-			want:   podActions{KillPod: true, CreateSandbox: true, InitContainerToStart: -1, ContainersToStart: []int{0, 1}},
+			want:   podActions{KillPod: true, CreateSandbox: true, ContainersToStart: []int{0, 1}},
 		},
 		{
 			name:   "no sandbox with init containers: start the first init container only",
 			pod:    withInit(basic(), "i1", "i2"),
 			status: func(*v1.Pod) *PodStatus { return &PodStatus{} },
-			want:   podActions{KillPod: true, CreateSandbox: true, InitContainerToStart: 0},
+			want:   podActions{KillPod: true, CreateSandbox: true, InitContainersToStart: []int{0}},
 		},
 		{
 			name: "sandbox not ready: kill, recreate with the next attempt, start all",
@@ -100,7 +100,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{sandboxStatus("sb1", false, 2, "", runtimeapi.NamespaceMode_POD)},
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateExited, 0)}}
 			},
-			want: podActions{KillPod: true, CreateSandbox: true, SandboxID: "sb1", Attempt: 3, InitContainerToStart: -1, ContainersToStart: []int{0, 1}},
+			want: podActions{KillPod: true, CreateSandbox: true, SandboxID: "sb1", Attempt: 3, ContainersToStart: []int{0, 1}},
 		},
 		{
 			name: "more than one ready sandbox: recreate",
@@ -108,7 +108,7 @@ func TestComputePodActions(t *testing.T) {
 			status: func(p *v1.Pod) *PodStatus {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox(), sandboxStatus("sb0", true, 0, "10.0.0.2", runtimeapi.NamespaceMode_POD)}}
 			},
-			want: podActions{KillPod: true, CreateSandbox: true, SandboxID: "sb1", Attempt: 1, InitContainerToStart: -1, ContainersToStart: []int{0, 1}},
+			want: podActions{KillPod: true, CreateSandbox: true, SandboxID: "sb1", Attempt: 1, ContainersToStart: []int{0, 1}},
 		},
 		{
 			name: "host network mode changed: recreate",
@@ -116,7 +116,7 @@ func TestComputePodActions(t *testing.T) {
 			status: func(p *v1.Pod) *PodStatus {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()}}
 			},
-			want: podActions{KillPod: true, CreateSandbox: true, Attempt: 1, InitContainerToStart: -1, ContainersToStart: []int{0, 1}},
+			want: podActions{KillPod: true, CreateSandbox: true, Attempt: 1, ContainersToStart: []int{0, 1}},
 		},
 		{
 			name: "pod network sandbox without IP: recreate",
@@ -124,7 +124,7 @@ func TestComputePodActions(t *testing.T) {
 			status: func(p *v1.Pod) *PodStatus {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{sandboxStatus("sb1", true, 0, "", runtimeapi.NamespaceMode_POD)}}
 			},
-			want: podActions{KillPod: true, CreateSandbox: true, SandboxID: "sb1", Attempt: 1, InitContainerToStart: -1, ContainersToStart: []int{0, 1}},
+			want: podActions{KillPod: true, CreateSandbox: true, SandboxID: "sb1", Attempt: 1, ContainersToStart: []int{0, 1}},
 		},
 		{
 			name: "host network sandbox without IP: keep it",
@@ -133,7 +133,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{sandboxStatus("sb1", true, 0, "", runtimeapi.NamespaceMode_NODE)},
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateRunning, 0), cs(p, "b", ContainerStateRunning, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1},
+			want: podActions{SandboxID: "sb1"},
 		},
 		{
 			name: "restartPolicy Never, dead sandbox that ran containers: only kill",
@@ -142,7 +142,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{sandboxStatus("sb1", false, 0, "", runtimeapi.NamespaceMode_POD)},
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateExited, 1)}}
 			},
-			want: podActions{KillPod: true, SandboxID: "sb1", Attempt: 1, InitContainerToStart: -1},
+			want: podActions{KillPod: true, SandboxID: "sb1", Attempt: 1},
 		},
 		{
 			name: "restartPolicy Never, dead sandbox that never ran a container: retry the sandbox",
@@ -150,7 +150,7 @@ func TestComputePodActions(t *testing.T) {
 			status: func(p *v1.Pod) *PodStatus {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{sandboxStatus("sb1", false, 0, "", runtimeapi.NamespaceMode_POD)}}
 			},
-			want: podActions{KillPod: true, CreateSandbox: true, SandboxID: "sb1", Attempt: 1, InitContainerToStart: -1, ContainersToStart: []int{0, 1}},
+			want: podActions{KillPod: true, CreateSandbox: true, SandboxID: "sb1", Attempt: 1, ContainersToStart: []int{0, 1}},
 		},
 		{
 			name: "restartPolicy OnFailure, dead sandbox: restart only the failed container",
@@ -159,7 +159,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{sandboxStatus("sb1", false, 0, "", runtimeapi.NamespaceMode_POD)},
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 2)}}
 			},
-			want: podActions{KillPod: true, CreateSandbox: true, SandboxID: "sb1", Attempt: 1, InitContainerToStart: -1, ContainersToStart: []int{1}},
+			want: podActions{KillPod: true, CreateSandbox: true, SandboxID: "sb1", Attempt: 1, ContainersToStart: []int{1}},
 		},
 		{
 			name: "restartPolicy OnFailure, dead sandbox, all succeeded: no new sandbox",
@@ -168,7 +168,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{sandboxStatus("sb1", false, 0, "", runtimeapi.NamespaceMode_POD)},
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 0)}}
 			},
-			want: podActions{KillPod: true, SandboxID: "sb1", Attempt: 1, InitContainerToStart: -1},
+			want: podActions{KillPod: true, SandboxID: "sb1", Attempt: 1},
 		},
 		{
 			name: "all running: nothing to do",
@@ -177,7 +177,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateRunning, 0), cs(p, "b", ContainerStateRunning, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1, ContainersToKill: noKill},
+			want: podActions{SandboxID: "sb1", ContainersToKill: noKill},
 		},
 		{
 			name: "init: first running, wait",
@@ -186,7 +186,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "i1", ContainerStateRunning, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1},
+			want: podActions{SandboxID: "sb1"},
 		},
 		{
 			name: "init: first succeeded, start the second",
@@ -195,7 +195,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "i1", ContainerStateExited, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: 1},
+			want: podActions{SandboxID: "sb1", InitContainersToStart: []int{1}},
 		},
 		{
 			name: "init: first failed, restart it (Always)",
@@ -204,7 +204,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "i1", ContainerStateExited, 1)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: 0},
+			want: podActions{SandboxID: "sb1", InitContainersToStart: []int{0}},
 		},
 		{
 			name: "init: OOM-killed counts as failed even with exit 0 (OnFailure)",
@@ -214,7 +214,7 @@ func TestComputePodActions(t *testing.T) {
 				s.Reason = "OOMKilled"
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()}, ContainerStatuses: []*ContainerStatus{s}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: 0},
+			want: podActions{SandboxID: "sb1", InitContainersToStart: []int{0}},
 		},
 		{
 			name: "init: failed under Never fails the pod",
@@ -223,7 +223,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "i1", ContainerStateExited, 1)}}
 			},
-			want: podActions{KillPod: true, SandboxID: "sb1", InitContainerToStart: -1},
+			want: podActions{KillPod: true, SandboxID: "sb1"},
 		},
 		{
 			name: "init: unknown state is killed before the restart",
@@ -232,7 +232,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "i1", ContainerStateUnknown, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: 0, ContainersToKill: []containerToKill{{
+			want: podActions{SandboxID: "sb1", InitContainersToStart: []int{0}, ContainersToKill: []containerToKill{{
 				ID: "i1-id", Name: "i1", Container: &withInit(basic(), "i1").Spec.InitContainers[0], Reason: killUnknown, Message: `Init container is in "unknown" state, try killing it before restart`,
 			}}},
 		},
@@ -243,7 +243,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "i2", ContainerStateExited, 0), cs(p, "i1", ContainerStateExited, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1, ContainersToStart: []int{0, 1}},
+			want: podActions{SandboxID: "sb1", ContainersToStart: []int{0, 1}},
 		},
 		{
 			name: "init: app container running means initialized even if init containers are gone",
@@ -252,16 +252,69 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateRunning, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1, ContainersToStart: []int{1}},
+			want: podActions{SandboxID: "sb1", ContainersToStart: []int{1}},
 		},
 		{
-			name: "restartable init container (sidecar) running: treated as an init container, no crash",
+			name: "sidecar not started: start it first",
+			pod:  sidecar(),
+			status: func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()}}
+			},
+			want: podActions{SandboxID: "sb1", InitContainersToStart: []int{0}},
+		},
+		{
+			name: "sidecar running: the next init container starts",
+			pod:  withInit(sidecar(), "i2"),
+			status: func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
+					ContainerStatuses: []*ContainerStatus{cs(p, "side", ContainerStateRunning, 0)}}
+			},
+			want: podActions{SandboxID: "sb1", InitContainersToStart: []int{1}},
+		},
+		{
+			name: "sidecar running, init done: app containers start",
 			pod:  sidecar(),
 			status: func(p *v1.Pod) *PodStatus {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "side", ContainerStateRunning, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1},
+			want: podActions{SandboxID: "sb1", ContainersToStart: []int{0, 1}},
+		},
+		{
+			name: "sidecar exited before initialization: restarted even under Never",
+			pod:  withPolicy(withInit(sidecar(), "i2"), v1.RestartPolicyNever),
+			status: func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
+					ContainerStatuses: []*ContainerStatus{cs(p, "side", ContainerStateExited, 1)}}
+			},
+			want: podActions{SandboxID: "sb1", InitContainersToStart: []int{0}},
+		},
+		{
+			name: "sidecar exited after initialization: restarted beside the app containers",
+			pod:  sidecar(),
+			status: func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
+					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateRunning, 0), cs(p, "side", ContainerStateExited, 1), cs(p, "b", ContainerStateExited, 0)}}
+			},
+			want: podActions{SandboxID: "sb1", InitContainersToStart: []int{0}, ContainersToStart: []int{1}},
+		},
+		{
+			name: "sidecar alone does not keep a finished pod alive",
+			pod:  withPolicy(sidecar(), v1.RestartPolicyOnFailure),
+			status: func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
+					ContainerStatuses: []*ContainerStatus{cs(p, "side", ContainerStateRunning, 0), cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 0)}}
+			},
+			want: podActions{KillPod: true, SandboxID: "sb1"},
+		},
+		{
+			name: "sidecar pod finished, sandbox dead: no new sandbox",
+			pod:  withPolicy(sidecar(), v1.RestartPolicyOnFailure),
+			status: func(p *v1.Pod) *PodStatus {
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{sandboxStatus("sb1", false, 0, "", runtimeapi.NamespaceMode_POD)},
+					ContainerStatuses: []*ContainerStatus{cs(p, "side", ContainerStateExited, 137), cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 0)}}
+			},
+			want: podActions{KillPod: true, SandboxID: "sb1", Attempt: 1},
 		},
 		{
 			name: "Always: exited containers restart",
@@ -270,7 +323,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateRunning, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1, ContainersToStart: []int{0}},
+			want: podActions{SandboxID: "sb1", ContainersToStart: []int{0}},
 		},
 		{
 			name: "OnFailure: failed restarts, succeeded does not",
@@ -279,7 +332,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 3)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1, ContainersToStart: []int{1}},
+			want: podActions{SandboxID: "sb1", ContainersToStart: []int{1}},
 		},
 		{
 			name: "OnFailure: all succeeded, kill the pod (stop the sandbox)",
@@ -288,7 +341,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateExited, 0), cs(p, "b", ContainerStateExited, 0)}}
 			},
-			want: podActions{KillPod: true, SandboxID: "sb1", InitContainerToStart: -1},
+			want: podActions{KillPod: true, SandboxID: "sb1"},
 		},
 		{
 			name: "Never: exited containers stay exited",
@@ -297,7 +350,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateExited, 1), cs(p, "b", ContainerStateRunning, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1},
+			want: podActions{SandboxID: "sb1"},
 		},
 		{
 			name: "never started and created containers start",
@@ -306,7 +359,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "b", ContainerStateCreated, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1, ContainersToStart: []int{0, 1}},
+			want: podActions{SandboxID: "sb1", ContainersToStart: []int{0, 1}},
 		},
 		{
 			name: "unknown state: kill and start again",
@@ -315,7 +368,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateUnknown, 0), cs(p, "b", ContainerStateRunning, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1, ContainersToStart: []int{0}, ContainersToKill: []containerToKill{{
+			want: podActions{SandboxID: "sb1", ContainersToStart: []int{0}, ContainersToKill: []containerToKill{{
 				ID: "a-id", Name: "a", Container: &basic().Spec.Containers[0], Reason: killUnknown,
 				Message: `Container is in "unknown" state, try killing it before restart`,
 			}}},
@@ -328,7 +381,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(old, "a", ContainerStateRunning, 0), cs(p, "b", ContainerStateRunning, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1, ContainersToStart: []int{0}, ContainersToKill: []containerToKill{{
+			want: podActions{SandboxID: "sb1", ContainersToStart: []int{0}, ContainersToKill: []containerToKill{{
 				ID: "a-id", Name: "a", Container: &changed().Spec.Containers[0], Reason: killSpecChanged,
 				Message: "Container a definition changed, will be restarted",
 			}}},
@@ -341,7 +394,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(old, "a", ContainerStateRunning, 0), cs(p, "b", ContainerStateRunning, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1, ContainersToStart: []int{0}, ContainersToKill: []containerToKill{{
+			want: podActions{SandboxID: "sb1", ContainersToStart: []int{0}, ContainersToKill: []containerToKill{{
 				ID: "a-id", Name: "a", Container: &withPolicy(changed(), v1.RestartPolicyNever).Spec.Containers[0], Reason: killSpecChanged,
 				Message: "Container a definition changed, will be restarted",
 			}}},
@@ -358,7 +411,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(old, "a", ContainerStateRunning, 0), cs(p, "b", ContainerStateRunning, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1},
+			want: podActions{SandboxID: "sb1"},
 		},
 		{
 			name: "container no longer in the spec: killed",
@@ -367,7 +420,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateRunning, 0), cs(p, "gone", ContainerStateRunning, 0), cs(p, "old", ContainerStateExited, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1, ContainersToKill: []containerToKill{{
+			want: podActions{SandboxID: "sb1", ContainersToKill: []containerToKill{{
 				ID: "gone-id", Name: "gone", Reason: killRemoved, Message: "Container gone is not in the pod spec",
 			}}},
 		},
@@ -384,7 +437,7 @@ func TestComputePodActions(t *testing.T) {
 				}
 				return ""
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1, ContainersToStart: []int{1}, ContainersToKill: []containerToKill{{
+			want: podActions{SandboxID: "sb1", ContainersToStart: []int{1}, ContainersToKill: []containerToKill{{
 				ID: "b-id", Name: "b", Container: &basic().Spec.Containers[1], Reason: killLiveness,
 				Message: "Container b failed liveness probe, will be restarted",
 			}}},
@@ -397,7 +450,7 @@ func TestComputePodActions(t *testing.T) {
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateRunning, 0)}}
 			},
 			unhealthy: func(string) string { return "startup" },
-			want: podActions{KillPod: true, SandboxID: "sb1", InitContainerToStart: -1, ContainersToKill: []containerToKill{{
+			want: podActions{KillPod: true, SandboxID: "sb1", ContainersToKill: []containerToKill{{
 				ID: "a-id", Name: "a", Container: &withPolicy(testPod("p", "a"), v1.RestartPolicyNever).Spec.Containers[0], Reason: killStartup,
 				Message: "Container a failed startup probe",
 			}}},
@@ -409,7 +462,7 @@ func TestComputePodActions(t *testing.T) {
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()},
 					ContainerStatuses: []*ContainerStatus{cs(p, "a", ContainerStateExited, 1), cs(p, "b", ContainerStateRunning, 0)}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainerToStart: -1},
+			want: podActions{SandboxID: "sb1"},
 		},
 	}
 	for _, tt := range tests {

@@ -165,8 +165,13 @@ func (m *Manager) containerStatuses(pod *v1.Pod, status *PodStatus, runtimeName 
 		}
 
 		// A container that SyncPod will (re)start shows why it has not yet.
-		initDone := isInit && newest != nil && newest.State == ContainerStateExited && newest.ExitCode == 0
-		if !initDone && shouldContainerBeRestarted(c, pod, status) {
+		initDone := isInit && !isRestartableInit(c) && newest != nil && newest.State == ContainerStateExited && newest.ExitCode == 0
+		restartPod := pod
+		if isInit && isRestartableInit(c) && pod.Spec.RestartPolicy != v1.RestartPolicyAlways {
+			restartPod = pod.DeepCopy()
+			restartPod.Spec.RestartPolicy = v1.RestartPolicyAlways
+		}
+		if !initDone && shouldContainerBeRestarted(c, restartPod, status) {
 			if r, ok := m.waitingReason(pod.UID, c.Name); ok {
 				if st.State.Terminated != nil {
 					st.LastTerminationState = st.State

@@ -17,6 +17,52 @@
 //	status, _ := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 //	result := m.SyncPod(ctx, pod, status)
 //
+// # The Manager
+//
+// Manager follows the kubelet's kuberuntime manager. SyncPod computes the
+// actions as computePodActions does (a new sandbox when there is none, it is
+// not ready, several are ready, the host-network mode changed or a
+// pod-network sandbox has no IP; under restartPolicy Never a sandbox whose
+// containers ran is not recreated), then kills what must go (the whole pod
+// before a new sandbox; containers whose spec hash changed, that failed a
+// liveness or startup probe, that are in an unknown state or that are no
+// longer in the spec), creates the sandbox, starts the next init container
+// (one per sync, each only after the previous one exited 0) or the app
+// containers due per the restart policy. Each start waits out the restart
+// back-off (10s doubling to 300s, reset after 10m; key: pod UID and
+// container name), ensures the image per imagePullPolicy (failed pulls back
+// off 10s to 300s per pod and image), and records the restart count in the
+// container's annotations so it survives a restart of the agent. At most
+// the two newest instances of each container are kept (the current one and
+// the previous one shown as lastState). Pass SyncPod a status read after the
+// previous SyncPod of the pod returned: it is then idempotent.
+//
+// APIPodStatus turns a PodStatus into a v1.PodStatus as the kubelet's
+// generateAPIPodStatus does (phase, conditions, container states, waiting
+// reasons from the last failed start of each container). QOSClass and
+// PodPhase are exported for the agent's own use.
+//
+// Differences from the kubelet, on purpose or not yet done:
+//   - Probes are not run here. A running container is Ready when it has no
+//     readiness probe and no startup probe; the probe manager overrides it.
+//     ManagerOptions.Unhealthy tells SyncPod which containers failed their
+//     liveness or startup probe.
+//   - Restartable init containers (sidecars) are started in order, count as
+//     initialized once running (startup probes are not awaited), are
+//     restarted whenever they stop, and do not keep a finished pod alive.
+//     KillPod stops them together with the app containers, not after them.
+//   - No lifecycle hooks (postStart, preStop), no ephemeral containers, no
+//     in-place resize, no termination-message files, no image pull secrets.
+//   - The environment supports plain values, $(VAR) references and the
+//     downward-API fieldRefs (metadata.name, namespace, uid, labels,
+//     annotations; spec.nodeName, serviceAccountName; status.podIP,
+//     podIPs, hostIP); other sources fail with ErrCreateContainerConfig
+//     unless optional. Volumes come from SyncPodOptions.Volumes.
+//   - The pod's DNS config is passed as written in spec.dnsConfig; cluster
+//     DNS and the host's resolv.conf are left to the runtime.
+//   - Old stopped sandboxes of a running pod are not garbage-collected;
+//     RemovePod removes them with the pod.
+//
 // # Concurrency
 //
 // Manager is safe for concurrent use; callers (the pod workers) serialise the
@@ -26,4 +72,11 @@
 //
 // Errors from the runtime are wrapped with the operation and the object
 // they concern; SyncPod reports one error per failed action in its result.
+// Each failed start belongs to a class (ErrCrashLoopBackOff, ErrImagePull,
+// ErrImagePullBackOff, ErrImageNeverPull, ErrCreateContainerConfig,
+// ErrCreateContainer, ErrRunContainer, ...) that errors.Is recognises and
+// whose name, from Reason, is the container's waiting reason. A result that
+// OnlyBackOff is not a failure of the sync: retry it at NextRetry.
+// IsNotFound recognises the runtime's "no such object" errors (ErrNotFound,
+// gRPC NotFound).
 package runtime

@@ -177,3 +177,45 @@ func TestStatusWithInMemoryRuntime(t *testing.T) {
 		t.Errorf("runtime name not learned")
 	}
 }
+
+// TestSidecarWithInMemoryRuntime runs a pod whose restartable init
+// container (sidecar) keeps running beside the app container and is
+// restarted when it dies.
+func TestSidecarWithInMemoryRuntime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox:1.36"}})
+		defer rt.Close()
+		pod := newPod("side", v1.RestartPolicyNever)
+		always := v1.ContainerRestartPolicyAlways
+		side := container("proxy", "sleep infinity")
+		side.RestartPolicy = &always
+		pod.Spec.InitContainers = []v1.Container{side, container("migrate", "sleep 1.5; exit 0")}
+		pod.Spec.Containers = []v1.Container{container("app", "sleep infinity")}
+		a := newAgent(t, rt, pod)
+		var st v1.PodStatus
+		for range 4 {
+			_, st = a.tick()
+			time.Sleep(time.Second)
+		}
+		if st.Phase != v1.PodRunning || st.InitContainerStatuses[0].State.Running == nil || st.ContainerStatuses[0].State.Running == nil {
+			t.Fatalf("status = %s, sidecar %+v, app %+v", st.Phase, st.InitContainerStatuses[0].State, st.ContainerStatuses[0].State)
+		}
+		for _, c := range st.Conditions {
+			if c.Type == v1.PodInitialized && c.Status != v1.ConditionTrue {
+				t.Errorf("Initialized = %s %s", c.Status, c.Message)
+			}
+		}
+		// The sidecar dies: it is restarted although the pod's policy is Never.
+		for _, c := range rt.Containers() {
+			if c.Name == "proxy" {
+				if err := rt.ExitContainer(c.ID, 1, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		_, st = a.tick()
+		if s := st.InitContainerStatuses[0]; s.State.Running == nil || s.RestartCount != 1 {
+			t.Errorf("sidecar after its exit = %+v restarts %d", s.State, s.RestartCount)
+		}
+	})
+}

@@ -69,8 +69,8 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 	}
 
 	starting := map[string]bool{}
-	if actions.InitContainerToStart >= 0 {
-		starting[pod.Spec.InitContainers[actions.InitContainerToStart].Name] = true
+	for _, i := range actions.InitContainersToStart {
+		starting[pod.Spec.InitContainers[i].Name] = true
 	}
 	for _, i := range actions.ContainersToStart {
 		starting[pod.Spec.Containers[i].Name] = true
@@ -120,8 +120,9 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 		}
 		return ar.Err
 	}
-	if i := actions.InitContainerToStart; i >= 0 {
-		if start(containerSpec{container: &pod.Spec.InitContainers[i], index: i, typ: ContainerTypeInit}) != nil {
+	for _, i := range actions.InitContainersToStart {
+		c := &pod.Spec.InitContainers[i]
+		if start(containerSpec{container: c, index: i, typ: ContainerTypeInit}) != nil && !isRestartableInit(c) {
 			return result
 		}
 	}
