@@ -49,7 +49,8 @@ type KillPodOptions struct {
 	// terminates (for example the phase and reason of an eviction).
 	PodStatusFunc func(*v1.PodStatus)
 	// PodTerminationGracePeriodSecondsOverride, when set, replaces the grace
-	// period (it can only shrink it, never grow it).
+	// period of the pod's first kill, as the kubelet does; once the pod is
+	// terminating, later kills can only shrink the grace period.
 	PodTerminationGracePeriodSecondsOverride *int64
 }
 

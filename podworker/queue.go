@@ -14,8 +14,9 @@ import (
 // loop calls GetWork every second and sends a SyncPodSync update for each
 // pod it returns.
 //
-// A pod is in the queue at most once: a later Enqueue replaces its due
-// time. Queue reads the time with time.Now, so it follows a synctest
+// A pod is in the queue at most once, due at the earliest time anyone
+// asked for: a resync requested in a minute does not postpone a retry
+// requested in ten seconds (a container whose restart back-off ends then). Queue reads the time with time.Now, so it follows a synctest
 // bubble's fake clock. It is safe for concurrent use; the zero value is an
 // empty queue.
 type Queue struct {
@@ -28,14 +29,18 @@ func NewQueue() *Queue {
 	return &Queue{due: map[types.UID]time.Time{}}
 }
 
-// Enqueue makes the pod due after delay, replacing any earlier entry.
+// Enqueue makes the pod due after delay, unless it is already due sooner.
 func (q *Queue) Enqueue(uid types.UID, delay time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.due == nil {
 		q.due = map[types.UID]time.Time{}
 	}
-	q.due[uid] = time.Now().Add(delay)
+	at := time.Now().Add(delay)
+	if cur, ok := q.due[uid]; ok && cur.Before(at) {
+		return
+	}
+	q.due[uid] = at
 }
 
 // GetWork removes and returns, sorted, the pods whose due time has come.
