@@ -2,6 +2,8 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -218,4 +220,107 @@ func TestSidecarWithInMemoryRuntime(t *testing.T) {
 			t.Errorf("sidecar after its exit = %+v restarts %d", s.State, s.RestartCount)
 		}
 	})
+}
+
+// TestConcurrentPods syncs many pods at once on one Manager (run with -race).
+func TestConcurrentPods(t *testing.T) {
+	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox:1.36"}})
+	defer rt.Close()
+	m, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{PodLogsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			pod := newPod(fmt.Sprint("p", i), v1.RestartPolicyAlways)
+			pod.Spec.Containers = []v1.Container{container("a", "sleep infinity"), container("b", "exit 1")}
+			for range 3 {
+				st, err := m.GetPodStatus(t.Context(), pod.UID, pod.Name, pod.Namespace)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if res := m.SyncPod(t.Context(), pod, st); res.Err() != nil && !res.OnlyBackOff() {
+					errs <- res.Err()
+					return
+				}
+				m.APIPodStatus(pod, st)
+			}
+			if err := m.KillPod(t.Context(), pod, nil, nil); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	pods, err := m.GetPods(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 0 {
+		t.Errorf("%d pods still running after KillPod", len(pods))
+	}
+}
+
+// BenchmarkSteadySync measures one pod worker iteration (GetPodStatus,
+// SyncPod with nothing to do, APIPodStatus) for a pod of three running
+// containers.
+func BenchmarkSteadySync(b *testing.B) {
+	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox:1.36"}})
+	defer rt.Close()
+	m, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{PodLogsDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pod := newPod("bench", v1.RestartPolicyAlways)
+	pod.Spec.Containers = []v1.Container{container("a", "sleep infinity"), container("b", "sleep infinity"), container("c", "sleep infinity")}
+	ctx := b.Context()
+	st, _ := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err := m.SyncPod(ctx, pod, st).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		st, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res := m.SyncPod(ctx, pod, st); len(res.Results) != 0 {
+			b.Fatalf("steady sync did something: %+v", res.Results)
+		}
+		m.APIPodStatus(pod, st)
+	}
+}
+
+// BenchmarkStartPod measures creating a pod of three containers and
+// removing it again.
+func BenchmarkStartPod(b *testing.B) {
+	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox:1.36"}})
+	defer rt.Close()
+	m, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{PodLogsDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pod := newPod("bench", v1.RestartPolicyAlways)
+	pod.Spec.Containers = []v1.Container{container("a", "sleep infinity"), container("b", "sleep infinity"), container("c", "sleep infinity")}
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		st, _ := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+		if err := m.SyncPod(ctx, pod, st).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.KillPod(ctx, pod, nil, new(int64(0))); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.RemovePod(ctx, pod.UID); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
