@@ -700,3 +700,40 @@ func TestRelistCanceled(t *testing.T) {
 		}
 	})
 }
+
+func TestRelistRefreshesCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, nil, GenericOptions{})
+		f.runSandbox("a")
+		f.relist()
+		lastSync := time.Now()
+		time.Sleep(time.Millisecond)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := make(chan *runtime.PodStatus, 1)
+		go func() {
+			st, err := f.cache.GetNewerThan(ctx, "a", lastSync)
+			if err == nil {
+				done <- st
+			}
+		}()
+		synctest.Wait()
+		if len(done) != 0 {
+			t.Fatal("GetNewerThan returned before a relist")
+		}
+		// Nothing changed, so the pod is not inspected again, but the
+		// relist vouches for its entry.
+		if got := f.relist(); len(got) != 0 {
+			t.Fatalf("events: %v", got)
+		}
+		synctest.Wait()
+		select {
+		case st := <-done:
+			if len(st.SandboxStatuses) != 1 {
+				t.Errorf("status after the refresh = %+v", st)
+			}
+		default:
+			t.Error("a relist did not wake a reader waiting for a newer status")
+		}
+	})
+}
