@@ -175,22 +175,18 @@ func RunningPod(status *PodStatus) *Pod {
 // for an orphan, pod nil, the one recorded on the container), at least
 // MinGracePeriod; gracePeriodOverride replaces it (a hard kill may go below
 // the minimum). running nil means the pod's containers as the runtime
-// lists them now. Stopping what is already gone is not an error.
+// reports them now (RunningPod of GetPodStatus). Stopping what is already
+// gone is not an error.
 func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, running *Pod, gracePeriodOverride *int64) error {
 	if running == nil {
 		if pod == nil {
 			return errors.New("runtime: KillPod needs a pod or a running pod")
 		}
-		pods, err := m.GetPods(ctx, true)
+		st, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 		if err != nil {
 			return err
 		}
-		running = &Pod{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
-		for _, p := range pods {
-			if p.ID == pod.UID {
-				running = p
-			}
-		}
+		running = RunningPod(st)
 	}
 	var result SyncResult
 	return m.killPod(ctx, pod, running, gracePeriodOverride, &result)
