@@ -1,0 +1,217 @@
+package nodekit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podworker"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/sources"
+	"github.com/nodekit/nodekit/status"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+// Agent is a node agent assembled from nodekit's parts. Create it with New
+// and call Run once.
+type Agent struct {
+	opts Options
+	log  logr.Logger
+
+	config   *sources.Config
+	runtime  *runtime.Manager
+	cache    pleg.Cache
+	events   pleg.EventGenerator
+	queue    *podworker.Queue
+	workers  *podworker.Workers
+	pods     *podManager
+	statuses *status.Manager
+	handler  *handler
+	loop     *syncloop.Loop
+
+	// runtimeErr holds the last runtime health check's result (an error
+	// value or nil in an errBox).
+	runtimeErr atomic.Pointer[errBox]
+	ran        atomic.Bool
+}
+
+type errBox struct{ err error }
+
+// New checks opts, applies the defaults and assembles an Agent. It does no
+// I/O and starts no goroutine.
+func New(opts Options) (*Agent, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger.WithValues("node", opts.NodeName)
+	a := &Agent{opts: opts, log: log}
+
+	a.config = sources.NewConfig(sources.ConfigOptions{Logger: log})
+	for _, s := range opts.Sources {
+		if err := a.config.Add(s.Name, s.Source); err != nil {
+			return nil, fmt.Errorf("nodekit: %w", err)
+		}
+	}
+
+	rmOpts := opts.RuntimeManager
+	if rmOpts.Logger.GetSink() == nil {
+		rmOpts.Logger = log
+	}
+	rm, err := runtime.NewManager(opts.Runtime, opts.Images, rmOpts)
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: %w", err)
+	}
+	a.runtime = rm
+
+	if opts.EventGenerator != nil {
+		a.events, a.cache = opts.EventGenerator, opts.Cache
+	} else {
+		a.cache = pleg.NewCache()
+		plegOpts := opts.PLEG
+		if plegOpts.Logger.GetSink() == nil {
+			plegOpts.Logger = log
+		}
+		g, err := pleg.NewGeneric(opts.Runtime, rm, a.cache, plegOpts)
+		if err != nil {
+			return nil, fmt.Errorf("nodekit: %w", err)
+		}
+		a.events = g
+	}
+
+	a.pods = newPodManager()
+	a.statuses = status.NewManager(status.Options{Observer: opts.OnPodStatus})
+	a.queue = podworker.NewQueue()
+	a.handler = &handler{
+		log:      log,
+		nodeName: opts.NodeName,
+		pods:     a.pods,
+		statuses: a.statuses,
+		runtime:  rm,
+		cache:    a.cache,
+		queue:    a.queue,
+		admit:    append([]AdmitHandler{maxPods(opts.MaxPods)}, opts.Admit...),
+		rejected: make(map[types.UID]bool),
+	}
+	a.workers, err = podworker.New(a.handler, podworker.Options{
+		Cache:          a.cache,
+		Queue:          a.queue,
+		ResyncInterval: opts.ResyncInterval,
+		BackOffPeriod:  opts.ErrorBackOff,
+		Logger:         log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: %w", err)
+	}
+	a.handler.workers = a.workers
+
+	var h syncloop.SyncHandler = a.handler
+	if opts.WrapHandler != nil {
+		h = opts.WrapHandler(h)
+	}
+	a.loop, err = syncloop.New(h, syncloop.Config{
+		Updates:            a.config.Updates(),
+		PLEG:               a.events.Events(),
+		Extra:              opts.Extra,
+		Pods:               a.pods,
+		Work:               a.queue,
+		SourcesReady:       a.config.SourcesReady,
+		RuntimeHealthy:     a.runtimeHealthy,
+		SyncPeriod:         opts.SyncPeriod,
+		HousekeepingPeriod: opts.HousekeepingPeriod,
+		Logger:             log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: %w", err)
+	}
+	a.runtimeErr.Store(&errBox{err: errors.New("nodekit: runtime not checked yet")})
+	return a, nil
+}
+
+// Run runs the agent until ctx ends. It returns nil then, after every
+// goroutine it started has exited; pods keep running in the runtime, so a
+// restarted agent finds them again. Run may be called only once.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.ran.CompareAndSwap(false, true) {
+		return errors.New("nodekit: Agent.Run called twice")
+	}
+	a.log.Info("Starting node agent", "sources", len(a.opts.Sources), "maxPods", a.opts.MaxPods)
+	g, ctx := errgroup.WithContext(ctx)
+	run := func(name string, f func(context.Context) error) {
+		g.Go(func() error {
+			if err := f(ctx); err != nil {
+				return fmt.Errorf("nodekit: %s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	a.checkRuntime(ctx)
+	run("runtime status", a.watchRuntime)
+	run("pleg", a.events.Run)
+	run("pod workers", a.workers.Run)
+	run("sources", a.config.Run)
+	run("sync loop", a.loop.Run)
+	err := g.Wait()
+	a.log.Info("Node agent stopped")
+	return err
+}
+
+// watchRuntime checks the runtime's health every RuntimeStatusPeriod.
+func (a *Agent) watchRuntime(ctx context.Context) error {
+	t := time.NewTicker(a.opts.RuntimeStatusPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			a.checkRuntime(ctx)
+		}
+	}
+}
+
+func (a *Agent) checkRuntime(ctx context.Context) {
+	err := a.runtime.Status(ctx)
+	prev := a.runtimeErr.Swap(&errBox{err: err})
+	switch {
+	case err != nil && (prev.err == nil || prev.err.Error() != err.Error()):
+		a.log.Error(err, "Container runtime not healthy")
+	case err == nil && prev.err != nil:
+		a.log.Info("Container runtime healthy")
+	}
+}
+
+// runtimeHealthy is the sync loop's gate: the last runtime check and the
+// PLEG's health.
+func (a *Agent) runtimeHealthy(context.Context) error {
+	if err := a.runtimeErr.Load().err; err != nil {
+		return err
+	}
+	return a.events.Healthy()
+}
+
+// Healthy reports whether the agent works: its sync loop iterates, the
+// runtime answers and the PLEG relists.
+func (a *Agent) Healthy() error {
+	return errors.Join(a.loop.Healthy(), a.runtimeHealthy(nil))
+}
+
+// PodStatus returns the status the agent holds for the pod.
+func (a *Agent) PodStatus(uid types.UID) (v1.PodStatus, bool) {
+	return a.statuses.GetPodStatus(uid)
+}
+
+// Pods returns the pods the agent has been asked to run (admitted or not),
+// in no particular order. They must not be modified.
+func (a *Agent) Pods() []*v1.Pod { return a.pods.pods() }
+
+// SourcesReady reports whether every source delivered its first snapshot.
+func (a *Agent) SourcesReady() bool { return a.config.SourcesReady() }
+

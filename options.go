@@ -1,0 +1,151 @@
+package nodekit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/sources"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+// NamedSource is a pod source and the name the agent knows it by. The name
+// goes into each pod's kubernetes.io/config.source annotation; every name
+// but sources.APIServerSource ("api") makes its pods static pods.
+type NamedSource struct {
+	Name   string
+	Source sources.Source
+}
+
+// Options configure an Agent. The zero value of every field but NodeName,
+// Sources and Runtime is a usable default.
+type Options struct {
+	// NodeName is the name of the node the agent runs. Defaults to the
+	// host name, lower-cased.
+	NodeName string
+	// Sources deliver the pods to run. At least one is required.
+	Sources []NamedSource
+	// Runtime runs the sandboxes and containers. Required.
+	Runtime runtime.RuntimeService
+	// Images pulls and inspects images. Defaults to Runtime when it also
+	// implements runtime.ImageService.
+	Images runtime.ImageService
+
+	// Logger receives the agent's logs. Defaults to discarding them.
+	Logger logr.Logger
+
+	// MaxPods is the number of pods the agent admits at once; further pods
+	// are rejected with phase Failed and reason OutOfpods. Defaults to 110.
+	MaxPods int
+	// Admit holds extra admission checks, run in order after the pod
+	// count check; the first rejection wins.
+	Admit []AdmitHandler
+
+	// SyncPeriod is the sync loop's tick. Defaults to 1s.
+	SyncPeriod time.Duration
+	// HousekeepingPeriod is the period of clean-ups (pods gone from every
+	// source, orphaned containers). Defaults to 2s.
+	HousekeepingPeriod time.Duration
+	// ResyncInterval is how often a pod that is in its desired state is
+	// synced again (with ±50% jitter). Defaults to 1m.
+	ResyncInterval time.Duration
+	// ErrorBackOff is the delay before a pod whose sync failed is synced
+	// again (with ±50% jitter). Defaults to 10s.
+	ErrorBackOff time.Duration
+	// RuntimeStatusPeriod is how often the runtime's health (CRI Status)
+	// is checked; while it is unhealthy the sync loop backs off. Defaults
+	// to 5s.
+	RuntimeStatusPeriod time.Duration
+
+	// PLEG configures the generic PLEG (relist every 1s, unhealthy after
+	// 3m without a relist, 1000 buffered events by default). Ignored when
+	// EventGenerator is set.
+	PLEG pleg.GenericOptions
+	// EventGenerator replaces the generic PLEG. It must keep Cache up to
+	// date.
+	EventGenerator pleg.EventGenerator
+	// Cache is the pod status cache EventGenerator fills; required with
+	// EventGenerator, otherwise ignored.
+	Cache pleg.Cache
+
+	// RuntimeManager configures the pod-level runtime manager (container
+	// restart back-off 10s doubling to 300s, log directory, ...).
+	RuntimeManager runtime.ManagerOptions
+
+	// WrapHandler, when set, wraps the default sync handler: use it to
+	// observe or change how the loop's work is handled.
+	WrapHandler func(syncloop.SyncHandler) syncloop.SyncHandler
+	// Extra channels the sync loop also selects over; each value received
+	// names pods to sync.
+	Extra []syncloop.Channel
+
+	// OnPodStatus, when set, is called after each change of a pod's status
+	// (phase, conditions, containers). It must not block.
+	OnPodStatus func(pod *v1.Pod, status v1.PodStatus)
+}
+
+func (o *Options) setDefaults() error {
+	if o.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("nodekit: NodeName not set and the host name is unknown: %w", err)
+		}
+		o.NodeName = strings.ToLower(h)
+	}
+	if len(o.Sources) == 0 {
+		return errors.New("nodekit: Options.Sources is empty; at least one pod source is required")
+	}
+	seen := map[string]bool{}
+	for i, s := range o.Sources {
+		if s.Name == "" || s.Source == nil {
+			return fmt.Errorf("nodekit: Options.Sources[%d] needs a name and a source", i)
+		}
+		if seen[s.Name] {
+			return fmt.Errorf("nodekit: two sources named %q", s.Name)
+		}
+		seen[s.Name] = true
+	}
+	if o.Runtime == nil {
+		return errors.New("nodekit: Options.Runtime is required")
+	}
+	if o.Images == nil {
+		is, ok := o.Runtime.(runtime.ImageService)
+		if !ok {
+			return errors.New("nodekit: Options.Images is required when Runtime is not also an ImageService")
+		}
+		o.Images = is
+	}
+	if (o.EventGenerator == nil) != (o.Cache == nil) {
+		return errors.New("nodekit: Options.EventGenerator and Options.Cache go together")
+	}
+	if o.MaxPods == 0 {
+		o.MaxPods = 110
+	}
+	if o.MaxPods < 0 {
+		return fmt.Errorf("nodekit: MaxPods %d is negative", o.MaxPods)
+	}
+	defaultDuration(&o.SyncPeriod, time.Second)
+	defaultDuration(&o.HousekeepingPeriod, 2*time.Second)
+	defaultDuration(&o.ResyncInterval, time.Minute)
+	defaultDuration(&o.ErrorBackOff, 10*time.Second)
+	defaultDuration(&o.RuntimeStatusPeriod, 5*time.Second)
+	for _, d := range []time.Duration{o.SyncPeriod, o.HousekeepingPeriod, o.ResyncInterval, o.ErrorBackOff, o.RuntimeStatusPeriod} {
+		if d < 0 {
+			return fmt.Errorf("nodekit: negative period %s", d)
+		}
+	}
+	return nil
+}
+
+func defaultDuration(d *time.Duration, def time.Duration) {
+	if *d == 0 {
+		*d = def
+	}
+}
