@@ -1,0 +1,279 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	nethttp "net/http"
+	"net/url"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/sources"
+	"github.com/nodekit/nodekit/sources/internal/manifest"
+)
+
+const (
+	// DefaultPeriod is how often the URL is polled, the kubelet's
+	// HTTPCheckFrequency.
+	DefaultPeriod = 20 * time.Second
+	// DefaultTimeout bounds one request, the kubelet's.
+	DefaultTimeout = 10 * time.Second
+	// DefaultMaxBodyBytes is the largest body read (10 MiB).
+	DefaultMaxBodyBytes int64 = 10 << 20
+
+	// quietAfter is the number of consecutive failures logged as errors;
+	// later ones are logged at V(4) until a poll succeeds, as the kubelet
+	// does.
+	quietAfter = 3
+)
+
+// Options configures a Source.
+type Options struct {
+	// URL is polled for the pods: http or https. Required.
+	URL string
+	// Header is sent with every request. Defaults to none.
+	Header nethttp.Header
+	// NodeName is the node's name: it suffixes the pods' names and is part
+	// of their UIDs. Required.
+	NodeName string
+	// Period is how often the URL is polled; the first poll is immediate.
+	// Defaults to 20s (the kubelet's HTTPCheckFrequency).
+	Period time.Duration
+	// Timeout bounds each request, whatever the Client. Defaults to 10s.
+	Timeout time.Duration
+	// MaxBodyBytes is the largest body accepted; a larger one is an error.
+	// Defaults to 10 MiB.
+	MaxBodyBytes int64
+	// Client sends the requests. Defaults to a client of the Source's own,
+	// with its own connection pool, closed when Run returns.
+	Client *nethttp.Client
+	// Logger receives the source's logs. Defaults to discarding them.
+	Logger logr.Logger
+}
+
+func (o *Options) setDefaults() error {
+	if o.URL == "" {
+		return errors.New("http: URL is required")
+	}
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		return fmt.Errorf("http: bad URL: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("http: URL %q is not an http or https URL", o.URL)
+	}
+	if o.NodeName == "" {
+		return errors.New("http: NodeName is required")
+	}
+	if o.Period < 0 || o.Timeout < 0 || o.MaxBodyBytes < 0 {
+		return fmt.Errorf("http: negative Period %v, Timeout %v or MaxBodyBytes %d", o.Period, o.Timeout, o.MaxBodyBytes)
+	}
+	if o.Period == 0 {
+		o.Period = DefaultPeriod
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	o.Header = o.Header.Clone()
+	o.Logger = o.Logger.WithName("http")
+	return nil
+}
+
+// Source is the static pod source that polls a URL for a Pod or a PodList,
+// the kubelet's HTTP source (--manifest-url). It is a sources.Source; build
+// it with New. Run may be called once at a time.
+type Source struct {
+	opts Options
+	log  logr.Logger
+	// ownClient is the client New made, nil when Options.Client was given.
+	ownClient *nethttp.Client
+}
+
+var _ sources.Source = (*Source)(nil)
+
+// New returns a Source for opts. It does no I/O.
+func New(opts Options) (*Source, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Source{opts: opts, log: opts.Logger.WithValues("url", opts.URL)}
+	if s.opts.Client == nil {
+		var rt nethttp.RoundTripper = nethttp.DefaultTransport
+		if t, ok := nethttp.DefaultTransport.(*nethttp.Transport); ok {
+			rt = t.Clone()
+		}
+		s.ownClient = &nethttp.Client{Timeout: opts.Timeout, Transport: rt}
+		s.opts.Client = s.ownClient
+	}
+	return s, nil
+}
+
+// Run polls the URL now and every Period, and sends the pods of each new
+// body as a snapshot. It blocks until ctx ends, returns nil then, and
+// returns after its requests have ended.
+//
+// A body byte-identical to the last one is neither decoded nor sent again.
+// An empty body sends an empty snapshot (the source becomes ready, with no
+// pods) and is logged as an error, as the kubelet does. Every other failure
+// (request, status, size, decoding, an invalid single Pod) is logged with
+// the URL and the reason, and the previous snapshot stands. Pods of a
+// PodList that fail validation are dropped and logged one by one; the rest
+// are sent.
+func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
+	if s.ownClient != nil {
+		defer s.ownClient.CloseIdleConnections()
+	}
+	var p poller
+	ticker := time.NewTicker(s.opts.Period)
+	defer ticker.Stop()
+	for {
+		pods, send, err := s.poll(ctx, &p)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.report(&p, err)
+		if send {
+			s.log.V(4).Info("sending snapshot", "pods", len(pods))
+			select {
+			case snapshots <- pods:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// poller is the state of Run's polls.
+type poller struct {
+	// good is the last body whose pods were sent; nil after an empty body.
+	good []byte
+	// bad is the last body that could not be used, and why.
+	bad    []byte
+	badErr error
+	// failures counts consecutive failed polls.
+	failures int
+}
+
+// poll fetches and decodes the body. send says whether pods is a snapshot
+// to send; err is what to log.
+func (s *Source) poll(ctx context.Context, p *poller) (pods []*v1.Pod, send bool, err error) {
+	body, err := s.fetch(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(body) == 0 {
+		p.good = nil
+		return []*v1.Pod{}, true, fmt.Errorf("http: GET %s: empty body, no pods", s.opts.URL)
+	}
+	if p.good != nil && bytes.Equal(body, p.good) {
+		return nil, false, nil
+	}
+	if p.bad != nil && bytes.Equal(body, p.bad) {
+		return nil, false, p.badErr
+	}
+	pods, err = s.decode(body)
+	if err != nil {
+		p.bad, p.badErr = body, err
+		return nil, false, err
+	}
+	p.good, p.bad, p.badErr = body, nil, nil
+	return pods, true, nil
+}
+
+// fetch GETs the URL and returns the body of a 200 response.
+func (s *Source) fetch(ctx context.Context) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	req, err := nethttp.NewRequestWithContext(ctx, nethttp.MethodGet, s.opts.URL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("http: GET %s: %w", s.opts.URL, err)
+	}
+	if s.opts.Header != nil {
+		req.Header = s.opts.Header.Clone()
+	}
+	resp, err := s.opts.Client.Do(req)
+	if err != nil {
+		// The client's errors already name the method and URL.
+		return nil, fmt.Errorf("http: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != nethttp.StatusOK {
+		// Drain a little so that the connection can be reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return nil, fmt.Errorf("http: GET %s: unexpected status %s", s.opts.URL, resp.Status)
+	}
+	tooLarge := fmt.Errorf("http: GET %s: body larger than %d bytes", s.opts.URL, s.opts.MaxBodyBytes)
+	if resp.ContentLength > s.opts.MaxBodyBytes {
+		return nil, tooLarge
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("http: GET %s: reading body: %w", s.opts.URL, err)
+	}
+	if int64(len(body)) > s.opts.MaxBodyBytes {
+		return nil, tooLarge
+	}
+	return body, nil
+}
+
+// decode turns a body into the pods to send.
+func (s *Source) decode(body []byte) ([]*v1.Pod, error) {
+	s.log.V(4).Info("decoding body", "bytes", len(body))
+	pods, kind, err := manifest.Decode(body)
+	if err != nil {
+		return nil, fmt.Errorf("http: %s: cannot decode body: %w", s.opts.URL, err)
+	}
+	if kind == manifest.KindPod {
+		pod := pods[0]
+		sources.StaticPodDefaults(pod, s.opts.URL, s.opts.NodeName)
+		if err := sources.Validate(pod); err != nil {
+			return nil, fmt.Errorf("http: %s: %w", s.opts.URL, err)
+		}
+		return pods, nil
+	}
+	valid := make([]*v1.Pod, 0, len(pods))
+	for i, pod := range pods {
+		name := pod.Name
+		sources.StaticPodDefaults(pod, s.opts.URL, s.opts.NodeName)
+		if err := sources.Validate(pod); err != nil {
+			s.log.Error(err, "dropping invalid pod from the list", "pod", name, "index", i)
+			continue
+		}
+		valid = append(valid, pod)
+	}
+	return valid, nil
+}
+
+// report logs the outcome of a poll: consecutive failures as errors, the
+// first few of them, then at V(4); a recovery once.
+func (s *Source) report(p *poller, err error) {
+	if err == nil {
+		if p.failures > 0 {
+			s.log.Info("reading pods from URL succeeded again", "failures", p.failures)
+			p.failures = 0
+		}
+		return
+	}
+	p.failures++
+	switch {
+	case p.failures < quietAfter:
+		s.log.Error(err, "cannot read pods from URL")
+	case p.failures == quietAfter:
+		s.log.Error(err, "cannot read pods from URL; further failures are logged at V(4)")
+	default:
+		s.log.V(4).Info("cannot read pods from URL", "reason", err.Error(), "failures", p.failures)
+	}
+}
