@@ -16,6 +16,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/sources"
+	"github.com/nodekit/nodekit/sources/sourcestest"
 )
 
 // Tests run against the real filesystem and the real fsnotify, whose
@@ -501,5 +504,17 @@ func FuzzDecode(f *testing.F) {
 		}) {
 			t.Error("decoded pod lacks the NoExecute toleration")
 		}
+	})
+}
+
+func TestConformance(t *testing.T) {
+	sourcestest.SourceSuite(t, func(t *testing.T) sources.Source {
+		dir := t.TempDir()
+		write(t, filepath.Join(dir, "a.yaml"), podYAML("a", "nginx:1"))
+		src, err := New(Options{Path: dir, NodeName: node, Period: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src
 	})
 }

@@ -16,6 +16,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/sources"
+	"github.com/nodekit/nodekit/sources/sourcestest"
 )
 
 // Tests use real httptest servers, whose goroutines live outside any
@@ -493,4 +496,15 @@ func TestBodyAtTheLimit(t *testing.T) {
 	srv.set(nethttp.StatusOK, string(append(bytes.Clone(body), '\n')))
 	h.logs.waitFor(t, fmt.Sprintf("body larger than %d bytes", limit))
 	h.none()
+}
+
+func TestConformance(t *testing.T) {
+	srv := newServer(t, podYAML("web", "nginx:1"))
+	sourcestest.SourceSuite(t, func(t *testing.T) sources.Source {
+		src, err := New(Options{URL: srv.URL, NodeName: node, Period: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src
+	})
 }
