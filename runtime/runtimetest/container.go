@@ -152,6 +152,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, podSandboxID string, conf
 	c.publish()
 	r.containers[c.id] = c
 	r.ctrList = append(r.ctrList, c)
+	indexAdd(r.containersByPod, c.labels[podUIDLabel], c)
 	s.containers = append(s.containers, c)
 	r.emitLocked(c.id, s, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	return c.id, nil
@@ -289,6 +290,7 @@ func (r *Runtime) removeContainerLocked(c *container) {
 	}
 	c.stopTimer()
 	delete(r.containers, c.id)
+	indexRemove(r.containersByPod, c.labels[podUIDLabel], c)
 	c.gone = true
 	r.ctrGone++
 	r.ctrList = compact(r.ctrList, &r.ctrGone, func(c *container) bool { return c.gone })
@@ -339,6 +341,8 @@ func (r *Runtime) ListContainers(ctx context.Context, filter *runtimeapi.Contain
 			return nil, nil
 		}
 		candidates = s.containers
+	} else if uid, ok := filter.LabelSelector[podUIDLabel]; ok {
+		candidates = r.containersByPod[uid]
 	}
 	var out []*runtimeapi.Container
 	for _, c := range candidates {

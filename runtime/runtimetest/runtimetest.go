@@ -74,6 +74,11 @@ type Runtime struct {
 	sandboxGone int
 	containers  map[string]*container
 	ctrList     []*container
+	// byPod indexes sandboxes and containers by their pod UID label, so
+	// that the lookups of one pod (the agent's GetPodStatus) do not scan
+	// every object: creation order, removed entries deleted at once.
+	sandboxesByPod  map[string][]*sandbox
+	containersByPod map[string][]*container
 	ctrGone     int
 	images      map[string]*image // by normalised reference
 	imagesByID  map[string]*image
@@ -119,6 +124,9 @@ func New(opts Options) *Runtime {
 		methods:    make(map[string]*methodState),
 		sandboxes:  make(map[string]*sandbox),
 		containers: make(map[string]*container),
+
+		sandboxesByPod:  make(map[string][]*sandbox),
+		containersByPod: make(map[string][]*container),
 		images:     make(map[string]*image),
 		imagesByID: make(map[string]*image),
 		subs:       make(map[*subscriber]struct{}),
@@ -374,4 +382,27 @@ func matchLabels(labels, selector map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// podUIDLabel is the label the pod index is keyed on.
+const podUIDLabel = runtime.LabelPodUID
+
+// indexAdd appends x to the index entry of key (when non-empty).
+func indexAdd[T comparable](index map[string][]T, key string, x T) {
+	if key != "" {
+		index[key] = append(index[key], x)
+	}
+}
+
+// indexRemove removes x from the index entry of key.
+func indexRemove[T comparable](index map[string][]T, key string, x T) {
+	list := index[key]
+	if i := slices.Index(list, x); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(index, key)
+	} else {
+		index[key] = list
+	}
 }

@@ -928,3 +928,67 @@ func TestCRIAdapter(t *testing.T) {
 		t.Error("Close(ctx) did not close the runtime")
 	}
 }
+
+// TestListByPodUID checks the pod index behind label-selected lists: the
+// objects of one pod, in creation order, and nothing once removed.
+func TestListByPodUID(t *testing.T) {
+	r := New(Options{Images: []string{"busybox"}})
+	defer r.Close()
+	ctx := t.Context()
+	withUID := func(name, uid string) *runtimeapi.ContainerConfig {
+		c := containerConfig(name, "sleep", "infinity")
+		c.Labels[runtime.LabelPodUID] = uid
+		return c
+	}
+	sc := sandboxConfig("pod-a", "a")
+	sa, err := r.RunPodSandbox(ctx, sc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := r.RunPodSandbox(ctx, sandboxConfig("pod-b", "b"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, name := range []string{"x", "y"} {
+		id, err := r.CreateContainer(ctx, sa, withUID(name, "a"), sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+	}
+	if _, err := r.CreateContainer(ctx, sb, withUID("z", "b"), sandboxConfig("pod-b", "b")); err != nil {
+		t.Fatal(err)
+	}
+	byUID := map[string]string{runtime.LabelPodUID: "a"}
+	list := func() (sandboxes, containers []string) {
+		ss, err := r.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: byUID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range ss {
+			sandboxes = append(sandboxes, s.Id)
+		}
+		cs, err := r.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: byUID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			containers = append(containers, c.Id)
+		}
+		return sandboxes, containers
+	}
+	gotS, gotC := list()
+	if diff := cmp.Diff([]string{sa}, gotS); diff != "" {
+		t.Errorf("sandboxes of pod a (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, gotC); diff != "" {
+		t.Errorf("containers of pod a (-want +got):\n%s", diff)
+	}
+	if err := r.RemovePodSandbox(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	if gotS, gotC := list(); len(gotS)+len(gotC) != 0 {
+		t.Errorf("after removal: sandboxes %v, containers %v, want none", gotS, gotC)
+	}
+}

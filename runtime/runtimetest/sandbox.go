@@ -104,6 +104,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandb
 	s.publish()
 	r.sandboxes[s.id] = s
 	r.sandboxList = append(r.sandboxList, s)
+	indexAdd(r.sandboxesByPod, s.labels[podUIDLabel], s)
 	r.emitLocked(s.id, s, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	r.emitLocked(s.id, s, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	return s.id, nil
@@ -157,6 +158,7 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, podSandboxID string) err
 		r.removeContainerLocked(s.containers[len(s.containers)-1])
 	}
 	delete(r.sandboxes, s.id)
+	indexRemove(r.sandboxesByPod, s.labels[podUIDLabel], s)
 	s.gone = true
 	r.sandboxGone++
 	r.sandboxList = compact(r.sandboxList, &r.sandboxGone, func(s *sandbox) bool { return s.gone })
@@ -217,8 +219,12 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSand
 			return nil, nil
 		}
 	}
+	candidates := r.sandboxList
+	if uid, ok := filter.LabelSelector[podUIDLabel]; ok {
+		candidates = r.sandboxesByPod[uid]
+	}
 	var out []*runtimeapi.PodSandbox
-	for _, s := range r.sandboxList {
+	for _, s := range candidates {
 		if s.gone || !strings.HasPrefix(s.id, filter.Id) || !match(s) {
 			continue
 		}
