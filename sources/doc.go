@@ -7,7 +7,8 @@
 // longer lists, ADD for new pods, UPDATE for a changed spec, labels,
 // annotations, owner references or deletion grace, DELETE when a pod gets
 // its deletionTimestamp, and RECONCILE when only its status changed. The
-// subpackages file and http are the kubelet's static pod sources.
+// subpackages file and http are the kubelet's static pod sources;
+// sourcestest holds a conformance suite for custom sources.
 //
 // The package also holds what every source needs: SetDefaults (the API
 // server's defaults the agent relies on), Validate (the checks the agent
