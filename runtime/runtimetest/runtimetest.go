@@ -79,15 +79,15 @@ type Runtime struct {
 	// every object: creation order, removed entries deleted at once.
 	sandboxesByPod  map[string][]*sandbox
 	containersByPod map[string][]*container
-	ctrGone     int
-	images      map[string]*image // by normalised reference
-	imagesByID  map[string]*image
-	imageList   []*image
-	ips         ipPool
-	conditions  []*runtimeapi.RuntimeCondition
-	execHandler func(containerID string, cmd []string) (stdout, stderr []byte, exitCode int32)
-	pullable    func(ref string) bool
-	subs        map[*subscriber]struct{}
+	ctrGone         int
+	images          map[string]*image // by normalised reference
+	imagesByID      map[string]*image
+	imageList       []*image
+	ips             ipPool
+	conditions      []*runtimeapi.RuntimeCondition
+	execHandler     func(containerID string, cmd []string) (stdout, stderr []byte, exitCode int32)
+	pullable        func(ref string) bool
+	subs            map[*subscriber]struct{}
 }
 
 // methodState counts calls to one method and holds its injected error.
@@ -127,9 +127,9 @@ func New(opts Options) *Runtime {
 
 		sandboxesByPod:  make(map[string][]*sandbox),
 		containersByPod: make(map[string][]*container),
-		images:     make(map[string]*image),
-		imagesByID: make(map[string]*image),
-		subs:       make(map[*subscriber]struct{}),
+		images:          make(map[string]*image),
+		imagesByID:      make(map[string]*image),
+		subs:            make(map[*subscriber]struct{}),
 		conditions: []*runtimeapi.RuntimeCondition{
 			{Type: runtimeapi.RuntimeReady, Status: true},
 			{Type: runtimeapi.NetworkReady, Status: true},
