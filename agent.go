@@ -214,4 +214,3 @@ func (a *Agent) Pods() []*v1.Pod { return a.pods.pods() }
 
 // SourcesReady reports whether every source delivered its first snapshot.
 func (a *Agent) SourcesReady() bool { return a.config.SourcesReady() }
-

@@ -83,7 +83,14 @@ type harness struct {
 
 func startAgent(t *testing.T, rt *runtimetest.Runtime, opts nodekit.Options) *harness {
 	t.Helper()
-	h := &harness{t: t, rt: rt, logs: &logBuffer{}, statuses: map[string]v1.PodStatus{}}
+	return startAgentWithLogs(t, rt, &logBuffer{}, opts)
+}
+
+// startAgentWithLogs starts an agent logging into logs, which the test may
+// have given its sources too.
+func startAgentWithLogs(t *testing.T, rt *runtimetest.Runtime, logs *logBuffer, opts nodekit.Options) *harness {
+	t.Helper()
+	h := &harness{t: t, rt: rt, logs: logs, statuses: map[string]v1.PodStatus{}}
 	if opts.NodeName == "" {
 		opts.NodeName = "node1"
 	}
@@ -125,6 +132,13 @@ func (h *harness) status(fullName string) (v1.PodStatus, bool) {
 	defer h.mu.Unlock()
 	s, ok := h.statuses[fullName]
 	return s, ok
+}
+
+// checkLeaks fails the test if goroutines it started outlive it. It is
+// registered before the agent's own clean-up, so it runs after it.
+func checkLeaks(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 }
 
 // eventually polls cond every 10ms until it holds or timeout passes.
@@ -192,9 +206,9 @@ spec:
     command: ["sh", "-c", "echo %s; sleep 3600"]
 `
 
-func fileSource(t *testing.T, dir string) nodekit.NamedSource {
+func fileSource(t *testing.T, dir string, log logr.Logger) nodekit.NamedSource {
 	t.Helper()
-	src, err := file.New(file.Options{Path: dir, NodeName: "node1", Period: time.Second})
+	src, err := file.New(file.Options{Path: dir, NodeName: "node1", Period: time.Second, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,11 +220,11 @@ func fileSource(t *testing.T, dir string) nodekit.NamedSource {
 // container, its removal stops it within its grace period and removes its
 // sandbox.
 func TestAgentStaticPodLifecycle(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	checkLeaks(t)
 	dir := t.TempDir()
 	rt := runtimetest.New(runtimetest.Options{})
 	defer rt.Close()
-	h := startAgent(t, rt, nodekit.Options{Sources: []nodekit.NamedSource{fileSource(t, dir)}})
+	h := startAgent(t, rt, nodekit.Options{Sources: []nodekit.NamedSource{fileSource(t, dir, logr.Discard())}})
 
 	writeManifest(t, dir, "web.yaml", fmt.Sprintf(webManifest, "v1"))
 	eventually(t, 10*time.Second, "web Running", func() bool { return h.running("default/web-node1") })

@@ -202,7 +202,13 @@ func (l *Loop) Run(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				l.log.Error(err, "Runtime not healthy, skipping sync loop iteration", "backOff", backOff)
+				// A blip (the first relist not done yet at start-up) is
+				// not worth an error; an outage that lasts is.
+				if backOff >= time.Second {
+					l.log.Error(err, "Runtime not healthy, skipping sync loop iteration", "backOff", backOff)
+				} else {
+					l.log.V(1).Info("Runtime not healthy, skipping sync loop iteration", "err", err, "backOff", backOff)
+				}
 				if !sleep(ctx, backOff) {
 					return nil
 				}
