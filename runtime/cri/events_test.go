@@ -1,0 +1,167 @@
+package cri_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+type eventView struct {
+	ID   string
+	Type runtimeapi.ContainerEventType
+}
+
+// TestEvents streams the events of a container's life through the client.
+func TestEvents(t *testing.T) {
+	c, rt := newClient(t, runtimetest.Options{Images: []string{"busybox"}})
+	ctx, cancel := context.WithCancel(t.Context())
+	ch := make(chan *runtimeapi.ContainerEventResponse, 16)
+	established := make(chan struct{})
+	done := make(chan error, 1)
+	calls := 0
+	go func() {
+		done <- c.GetContainerEvents(ctx, ch, func(s runtimeapi.RuntimeService_GetContainerEventsClient) {
+			calls++
+			if s == nil {
+				t.Error("callback got a nil stream")
+			}
+			close(established)
+		})
+	}()
+	select {
+	case <-established:
+	case err := <-done:
+		t.Fatalf("GetContainerEvents returned before the stream was up: %v", err)
+	}
+	// The callback runs once the client sent its request; the server may
+	// not have subscribed yet. Wait until it has.
+	waitFor(t, func() bool { return rt.Calls("GetContainerEvents") == 1 })
+	time.Sleep(50 * time.Millisecond)
+
+	sc := sandboxConfig("p", "uid-e")
+	sid, err := c.RunPodSandbox(ctx, sc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid, err := c.CreateContainer(ctx, sid, containerConfig("c", "uid-e"), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.StartContainer(ctx, cid)
+	_ = rt.ExitContainer(cid, 2, "")
+	_ = c.RemoveContainer(ctx, cid)
+
+	want := []eventView{
+		{sid, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT},
+		{sid, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT},
+		{cid, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT},
+		{cid, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT},
+		{cid, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT},
+		{cid, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT},
+	}
+	var got []eventView
+	var stopped *runtimeapi.ContainerEventResponse
+	timeout := time.After(10 * time.Second)
+	for len(got) < len(want) {
+		select {
+		case ev := <-ch:
+			got = append(got, eventView{ev.ContainerId, ev.ContainerEventType})
+			if ev.ContainerEventType == runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT {
+				stopped = ev
+			}
+		case err := <-done:
+			t.Fatalf("stream ended early: %v", err)
+		case <-timeout:
+			t.Fatalf("timed out; events so far: %v", got)
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		// The sandbox's events may come in a runtime-specific order;
+		// runtimetest's is fixed.
+		t.Errorf("events (-want +got):\n%s", d)
+	}
+	if stopped.GetPodSandboxStatus().GetId() != sid || len(stopped.ContainersStatuses) != 1 ||
+		stopped.ContainersStatuses[0].ExitCode != 2 {
+		t.Errorf("STOPPED event carries sandbox %q and statuses %v; want sandbox %s and exit code 2",
+			stopped.GetPodSandboxStatus().GetId(), stopped.ContainersStatuses, sid)
+	}
+
+	cancel()
+	err = <-done
+	if !errors.Is(err, context.Canceled) || status.Code(err) != codes.Canceled {
+		t.Errorf("GetContainerEvents after cancel = %v, want Canceled", err)
+	}
+	if calls != 1 {
+		t.Errorf("callback called %d times, want 1", calls)
+	}
+}
+
+func TestEventsErrors(t *testing.T) {
+	t.Run("unimplemented", func(t *testing.T) {
+		c, rt := newClient(t, runtimetest.Options{})
+		rt.InjectError("GetContainerEvents", status.Error(codes.Unimplemented, "no events here"))
+		err := c.GetContainerEvents(t.Context(), make(chan *runtimeapi.ContainerEventResponse), nil)
+		if !errors.Is(err, runtime.ErrUnimplemented) || !runtime.IsUnimplemented(err) {
+			t.Errorf("GetContainerEvents = %v, want ErrUnimplemented", err)
+		}
+	})
+	t.Run("runtime goes down", func(t *testing.T) {
+		c, rt := newClient(t, runtimetest.Options{})
+		done := make(chan error, 1)
+		go func() { done <- c.GetContainerEvents(t.Context(), make(chan *runtimeapi.ContainerEventResponse), nil) }()
+		waitFor(t, func() bool { return rt.Calls("GetContainerEvents") == 1 })
+		time.Sleep(20 * time.Millisecond)
+		rt.SetDown(true)
+		select {
+		case err := <-done:
+			if !errors.Is(err, runtime.ErrUnavailable) {
+				t.Errorf("GetContainerEvents = %v, want ErrUnavailable", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("GetContainerEvents did not return after the runtime went down")
+		}
+	})
+	t.Run("blocked consumer and cancel", func(t *testing.T) {
+		// Nobody reads the channel: cancelling ctx still ends the call.
+		c, rt := newClient(t, runtimetest.Options{Images: []string{"busybox"}})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- c.GetContainerEvents(ctx, make(chan *runtimeapi.ContainerEventResponse), nil) }()
+		waitFor(t, func() bool { return rt.Calls("GetContainerEvents") == 1 })
+		time.Sleep(20 * time.Millisecond)
+		if _, err := rt.RunPodSandbox(t.Context(), sandboxConfig("p", "u"), ""); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("GetContainerEvents = %v, want Canceled", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("GetContainerEvents blocked on a full channel after cancel")
+		}
+	})
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
