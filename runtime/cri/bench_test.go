@@ -1,0 +1,173 @@
+package cri_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+// benchSetup serves a runtime of pods pods (one sandbox and one running
+// container each) on a unix socket and returns it with a connection to
+// it, the client on that connection and the IDs of the first pod.
+func benchSetup(b *testing.B, pods int) (rt *runtimetest.Runtime, conn *grpc.ClientConn, c *cri.Client, sandboxID, containerID string) {
+	b.Helper()
+	rt = runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
+	b.Cleanup(rt.Close)
+	ctx := b.Context()
+	for i := range pods {
+		uid := fmt.Sprintf("pod-%04d", i)
+		sc := sandboxConfig("pod-"+uid, uid)
+		sid, err := rt.RunPodSandbox(ctx, sc, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		cc := containerConfig("app", uid)
+		cc.Labels[runtime.LabelPodName] = "pod-" + uid
+		cc.Labels[runtime.LabelPodNamespace] = "default"
+		id, err := rt.CreateContainer(ctx, sid, cc, sc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := rt.StartContainer(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		if i == 0 {
+			sandboxID, containerID = sid, id
+		}
+	}
+	endpoint := serve(b, rt)
+	conn, err := grpc.NewClient(endpoint,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cri.MaxMsgSize)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	c, err = cri.NewFromConn(conn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.CheckVersion(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return rt, conn, c, sandboxID, containerID
+}
+
+// BenchmarkCall compares a call through the Client with the same call on
+// the generated stub (raw), on the same connection to the same in-process
+// server over a unix socket: the Client's overhead per call (its per-call
+// timeout context and error translation). The runtime holds 110 pods.
+func BenchmarkCall(b *testing.B) {
+	_, conn, c, sid, cid := benchSetup(b, 110)
+	raw := runtimeapi.NewRuntimeServiceClient(conn)
+	ctx := b.Context()
+	oneSandbox := &runtimeapi.PodSandboxFilter{Id: sid}
+	calls := []struct {
+		name        string
+		client, raw func() error
+	}{
+		{"Version",
+			func() error { _, err := c.Version(ctx, "v1"); return err },
+			func() error { _, err := raw.Version(ctx, &runtimeapi.VersionRequest{Version: "v1"}); return err }},
+		{"ContainerStatus",
+			func() error { _, err := c.ContainerStatus(ctx, cid, false); return err },
+			func() error {
+				_, err := raw.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: cid})
+				return err
+			}},
+		{"ListPodSandbox/one",
+			func() error { _, err := c.ListPodSandbox(ctx, oneSandbox); return err },
+			func() error {
+				_, err := raw.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: oneSandbox})
+				return err
+			}},
+		{"ListPodSandbox/all110",
+			func() error { _, err := c.ListPodSandbox(ctx, nil); return err },
+			func() error { _, err := raw.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{}); return err }},
+	}
+	for _, call := range calls {
+		for _, impl := range []struct {
+			name string
+			f    func() error
+		}{{"raw", call.raw}, {"client", call.client}} {
+			b.Run(call.name+"/"+impl.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := impl.f(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkRelist measures a pleg.Generic relist that finds nothing
+// changed, through the Client to the in-process server ("cri") and on the
+// in-memory runtime directly ("inmemory"): the cost of the transport for
+// the PLEG's every-second relist at 110 and 1000 containers.
+func BenchmarkRelist(b *testing.B) {
+	for _, pods := range []int{110, 1000} {
+		rt, _, c, _, _ := benchSetup(b, pods)
+		for _, impl := range []struct {
+			name   string
+			lister pleg.Lister
+		}{{"cri", c}, {"inmemory", rt}} {
+			b.Run(fmt.Sprintf("containers=%d/%s", pods, impl.name), func(b *testing.B) {
+				nop := pleg.StatusGetterFunc(func(_ context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) {
+					return &runtime.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
+				})
+				g, err := pleg.NewGeneric(impl.lister, nop, pleg.NewCache(), pleg.GenericOptions{ChannelCapacity: 4 * pods})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx := b.Context()
+				if err := g.Relist(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if n := len(g.Events()); n != 2*pods {
+					b.Fatalf("first relist sent %d events, want %d", n, 2*pods)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := g.Relist(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if n := len(g.Events()); n != 2*pods {
+					b.Fatalf("relists without changes sent %d events", n-2*pods)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkPodStatus measures what a relist pays for each pod that
+// changed: runtime.Manager.GetPodStatus (list the pod's sandboxes and
+// containers by label, read each one's status) through the Client, on a
+// runtime of 1000 pods.
+func BenchmarkPodStatus(b *testing.B) {
+	_, _, c, _, _ := benchSetup(b, 1000)
+	m, err := runtime.NewManager(c, c, runtime.ManagerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		st, err := m.GetPodStatus(ctx, "pod-0500", "pod-pod-0500", "default")
+		if err != nil || len(st.ContainerStatuses) != 1 || len(st.SandboxStatuses) != 1 {
+			b.Fatalf("GetPodStatus = %+v, %v", st, err)
+		}
+	}
+}
