@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The project's full test command: `go test -race ./...` (extra arguments are
+# passed through, e.g. hack/test.sh -v -run TestStaticPod ./test/e2e/).
+#
+# As root on Linux it first starts two private containerds with
+# hack/containerd.sh (Debian's 1.6, and 2.x built from the Go module proxy
+# and cached), exports NODEKIT_CRI_ENDPOINT and NODEKIT_CRI2_ENDPOINT for the
+# end-to-end tests in test/e2e, and stops both when it exits. Otherwise the
+# end-to-end tests skip and say why.
+#
+# NODEKIT_E2E=0 skips the containerds even as root; NODEKIT_CONTAINERD2=0
+# skips only the 2.x one (its first build takes minutes).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=$PATH:/usr/local/go/bin
+
+now() { date +%s.%N; }
+step() { awk -v a="$1" -v b="$(now)" -v s="$2" 'BEGIN { printf "test.sh: %-28s %6.1fs\n", s, b - a }' >&2; }
+
+t_all=$(now)
+if [ "$(id -u)" -eq 0 ] && [ "$(uname -s)" = Linux ] && [ "${NODEKIT_E2E:-1}" != 0 ]; then
+	cd_sh=hack/containerd.sh
+	started=()
+	cleanup() {
+		local t; t=$(now)
+		for name in "${started[@]}"; do
+			$cd_sh stop --name "$name" || true
+		done
+		step "$t" "stop containerds"
+	}
+	trap cleanup EXIT
+	trap 'exit 130' INT TERM
+
+	t=$(now); $cd_sh install; step "$t" "install packages"
+	t=$(now); $cd_sh images; step "$t" "images"
+	t=$(now)
+	started+=(containerd-1.6)
+	NODEKIT_CRI_ENDPOINT=$($cd_sh start --version 1.6)
+	export NODEKIT_CRI_ENDPOINT
+	step "$t" "start containerd 1.6"
+	if [ "${NODEKIT_CONTAINERD2:-1}" != 0 ]; then
+		t=$(now); $cd_sh build; step "$t" "build containerd 2.x"
+		t=$(now)
+		started+=(containerd-2)
+		NODEKIT_CRI2_ENDPOINT=$($cd_sh start --version 2)
+		export NODEKIT_CRI2_ENDPOINT
+		step "$t" "start containerd 2.x"
+	fi
+	# The end-to-end tests start their own throw-away instances with the
+	# same script (e.g. to stop one for a while).
+	export NODEKIT_CONTAINERD_SH=$PWD/$cd_sh
+	# With containerd up, an end-to-end test that cannot reach it fails
+	# instead of skipping.
+	export NODEKIT_E2E_REQUIRED=1
+else
+	echo "test.sh: not root on Linux (or NODEKIT_E2E=0): no containerd; the end-to-end tests skip" >&2
+fi
+
+# Packages default to ./...; flags are passed through (hack/test.sh -v
+# -run TestX ./test/e2e/ or hack/test.sh -count=1).
+pkgs=(./...)
+for a in "$@"; do
+	case $a in ./* | github.com/*) pkgs=() ;; esac
+done
+t=$(now)
+status=0
+go test -race "${pkgs[@]}" "$@" || status=$?
+step "$t" "go test -race"
+step "$t_all" "total"
+exit $status
