@@ -2,11 +2,11 @@
 # The project's full test command: `go test -race ./...` (extra arguments are
 # passed through, e.g. hack/test.sh -v -run TestStaticPod ./test/e2e/).
 #
-# As root on Linux it first starts two private containerds with
+# As root on Linux it first starts two private containerds of its own with
 # hack/containerd.sh (Debian's 1.6, and 2.x built from the Go module proxy
 # and cached), exports NODEKIT_CRI_ENDPOINT and NODEKIT_CRI2_ENDPOINT for the
-# end-to-end tests in test/e2e, and stops both when it exits. Otherwise the
-# end-to-end tests skip and say why.
+# end-to-end tests in test/e2e, and stops and removes both when it exits.
+# Otherwise the end-to-end tests skip and say why.
 #
 # NODEKIT_E2E=0 skips the containerds even as root; NODEKIT_CONTAINERD2=0
 # skips only the 2.x one (its first build takes minutes).
@@ -33,16 +33,18 @@ if [ "$(id -u)" -eq 0 ] && [ "$(uname -s)" = Linux ] && [ "${NODEKIT_E2E:-1}" !=
 
 	t=$(now); $cd_sh install; step "$t" "install packages"
 	t=$(now); $cd_sh images; step "$t" "images"
+	# Instances of this run's own: a developer's containerds (hack/containerd.sh
+	# start) and another run's are left alone, and each run starts clean.
 	t=$(now)
-	started+=(containerd-1.6)
-	NODEKIT_CRI_ENDPOINT=$($cd_sh start --version 1.6)
+	started+=("test-1.6-$$")
+	NODEKIT_CRI_ENDPOINT=$($cd_sh start --version 1.6 --name "test-1.6-$$")
 	export NODEKIT_CRI_ENDPOINT
 	step "$t" "start containerd 1.6"
 	if [ "${NODEKIT_CONTAINERD2:-1}" != 0 ]; then
 		t=$(now); $cd_sh build; step "$t" "build containerd 2.x"
 		t=$(now)
-		started+=(containerd-2)
-		NODEKIT_CRI2_ENDPOINT=$($cd_sh start --version 2)
+		started+=("test-2-$$")
+		NODEKIT_CRI2_ENDPOINT=$($cd_sh start --version 2 --name "test-2-$$")
 		export NODEKIT_CRI2_ENDPOINT
 		step "$t" "start containerd 2.x"
 	fi

@@ -1,0 +1,34 @@
+// Package e2e holds nodekit's end-to-end tests: an Agent with the CRI
+// client (runtime/cri) runs real pods in a real containerd, started by
+// hack/containerd.sh. The package has no API; its tests are the point.
+//
+// # Usage
+//
+// As root on Linux, hack/test.sh starts Debian's containerd 1.6 and a
+// containerd 2.x (built from the Go module proxy, cached), exports their
+// endpoints and runs every test of the module:
+//
+//	hack/test.sh -v -run . ./test/e2e/
+//
+// By hand:
+//
+//	eval "$(hack/containerd.sh start >/dev/null; hack/containerd.sh start --version 2 >/dev/null; hack/containerd.sh env)"
+//	go test -race -v ./test/e2e/
+//
+// NODEKIT_CRI_ENDPOINT names the containerd 1.6 endpoint and
+// NODEKIT_CRI2_ENDPOINT the 2.x one (for the evented PLEG); a test whose
+// endpoint is unset or whose socket is absent skips and says why, unless
+// NODEKIT_E2E_REQUIRED=1 (set by hack/test.sh), which makes it fail
+// instead. The tests that stop containerd start a throw-away instance of
+// their own with hack/containerd.sh (NODEKIT_CONTAINERD_SH, or the
+// repository's copy).
+//
+// # Concurrency
+//
+// An agent owns its runtime: its housekeeping stops every pod it does not
+// know. The tests therefore run one after the other, never in parallel, and
+// nothing else should create kubelet-labelled pods on the same containerd
+// while they run. Each test uses its own node name and namespace, removes
+// what it created through CRI even when it fails, and checks that nothing
+// of its own is left.
+package e2e
