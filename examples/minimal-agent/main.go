@@ -22,6 +22,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/sources/file"
@@ -33,17 +34,18 @@ func main() {
 		manifests = flag.String("manifests", "examples/manifests", "directory (or file) of static pod manifests")
 		url       = flag.String("manifest-url", "", "URL of a Pod or PodList to run too")
 		nodeName  = flag.String("node-name", "", "node name (defaults to the host name)")
+		endpoint  = flag.String("runtime-endpoint", "", "CRI endpoint, e.g. unix:///run/containerd/containerd.sock (default: the in-memory runtime)")
 		verbosity = flag.Int("v", 0, "log verbosity (0: state changes, 1: pod lifecycle, 4: every sync)")
 	)
 	flag.Parse()
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.Level(-*verbosity)}))
-	if err := run(log, *manifests, *url, *nodeName); err != nil {
+	if err := run(log, *manifests, *url, *nodeName, *endpoint); err != nil {
 		log.Error(err, "minimal-agent failed")
 		os.Exit(1)
 	}
 }
 
-func run(log logr.Logger, manifests, url, nodeName string) error {
+func run(log logr.Logger, manifests, url, nodeName, endpoint string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if nodeName == "" {
@@ -67,18 +69,32 @@ func run(log logr.Logger, manifests, url, nodeName string) error {
 		srcs = append(srcs, nodekit.NamedSource{Name: sources.HTTPSource, Source: httpSource})
 	}
 
-	// The in-memory runtime runs each container's shell script in
-	// simulation (sleep and exit), so the pipeline can be watched anywhere.
-	rt := runtimetest.New(runtimetest.Options{})
-	defer rt.Close()
+	var rt runtime.RuntimeService
+	// PodLogsDir defaults to /var/log/pods, where a CRI runtime writes.
+	var rtOpts runtime.ManagerOptions
+	if endpoint != "" {
+		c, err := cri.New(ctx, endpoint, cri.WithLogger(log))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		rt = c
+	} else {
+		// The in-memory runtime simulates each container's shell script
+		// (sleep and exit), so the pipeline can be watched anywhere; it
+		// writes no logs.
+		m := runtimetest.New(runtimetest.Options{})
+		defer m.Close()
+		rt = m
+		rtOpts.PodLogsDir = filepath.Join(os.TempDir(), "nodekit-pod-logs")
+	}
 
 	agent, err := nodekit.New(nodekit.Options{
-		NodeName: nodeName,
-		Sources:  srcs,
-		Runtime:  rt,
-		Logger:   log,
-		// Nothing writes container logs in simulation.
-		RuntimeManager: runtime.ManagerOptions{PodLogsDir: filepath.Join(os.TempDir(), "nodekit-pod-logs")},
+		NodeName:       nodeName,
+		Sources:        srcs,
+		Runtime:        rt,
+		Logger:         log,
+		RuntimeManager: rtOpts,
 		OnPodStatus:    phasePrinter(),
 	})
 	if err != nil {
