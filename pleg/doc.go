@@ -36,9 +36,26 @@
 // allocations when nothing changed: records are kept across relists and
 // swept with a generation counter.
 //
+// # Events from the runtime
+//
+// Evented is the event-driven PLEG: it consumes the runtime's container
+// event stream (CRI GetContainerEvents), reads the status of each pod the
+// events concern into the Cache (one read per pod for a burst of events),
+// and sends ContainerStarted, ContainerDied and ContainerRemoved at once,
+// as the kubelet's evented PLEG does; a Generic inside it relists every 5
+// minutes as a safety net, and the Cache is declared current every 2
+// seconds. When the runtime answers Unimplemented (containerd 1.6), or the
+// stream fails 5 times in a row, it relists every second instead, logs the
+// switch once, retries the stream with a back-off up to 30 s, and goes
+// back to events once the stream works. NewAuto picks Evented for a
+// runtime that can stream events (runtime/cri.Client, runtimetest) and
+// Generic otherwise, so an agent calls it unconditionally:
+//
+//	gen, err := pleg.NewAuto(client, manager, cache, pleg.EventedOptions{})
+//
 // # Concurrency
 //
-// Generic is safe for concurrent use; Run must be called once. The Cache
+// Generic and Evented are safe for concurrent use; Run must be called once. The Cache
 // implementation is safe for concurrent use.
 //
 // # Errors

@@ -1,0 +1,671 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// EventedRuntime is what Evented reads: the two lists of a relist and the
+// CRI container event stream. runtime/cri.Client and runtimetest.Runtime
+// satisfy it.
+type EventedRuntime interface {
+	Lister
+	runtime.ContainerEventStreamer
+}
+
+var _ EventGenerator = (*Evented)(nil)
+
+// EventedOptions configures an Evented PLEG. The zero value gives the
+// kubelet's defaults.
+type EventedOptions struct {
+	// RelistPeriod is the relist period while the event stream is not
+	// working (the generic PLEG's). Defaults to 1s.
+	RelistPeriod time.Duration
+	// RelistThreshold is how long Healthy tolerates going without a
+	// successful relist while the event stream is not working. Defaults to
+	// 3m.
+	RelistThreshold time.Duration
+	// EventedRelistPeriod is the period of the safety-net relist while the
+	// event stream works, the kubelet's in evented mode. Defaults to 5m.
+	EventedRelistPeriod time.Duration
+	// EventedRelistThreshold is how long Healthy tolerates going without a
+	// relist or a stream message while the event stream works. Defaults to
+	// 10m.
+	EventedRelistThreshold time.Duration
+	// MaxStreamRetries is how many times in a row the stream may fail
+	// before Evented falls back to relisting every RelistPeriod and
+	// retries the stream only every StreamRetryPeriod. A runtime that
+	// answers Unimplemented gets the fall-back at once. Defaults to 5.
+	MaxStreamRetries int
+	// StreamRetryPeriod is the longest wait between two attempts to open
+	// the event stream, reached by a back-off doubling from 100ms after
+	// each failure; a runtime that answered Unimplemented is asked again
+	// every StreamRetryPeriod. Defaults to 30s.
+	StreamRetryPeriod time.Duration
+	// CacheRefreshPeriod is how often, while the event stream works, the
+	// Cache is declared up to date (Cache.UpdateTime), which releases pod
+	// workers waiting for a status newer than their last sync. Defaults
+	// to 2s, the kubelet's.
+	CacheRefreshPeriod time.Duration
+	// ChannelCapacity is the capacity of the Events channel and of the
+	// buffer of CRI events. Defaults to 1000.
+	ChannelCapacity int
+	// Logger receives the switches between streaming and relisting (info),
+	// failed relists, inspections and dropped events (errors) and
+	// per-event details (V(4)). Defaults to a logger that discards.
+	Logger logr.Logger
+}
+
+// withDefaults applies the defaults and validates the options.
+func (o EventedOptions) withDefaults() (EventedOptions, error) {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.RelistPeriod, time.Second)
+	def(&o.RelistThreshold, 3*time.Minute)
+	def(&o.EventedRelistPeriod, 5*time.Minute)
+	def(&o.EventedRelistThreshold, 10*time.Minute)
+	def(&o.StreamRetryPeriod, 30*time.Second)
+	def(&o.CacheRefreshPeriod, 2*time.Second)
+	if o.MaxStreamRetries == 0 {
+		o.MaxStreamRetries = 5
+	}
+	if o.ChannelCapacity == 0 {
+		o.ChannelCapacity = 1000
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"RelistPeriod", o.RelistPeriod}, {"EventedRelistPeriod", o.EventedRelistPeriod},
+		{"StreamRetryPeriod", o.StreamRetryPeriod}, {"CacheRefreshPeriod", o.CacheRefreshPeriod},
+	} {
+		if d.v < 0 {
+			return o, fmt.Errorf("pleg: %s must be positive, got %v", d.name, d.v)
+		}
+	}
+	switch {
+	case o.RelistThreshold < o.RelistPeriod:
+		return o, fmt.Errorf("pleg: RelistThreshold (%v) must not be shorter than RelistPeriod (%v)", o.RelistThreshold, o.RelistPeriod)
+	case o.EventedRelistThreshold < o.EventedRelistPeriod:
+		return o, fmt.Errorf("pleg: EventedRelistThreshold (%v) must not be shorter than EventedRelistPeriod (%v)", o.EventedRelistThreshold, o.EventedRelistPeriod)
+	case o.MaxStreamRetries < 0:
+		return o, fmt.Errorf("pleg: MaxStreamRetries must not be negative, got %d", o.MaxStreamRetries)
+	case o.ChannelCapacity < 0:
+		return o, fmt.Errorf("pleg: ChannelCapacity must not be negative, got %d", o.ChannelCapacity)
+	}
+	return o, nil
+}
+
+func (o EventedOptions) generic() GenericOptions {
+	return GenericOptions{
+		RelistPeriod:    o.RelistPeriod,
+		RelistThreshold: o.RelistThreshold,
+		ChannelCapacity: o.ChannelCapacity,
+		Logger:          o.Logger,
+	}
+}
+
+// The stream's timing constants.
+const (
+	// streamSettle is how long a stream must stay open, without an event,
+	// to count as working: a runtime without events answers the first
+	// receive at once.
+	streamSettle = time.Second
+	// firstStreamRetry is the wait after the first failure of a stream;
+	// it doubles with every failure in a row, up to StreamRetryPeriod.
+	firstStreamRetry = 100 * time.Millisecond
+	// maxEventBatch bounds the CRI events handled together (one status
+	// read per pod).
+	maxEventBatch = 256
+)
+
+// Evented is the event-driven PLEG, the kubelet's evented PLEG: it
+// consumes the runtime's container events (CRI GetContainerEvents), reads
+// the status of each pod they concern into the Cache, and sends the
+// matching pod lifecycle events; a Generic PLEG relists every 5 minutes as
+// a safety net. While the stream does not work — the runtime answers
+// Unimplemented (containerd 1.6), or the stream failed MaxStreamRetries
+// times in a row — it relists every second like Generic, and tries the
+// stream again now and then, going back to events once the stream works.
+//
+// It is safe for concurrent use. It lives until the Run that uses it
+// returns; its Events channel is never closed and is shared by both
+// modes.
+type Evented struct {
+	rt     EventedRuntime
+	status StatusGetter
+	cache  Cache
+	opts   EventedOptions
+	log    logr.Logger
+	g      *Generic // relists, owns the Events channel and the drop counter
+
+	running atomic.Bool
+	kick    chan struct{} // capacity 1: relist now
+	opened  chan struct{} // capacity 1: a stream attempt has opened
+	events  atomic.Uint64 // CRI events handled
+
+	mu sync.Mutex
+	// attempt numbers the stream attempts; open is true while attempt is
+	// in progress and established; up is true once it settled.
+	attempt uint64
+	open    bool
+	up      bool
+	// lastStream is the time of the last sign of a working stream: it
+	// settled, delivered an event, or ended after having worked.
+	lastStream time.Time
+
+	// pending holds the pods the consumer owes something: a status read
+	// that failed, or a PodSync for events the channel could not take.
+	// Only the consumer goroutine uses it.
+	pending map[types.UID]*pendingPod
+	batch   []*runtimeapi.ContainerEventResponse
+}
+
+type pendingPod struct {
+	name, namespace string
+	inspect         bool // GetPodStatus failed: read again, then PodSync
+	sync            bool // a PodSync is owed
+}
+
+// NewEvented returns an Evented PLEG on rt, reading statuses through
+// status into cache. It starts nothing; call Run.
+func NewEvented(rt EventedRuntime, status StatusGetter, cache Cache, opts EventedOptions) (*Evented, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if rt == nil {
+		return nil, errors.New("pleg: NewEvented needs an EventedRuntime")
+	}
+	g, err := NewGeneric(rt, status, cache, o.generic())
+	if err != nil {
+		return nil, err
+	}
+	return &Evented{
+		rt:      rt,
+		status:  status,
+		cache:   cache,
+		opts:    o,
+		log:     o.Logger.WithName("pleg"),
+		g:       g,
+		kick:    make(chan struct{}, 1),
+		opened:  make(chan struct{}, 1),
+		pending: make(map[types.UID]*pendingPod),
+	}, nil
+}
+
+// NewAuto returns the PLEG for rt: an Evented PLEG when rt can stream
+// container events (it implements runtime.ContainerEventStreamer, as the
+// CRI client does, whether or not the runtime behind it serves events),
+// a Generic one relisting every opts.RelistPeriod otherwise.
+func NewAuto(rt Lister, status StatusGetter, cache Cache, opts EventedOptions) (EventGenerator, error) {
+	if ert, ok := rt.(EventedRuntime); ok {
+		return NewEvented(ert, status, cache, opts)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return NewGeneric(rt, status, cache, o.generic())
+}
+
+// Events returns the channel of pod lifecycle events. There is one
+// consumer.
+func (e *Evented) Events() <-chan *Event { return e.g.events }
+
+// DroppedEvents returns how many events could not be sent because the
+// channel was full. Each drop is made good by a PodSync event for the pod.
+func (e *Evented) DroppedEvents() uint64 { return e.g.DroppedEvents() }
+
+// Streaming reports whether the event stream works now (events drive the
+// PLEG, the relist is the slow safety net) rather than relisting every
+// RelistPeriod.
+func (e *Evented) Streaming() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.up
+}
+
+// StreamEvents returns how many container events the stream delivered.
+func (e *Evented) StreamEvents() uint64 { return e.events.Load() }
+
+// Relist relists the runtime once (see Generic.Relist).
+func (e *Evented) Relist(ctx context.Context) error { return e.g.Relist(ctx) }
+
+// Healthy returns an error when neither a relist nor the event stream has
+// shown a working runtime recently: within EventedRelistThreshold while
+// the stream works, RelistThreshold otherwise. A working stream counts at
+// the time it settled and at each event.
+func (e *Evented) Healthy() error {
+	e.mu.Lock()
+	up, last := e.up, e.lastStream
+	e.mu.Unlock()
+	if ns := e.g.relistTime.Load(); ns != 0 {
+		if t := time.Unix(0, ns); t.After(last) {
+			last = t
+		}
+	}
+	if last.IsZero() {
+		return errors.New("pleg: no relist has completed and no event stream has worked yet")
+	}
+	threshold := e.opts.RelistThreshold
+	if up {
+		threshold = e.opts.EventedRelistThreshold
+	}
+	if elapsed := time.Since(last); elapsed > threshold {
+		return fmt.Errorf("pleg: last relist or stream activity was %v ago; threshold is %v", elapsed, threshold)
+	}
+	return nil
+}
+
+// Run relists at once and opens the event stream, then consumes the
+// stream and relists every EventedRelistPeriod while it works, every
+// RelistPeriod while it does not, until ctx ends; it returns nil then,
+// after its goroutines exited. Run must not be called again before it
+// returned.
+func (e *Evented) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return errors.New("pleg: Run called while already running")
+	}
+	defer e.running.Store(false)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	ch := make(chan *runtimeapi.ContainerEventResponse, e.opts.ChannelCapacity)
+	var wg sync.WaitGroup
+	wg.Go(func() { e.relistLoop(ctx) })
+	wg.Go(func() { e.streamLoop(ctx, ch) })
+	e.consume(ctx, ch)
+	wg.Wait()
+	return nil
+}
+
+// relistNow asks the relist loop for a relist at once.
+func (e *Evented) relistNow() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// relistLoop relists at once, then every period of the current mode, and
+// at once when asked (the stream failed or came up).
+func (e *Evented) relistLoop(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-e.kick:
+		}
+		if err := e.g.Relist(ctx); err != nil && ctx.Err() == nil {
+			e.log.Error(err, "relist failed")
+		}
+		period := e.opts.RelistPeriod
+		if e.Streaming() {
+			period = e.opts.EventedRelistPeriod
+		}
+		timer.Reset(period)
+	}
+}
+
+// streamLoop opens the event stream again and again until ctx ends,
+// deciding how long to wait between attempts and when to fall back.
+func (e *Evented) streamLoop(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse) {
+	failures := 0     // in a row
+	fallback := false // relisting for good: failures reached MaxStreamRetries, or Unimplemented
+	noEvents := false // the runtime answered Unimplemented (logged once)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		e.mu.Lock()
+		e.attempt++
+		id := e.attempt
+		e.mu.Unlock()
+		err := e.rt.GetContainerEvents(ctx, ch, func(runtimeapi.RuntimeService_GetContainerEventsClient) {
+			e.mu.Lock()
+			if e.attempt == id {
+				e.open = true
+			}
+			e.mu.Unlock()
+			select {
+			case e.opened <- struct{}{}:
+			default:
+			}
+		})
+		now := time.Now()
+		e.mu.Lock()
+		wasUp := e.up
+		e.open, e.up = false, false
+		if wasUp {
+			e.lastStream = now
+		}
+		e.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("pleg: the event stream ended")
+		}
+		// Whatever the stream missed, a relist finds.
+		e.relistNow()
+		if wasUp {
+			failures, fallback = 0, false
+			e.log.Info("container event stream lost; relisting until it is back",
+				"relistPeriod", e.opts.RelistPeriod, "reason", err.Error())
+		}
+
+		var wait time.Duration
+		switch {
+		case runtime.IsUnimplemented(err):
+			if !noEvents {
+				noEvents = true
+				e.log.Info("container runtime does not stream container events; relisting instead",
+					"relistPeriod", e.opts.RelistPeriod, "retryPeriod", e.opts.StreamRetryPeriod, "reason", err.Error())
+			} else {
+				e.log.V(4).Info("container runtime still does not stream container events", "reason", err.Error())
+			}
+			failures = max(failures+1, e.opts.MaxStreamRetries)
+			fallback = true
+			wait = e.opts.StreamRetryPeriod
+		default:
+			failures++
+			if !fallback && failures >= e.opts.MaxStreamRetries {
+				fallback = true
+				e.log.Info("container event stream keeps failing; relisting until it works again",
+					"failures", failures, "relistPeriod", e.opts.RelistPeriod, "reason", err.Error())
+			} else {
+				e.log.V(4).Info("container event stream failed; retrying", "failures", failures, "reason", err.Error())
+			}
+			wait = e.opts.StreamRetryPeriod
+			if failures <= 20 {
+				wait = min(firstStreamRetry<<(failures-1), e.opts.StreamRetryPeriod)
+			}
+		}
+		timer.Reset(wait)
+	}
+}
+
+// streamWorks marks the stream attempt id as working (it settled or
+// delivered an event) and switches to evented mode if it was not.
+func (e *Evented) streamWorks(id uint64, now time.Time) {
+	e.mu.Lock()
+	if !e.open || e.attempt != id {
+		e.mu.Unlock()
+		return
+	}
+	switched := !e.up
+	e.up = true
+	e.lastStream = now
+	e.mu.Unlock()
+	if switched {
+		e.log.Info("container event stream works; relisting only as a safety net",
+			"relistPeriod", e.opts.EventedRelistPeriod)
+		// Relist once more, now that the stream surely runs: what
+		// changed before it opened is found, and the period becomes the
+		// evented one.
+		e.relistNow()
+	}
+}
+
+// consume handles the CRI events, settles new streams, refreshes the
+// cache while the stream works, and retries what it owes pods, until ctx
+// ends.
+func (e *Evented) consume(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse) {
+	refresh := time.NewTicker(e.opts.CacheRefreshPeriod)
+	defer refresh.Stop()
+	settle := time.NewTimer(0)
+	<-settle.C
+	defer settle.Stop()
+	var settleID uint64
+	retry := time.NewTimer(0)
+	<-retry.C
+	defer retry.Stop()
+	retryArmed := false
+
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.opened:
+			e.mu.Lock()
+			id, open := e.attempt, e.open
+			e.mu.Unlock()
+			if open {
+				settleID = id
+				settle.Reset(streamSettle)
+			}
+		case <-settle.C:
+			e.streamWorks(settleID, time.Now())
+		case ev := <-ch:
+			e.handleEvents(ctx, ev, ch)
+		case <-refresh.C:
+			if e.Streaming() {
+				// Every event received so far is in the cache: handle the
+				// ones waiting, then declare the cache current.
+				ts := time.Now()
+				select {
+				case ev := <-ch:
+					e.handleEvents(ctx, ev, ch)
+				default:
+				}
+				e.cache.UpdateTime(ts)
+			}
+		case <-retry.C:
+			retryArmed = false
+			e.retryPending(ctx)
+		}
+		if len(e.pending) > 0 && !retryArmed {
+			retry.Reset(e.opts.RelistPeriod)
+			retryArmed = true
+		}
+	}
+}
+
+// handleEvents handles first and the events waiting behind it: one status
+// read per pod, then the pod's lifecycle events.
+func (e *Evented) handleEvents(ctx context.Context, first *runtimeapi.ContainerEventResponse, ch chan *runtimeapi.ContainerEventResponse) {
+	batch := append(e.batch[:0], first)
+drain:
+	for len(batch) < maxEventBatch {
+		select {
+		case ev := <-ch:
+			batch = append(batch, ev)
+		default:
+			break drain
+		}
+	}
+	defer func() {
+		clear(batch)
+		e.batch = batch[:0]
+	}()
+	e.events.Add(uint64(len(batch)))
+	now := time.Now()
+	e.mu.Lock()
+	id, open := e.attempt, e.open
+	e.mu.Unlock()
+	if open {
+		e.streamWorks(id, now)
+	}
+
+	// Group by pod, in order of first appearance.
+	type podEvents struct {
+		uid             types.UID
+		name, namespace string
+		events          []*runtimeapi.ContainerEventResponse
+	}
+	var pods []*podEvents
+	byUID := make(map[types.UID]*podEvents)
+	for _, ev := range batch {
+		uid, name, ns := podOf(ev)
+		if uid == "" {
+			e.log.V(4).Info("container event without a pod; ignored", "containerID", ev.GetContainerId(), "type", ev.GetContainerEventType().String())
+			continue
+		}
+		p := byUID[uid]
+		if p == nil {
+			p = &podEvents{uid: uid, name: name, namespace: ns}
+			byUID[uid] = p
+			pods = append(pods, p)
+		}
+		p.events = append(p.events, ev)
+	}
+
+	var dropped, droppedPods int
+	for _, p := range pods {
+		if ctx.Err() != nil {
+			return
+		}
+		deleted := false
+		for _, ev := range p.events {
+			deleted = deleted || ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT
+		}
+		if !e.inspect(ctx, p.uid, p.name, p.namespace, deleted) {
+			continue // the pod gets a PodSync once its status can be read
+		}
+		n := 0
+		for _, ev := range p.events {
+			if l := e.log.V(4); l.Enabled() {
+				l.Info("container event", "podUID", p.uid, "containerID", ev.GetContainerId(), "type", ev.GetContainerEventType().String())
+			}
+			n += e.sendFor(p.uid, ev)
+		}
+		if n > 0 {
+			dropped += n
+			droppedPods++
+			e.owe(p.uid, p.name, p.namespace).sync = true
+		}
+	}
+	if dropped > 0 {
+		e.g.dropped.Add(uint64(dropped))
+		e.log.Error(nil, "event channel full, events dropped; their pods get a PodSync",
+			"dropped", dropped, "pods", droppedPods, "capacity", cap(e.g.events))
+	}
+}
+
+// inspect reads the pod's status into the cache; on failure it records
+// the error in the cache and owes the pod a new read. After a DELETED
+// event (deleted), a pod of which nothing is left leaves the cache, as
+// with a relist that no longer lists it.
+func (e *Evented) inspect(ctx context.Context, uid types.UID, name, namespace string, deleted bool) bool {
+	ts := time.Now()
+	status, err := e.status.GetPodStatus(ctx, uid, name, namespace)
+	if err != nil {
+		e.cache.Set(uid, nil, err, ts)
+		if ctx.Err() == nil {
+			e.log.Error(err, "cannot inspect pod; retrying", "podUID", uid, "pod", namespace+"/"+name)
+		}
+		e.owe(uid, name, namespace).inspect = true
+		return false
+	}
+	if status == nil {
+		status = &runtime.PodStatus{ID: uid, Name: name, Namespace: namespace}
+	}
+	if deleted && len(status.SandboxStatuses) == 0 && len(status.ContainerStatuses) == 0 {
+		e.cache.Delete(uid)
+		return true
+	}
+	status.IPs = e.g.keepIPs(uid, status)
+	e.cache.Set(uid, status, nil, ts)
+	return true
+}
+
+func (e *Evented) owe(uid types.UID, name, namespace string) *pendingPod {
+	p := e.pending[uid]
+	if p == nil {
+		p = &pendingPod{name: name, namespace: namespace}
+		e.pending[uid] = p
+	}
+	return p
+}
+
+// retryPending reads again the pods whose read failed and sends the
+// PodSyncs owed.
+func (e *Evented) retryPending(ctx context.Context) {
+	for uid, p := range e.pending {
+		if ctx.Err() != nil {
+			return
+		}
+		if p.inspect {
+			if !e.inspect(ctx, uid, p.name, p.namespace, false) {
+				continue
+			}
+			p.inspect = false
+			p.sync = true
+		}
+		if p.sync {
+			if !e.g.send(&Event{ID: uid, Type: PodSync}) {
+				e.g.dropped.Add(1)
+				continue
+			}
+		}
+		delete(e.pending, uid)
+	}
+}
+
+// sendFor sends the lifecycle events of one CRI event, as the kubelet's
+// evented PLEG: STARTED gives ContainerStarted, STOPPED ContainerDied,
+// DELETED ContainerDied and ContainerRemoved, CREATED nothing. It returns
+// how many the channel could not take.
+func (e *Evented) sendFor(uid types.UID, ev *runtimeapi.ContainerEventResponse) (dropped int) {
+	send := func(t EventType) {
+		if !e.g.send(&Event{ID: uid, Type: t, Data: ev.GetContainerId()}) {
+			dropped++
+		}
+	}
+	switch ev.GetContainerEventType() {
+	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
+		send(ContainerStarted)
+	case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
+		send(ContainerDied)
+	case runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT:
+		send(ContainerDied)
+		send(ContainerRemoved)
+	}
+	return dropped
+}
+
+// podOf returns the pod a CRI event concerns: from its sandbox status
+// (the runtime.LabelPodUID label, or the metadata UID), or else from the
+// labels of the container it names.
+func podOf(ev *runtimeapi.ContainerEventResponse) (uid types.UID, name, namespace string) {
+	if s := ev.GetPodSandboxStatus(); s != nil {
+		u := s.GetLabels()[runtime.LabelPodUID]
+		if u == "" {
+			u = s.GetMetadata().GetUid()
+		}
+		if u != "" {
+			return types.UID(u), s.GetMetadata().GetName(), s.GetMetadata().GetNamespace()
+		}
+	}
+	for _, c := range ev.GetContainersStatuses() {
+		if c.GetId() != ev.GetContainerId() {
+			continue
+		}
+		l := c.GetLabels()
+		if u := l[runtime.LabelPodUID]; u != "" {
+			return types.UID(u), l[runtime.LabelPodName], l[runtime.LabelPodNamespace]
+		}
+	}
+	return "", "", ""
+}
