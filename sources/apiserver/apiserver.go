@@ -1,0 +1,210 @@
+package apiserver
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodekit/nodekit/sources"
+)
+
+// DefaultMinInterval is the shortest time between two snapshots.
+const DefaultMinInterval = 100 * time.Millisecond
+
+// Options configures a Source.
+type Options struct {
+	// NodeName is the node whose pods (spec.nodeName) are watched. Required.
+	NodeName string
+	// MinInterval is the shortest time between two snapshots: changes that
+	// arrive meanwhile are sent together in the next one. The first snapshot
+	// is sent as soon as the first list completes. Defaults to 100ms.
+	MinInterval time.Duration
+	// Logger receives the source's logs, and the reflector's. Defaults to
+	// discarding them.
+	Logger logr.Logger
+}
+
+func (o *Options) setDefaults() error {
+	if o.NodeName == "" {
+		return errors.New("apiserver: NodeName is required")
+	}
+	if o.MinInterval < 0 {
+		return errors.New("apiserver: negative MinInterval")
+	}
+	if o.MinInterval == 0 {
+		o.MinInterval = DefaultMinInterval
+	}
+	o.Logger = o.Logger.WithName("apiserver")
+	return nil
+}
+
+// Source watches the API server for the pods bound to one node and sends
+// them as full snapshots. It is a sources.Source; build it with New. Run
+// may be called again after it returned (it lists afresh).
+type Source struct {
+	client kubernetes.Interface
+	opts   Options
+	log    logr.Logger
+}
+
+var _ sources.Source = (*Source)(nil)
+
+// New returns a Source for the pods of opts.NodeName, read through client.
+// It does no I/O.
+func New(client kubernetes.Interface, opts Options) (*Source, error) {
+	if client == nil {
+		return nil, errors.New("apiserver: client is required")
+	}
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Source{client: client, opts: opts, log: opts.Logger.WithValues("node", opts.NodeName)}, nil
+}
+
+// Run lists and watches the node's pods and sends the complete set after
+// the first list and after every change, at most once per MinInterval. It
+// blocks until ctx ends, returns nil then, and returns after the reflector
+// stopped.
+func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
+	ctx, cancel := context.WithCancel(ctx)
+	store := newNotifyingStore()
+	selector := fields.OneTermEqualSelector("spec.nodeName", s.opts.NodeName).String()
+	pods := s.client.CoreV1().Pods(metav1.NamespaceAll)
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
+			options.FieldSelector = selector
+			return pods.List(ctx, options)
+		},
+		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+			options.FieldSelector = selector
+			return pods.Watch(ctx, options)
+		},
+	}, s.client)
+	r := cache.NewReflectorWithOptions(lw, &v1.Pod{}, store, cache.ReflectorOptions{
+		Name: "apiserver-source/" + s.opts.NodeName,
+	})
+
+	var wg sync.WaitGroup
+	wg.Go(func() { r.RunWithContext(logr.NewContext(ctx, s.log)) })
+	defer wg.Wait()
+	defer cancel()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-store.changed:
+		}
+		snap, ok := store.snapshot()
+		if !ok {
+			continue // not listed yet
+		}
+		s.log.V(4).Info("sending snapshot", "pods", len(snap))
+		select {
+		case snapshots <- snap:
+		case <-ctx.Done():
+			return nil
+		}
+		if !sleep(ctx, s.opts.MinInterval) {
+			return nil
+		}
+	}
+}
+
+// sleep waits for d and reports whether ctx is still alive.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// notifyingStore is the reflector's store: a cache.Store that signals
+// changed (without blocking, coalescing) after every change, and remembers
+// whether a complete list arrived.
+type notifyingStore struct {
+	cache.Store
+	changed chan struct{}
+
+	mu     sync.Mutex
+	listed bool
+}
+
+func newNotifyingStore() *notifyingStore {
+	return &notifyingStore{
+		Store:   cache.NewStore(cache.MetaNamespaceKeyFunc),
+		changed: make(chan struct{}, 1),
+	}
+}
+
+func (s *notifyingStore) notify() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (s *notifyingStore) Add(obj any) error {
+	err := s.Store.Add(obj)
+	s.notify()
+	return err
+}
+
+func (s *notifyingStore) Update(obj any) error {
+	err := s.Store.Update(obj)
+	s.notify()
+	return err
+}
+
+func (s *notifyingStore) Delete(obj any) error {
+	err := s.Store.Delete(obj)
+	s.notify()
+	return err
+}
+
+func (s *notifyingStore) Replace(list []any, resourceVersion string) error {
+	err := s.Store.Replace(list, resourceVersion)
+	s.mu.Lock()
+	s.listed = true
+	s.mu.Unlock()
+	s.notify()
+	return err
+}
+
+// snapshot returns the stored pods sorted by namespace and name, and false
+// before the first complete list.
+func (s *notifyingStore) snapshot() ([]*v1.Pod, bool) {
+	s.mu.Lock()
+	listed := s.listed
+	s.mu.Unlock()
+	if !listed {
+		return nil, false
+	}
+	items := s.Store.List()
+	pods := make([]*v1.Pod, 0, len(items))
+	for _, it := range items {
+		if p, ok := it.(*v1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	slices.SortFunc(pods, func(a, b *v1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return pods, true
+}

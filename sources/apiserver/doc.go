@@ -1,0 +1,33 @@
+// Package apiserver is the pod source that watches the API server for the
+// pods bound to this node, the kubelet's API-server source.
+//
+// A client-go reflector lists and watches pods with the field selector
+// spec.nodeName=<node> into a store of its own; every change to the store
+// sends the complete store as a snapshot to the merge in package sources
+// (under the name sources.APIServerSource), which turns snapshots into
+// ADD, UPDATE, DELETE, REMOVE and RECONCILE. The first snapshot follows the
+// first complete list and marks the source ready. Bursts of changes are
+// coalesced: at most one snapshot per Options.MinInterval.
+//
+// # Usage
+//
+//	src, err := apiserver.New(client, apiserver.Options{NodeName: node, Logger: log})
+//	if err != nil { ... }
+//	cfg.Add(sources.APIServerSource, src)
+//
+// # Errors
+//
+// The source never gives up: a list or watch that fails (the API server is
+// down, a watch expired with "too old resource version") is logged by the
+// reflector, which backs off (0.8 s doubling to 30 s) and lists again; the
+// pods of the last snapshot stand meanwhile. A relist that finds the pods
+// unchanged sends nothing new to the merge, which ignores identical
+// snapshots anyway.
+//
+// # Concurrency
+//
+// Run starts one goroutine (the reflector) besides its own and returns
+// after it exited; Run must not be called concurrently with itself. The pods
+// sent are the decoded API objects, never modified afterwards: treat them
+// as read-only.
+package apiserver
