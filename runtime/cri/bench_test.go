@@ -3,7 +3,9 @@ package cri_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -169,5 +171,83 @@ func BenchmarkPodStatus(b *testing.B) {
 		if err != nil || len(st.ContainerStatuses) != 1 || len(st.SandboxStatuses) != 1 {
 			b.Fatalf("GetPodStatus = %+v, %v", st, err)
 		}
+	}
+}
+
+// BenchmarkDeathDetection measures how long a container death takes to
+// reach a PLEG's Events channel through the Client and the in-process
+// server over a unix socket: by the event stream (pleg.Evented) and by
+// relisting every second (pleg.Generic). Each iteration starts a
+// container, waits a random time within the relist period, kills it, and
+// waits for its ContainerDied; latency-ms/death is the mean, max-latency-ms
+// the worst. ns/op includes the random wait.
+func BenchmarkDeathDetection(b *testing.B) {
+	for _, mode := range []string{"evented", "relist"} {
+		b.Run(mode, func(b *testing.B) {
+			rt, _, c, sid, _ := benchSetup(b, 110)
+			mgr, err := runtime.NewManager(c, c, runtime.ManagerOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var gen pleg.EventGenerator
+			var ev *pleg.Evented
+			if mode == "evented" {
+				ev, err = pleg.NewEvented(c, mgr, pleg.NewCache(), pleg.EventedOptions{})
+				gen = ev
+			} else {
+				gen, err = pleg.NewGeneric(c, mgr, pleg.NewCache(), pleg.GenericOptions{})
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(b.Context())
+			done := make(chan error, 1)
+			go func() { done <- gen.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			if ev != nil {
+				for !ev.Streaming() {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			// Discard the events of the first relist.
+			time.Sleep(100 * time.Millisecond)
+			for len(gen.Events()) > 0 {
+				<-gen.Events()
+			}
+			sc := sandboxConfig("pod-pod-0000", "pod-0000")
+			var total, worst time.Duration
+			n := 0
+			for b.Loop() {
+				cc := containerConfig(fmt.Sprint("d", n), "pod-0000")
+				id, err := rt.CreateContainer(ctx, sid, cc, sc)
+				if err == nil {
+					err = rt.StartContainer(ctx, id)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				time.Sleep(rand.N(time.Second))
+				start := time.Now()
+				if err := rt.ExitContainer(id, 1, ""); err != nil {
+					b.Fatal(err)
+				}
+				for e := range gen.Events() {
+					if e.Type == pleg.ContainerDied && e.Data == id {
+						break
+					}
+				}
+				d := time.Since(start)
+				total += d
+				worst = max(worst, d)
+				n++
+				// Keep the pod at one container: its status read stays
+				// the same size.
+				if err := rt.RemoveContainer(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(total.Microseconds())/1000/float64(n), "latency-ms/death")
+			b.ReportMetric(float64(worst.Microseconds())/1000, "max-latency-ms")
+		})
 	}
 }

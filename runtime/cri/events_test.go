@@ -3,14 +3,19 @@ package cri_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -164,4 +169,101 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestEventedPLEGOverCRI runs the evented PLEG through the client: with a
+// runtime that streams events it switches to them, and with one that
+// answers Unimplemented (on the first receive, after the stream opened) it
+// relists and says so once.
+func TestEventedPLEGOverCRI(t *testing.T) {
+	run := func(t *testing.T, setup func(*runtimetest.Runtime)) (*pleg.Evented, *runtimetest.Runtime, *lineCounter) {
+		c, rt := newClient(t, runtimetest.Options{Images: []string{"busybox"}})
+		setup(rt)
+		mgr, err := runtime.NewManager(c, c, runtime.ManagerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := &lineCounter{}
+		e, err := pleg.NewEvented(c, mgr, pleg.NewCache(), pleg.EventedOptions{Logger: lines.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- e.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run = %v", err)
+			}
+		})
+		return e, rt, lines
+	}
+	t.Run("streaming", func(t *testing.T) {
+		e, rt, _ := run(t, func(*runtimetest.Runtime) {})
+		waitFor(t, e.Streaming)
+		sid, err := rt.RunPodSandbox(t.Context(), sandboxConfig("p", "uid-p"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.StopPodSandbox(t.Context(), sid); err != nil {
+			t.Fatal(err)
+		}
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case ev := <-e.Events():
+				if ev.Type == pleg.ContainerDied && ev.Data == sid {
+					return
+				}
+			case <-timeout:
+				t.Fatal("no ContainerDied for the stopped sandbox")
+			}
+		}
+	})
+	t.Run("unimplemented", func(t *testing.T) {
+		e, rt, lines := run(t, func(rt *runtimetest.Runtime) {
+			rt.InjectError("GetContainerEvents", status.Error(codes.Unimplemented, "unknown method GetContainerEvents"))
+		})
+		waitFor(t, func() bool { return lines.count("does not stream container events") == 1 })
+		time.Sleep(1500 * time.Millisecond) // past the settle time
+		if e.Streaming() {
+			t.Error("Streaming on a runtime without events")
+		}
+		if n := rt.Calls("GetContainerEvents"); n != 1 {
+			t.Errorf("%d stream attempts in 1.5s, want 1 (the next in 30s)", n)
+		}
+		if n := lines.count("does not stream container events"); n != 1 {
+			t.Errorf("fall-back logged %d times, want once", n)
+		}
+		if err := e.Healthy(); err != nil {
+			t.Errorf("Healthy while relisting = %v", err)
+		}
+	})
+}
+
+// lineCounter records log lines.
+type lineCounter struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lineCounter) logger() logr.Logger {
+	return funcr.New(func(_, args string) {
+		l.mu.Lock()
+		l.lines = append(l.lines, args)
+		l.mu.Unlock()
+	}, funcr.Options{})
+}
+
+func (l *lineCounter) count(substr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range l.lines {
+		if strings.Contains(s, substr) {
+			n++
+		}
+	}
+	return n
 }
