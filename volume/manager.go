@@ -1,0 +1,767 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/volume/internal/hostfs"
+)
+
+// DefaultRootDir is the agent's root directory when Options.RootDir is
+// empty.
+const DefaultRootDir = "/var/lib/nodekit"
+
+// The kubelet's retry of a failed volume operation: 500ms, doubling, at
+// most 2m2s (its exponentialbackoff package).
+const (
+	retryInitial = 500 * time.Millisecond
+	retryMax     = 2*time.Minute + 2*time.Second
+)
+
+// waitPoll is how often WaitForPodVolumes looks again, the kubelet's
+// podAttachAndMountRetryInterval.
+const waitPoll = 300 * time.Millisecond
+
+// dirPerm is the mode of the pod directories, as the kubelet's.
+const dirPerm = 0o750
+
+// Options configure a Manager. The zero value is usable: no plugins (every
+// volume fails with ErrNoPlugin), pods under /var/lib/nodekit/pods.
+type Options struct {
+	// RootDir is the agent's root directory; pod directories are under
+	// <RootDir>/pods. Two agents in one process need two root directories.
+	// Defaults to DefaultRootDir (/var/lib/nodekit).
+	RootDir string
+	// Plugins set up the volumes; for each volume the first plugin whose
+	// CanSupport returns true is used. The agent passes hostpath.New and
+	// emptydir.New. Names must be unique. Defaults to none.
+	Plugins []Plugin
+	// ReconcilePeriod is the pause between two passes of Run over every
+	// pod. Defaults to 100ms (the kubelet's reconciler period).
+	ReconcilePeriod time.Duration
+	// WaitTimeout bounds WaitForPodVolumes. Defaults to 2m3s (the kubelet's
+	// podAttachAndMountTimeout).
+	WaitTimeout time.Duration
+	// NoSubPathBind makes ContainerMounts return a subPath's resolved host
+	// path rather than bind-mount it under the pod directory. Binding needs
+	// CAP_SYS_ADMIN; without it the subPath is checked, but a container
+	// that can write into the volume can swap a directory of the path for
+	// a symlink between the check and the runtime's mount (the kubelet's
+	// CVE-2017-1002101). Set it only for agents that run no untrusted
+	// containers, or none at all (fake runtimes, tests). Defaults to false.
+	NoSubPathBind bool
+	// Logger receives volume set-up failures (V(1)), teardowns (V(1)) and
+	// orphaned directories that cannot be removed. Defaults to discarding.
+	Logger logr.Logger
+}
+
+// withDefaults applies the defaults and validates the options.
+func (o Options) withDefaults() (Options, error) {
+	if o.RootDir == "" {
+		o.RootDir = DefaultRootDir
+	}
+	if !filepath.IsAbs(o.RootDir) {
+		return o, fmt.Errorf("volume: RootDir %q must be absolute", o.RootDir)
+	}
+	o.RootDir = filepath.Clean(o.RootDir)
+	if o.ReconcilePeriod == 0 {
+		o.ReconcilePeriod = 100 * time.Millisecond
+	}
+	if o.WaitTimeout == 0 {
+		o.WaitTimeout = 2*time.Minute + 3*time.Second
+	}
+	if o.ReconcilePeriod < 0 || o.WaitTimeout < 0 {
+		return o, fmt.Errorf("volume: ReconcilePeriod (%v) and WaitTimeout (%v) must be positive", o.ReconcilePeriod, o.WaitTimeout)
+	}
+	seen := map[string]bool{}
+	for i, p := range o.Plugins {
+		if p == nil {
+			return o, fmt.Errorf("volume: Plugins[%d] is nil", i)
+		}
+		name := p.Name()
+		if err := CheckName("plugin name", EscapePluginName(name)); err != nil || name == "" {
+			return o, fmt.Errorf("volume: Plugins[%d] has an invalid name %q", i, name)
+		}
+		if seen[EscapePluginName(name)] {
+			return o, fmt.Errorf("volume: two plugins named %q", name)
+		}
+		seen[EscapePluginName(name)] = true
+	}
+	o.Plugins = slices.Clone(o.Plugins)
+	return o, nil
+}
+
+// Manager keeps the volumes of the pods that should run set up and tears
+// down the others, the kubelet's volume manager: a desired state (the pods
+// given to AddPod or WaitForPodVolumes, and the volumes their containers
+// mount), an actual state (the volumes set up), and a reconciliation that
+// brings one towards the other, run by Run every ReconcilePeriod and, for
+// one pod, by WaitForPodVolumes and ReleasePod.
+//
+// A Manager is safe for concurrent use. It lives as long as the agent.
+type Manager struct {
+	opts   Options
+	dirs   PodDirs
+	log    logr.Logger
+	byDir  map[string]Plugin // by escaped name
+	wakeCh chan struct{}
+
+	mu   sync.Mutex
+	pods map[types.UID]*podEntry
+	// orphans remembers what was last logged about each orphaned pod
+	// directory that could not be removed, to log it once.
+	orphans map[types.UID]string
+}
+
+// podEntry is the desired and actual state of one pod.
+type podEntry struct {
+	uid types.UID
+	// op is held while calling plugins or changing the pod's directories:
+	// one operation at a time per pod.
+	op sync.Mutex
+
+	// The fields below are guarded by Manager.mu.
+
+	// pod is the desired pod; nil when the pod should not run (its volumes
+	// are to be torn down and its directory removed).
+	pod *v1.Pod
+	// mounted is the actual state: the volumes set up, by name.
+	mounted map[string]mounted
+	// failed holds the last error of each volume that is not set up.
+	failed map[string]*failure
+	// podFailure is the last error of an operation on the whole pod
+	// (creating or removing its directories).
+	podFailure *failure
+	dirsMade   bool
+	// dead: removed from Manager.pods; whoever locked it looks again.
+	dead bool
+}
+
+type mounted struct {
+	mount  Mount
+	plugin Plugin
+	dir    string
+}
+
+type failure struct {
+	err      error
+	attempts int
+	retryAt  time.Time
+}
+
+func (f *failure) due(now time.Time) bool { return f == nil || !now.Before(f.retryAt) }
+
+// fail records err as the last failure, due for a retry after the backoff.
+func fail(prev *failure, err error, now time.Time) *failure {
+	f := &failure{err: err, attempts: 1}
+	if prev != nil {
+		f.attempts = prev.attempts + 1
+	}
+	d := retryInitial
+	for i := 1; i < f.attempts && d < retryMax; i++ {
+		d *= 2
+	}
+	f.retryAt = now.Add(min(d, retryMax))
+	return f
+}
+
+// NewManager returns a Manager; it does no I/O until it is used.
+func NewManager(opts Options) (*Manager, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		opts:    opts,
+		dirs:    PodDirs{Root: opts.RootDir},
+		log:     opts.Logger.WithName("volume"),
+		byDir:   map[string]Plugin{},
+		wakeCh:  make(chan struct{}, 1),
+		pods:    map[types.UID]*podEntry{},
+		orphans: map[types.UID]string{},
+	}
+	for _, p := range opts.Plugins {
+		m.byDir[EscapePluginName(p.Name())] = p
+	}
+	return m, nil
+}
+
+// PodDirs returns the layout of the pod directories.
+func (m *Manager) PodDirs() PodDirs { return m.dirs }
+
+// Run reconciles every ReconcilePeriod, and at once after AddPod or
+// RemovePod: it sets up the volumes of the desired pods that are not yet
+// (failed ones after a back-off of 500ms doubling to 2m2s), and tears down
+// the volumes and removes the directory of the pods no longer desired. It
+// returns nil when ctx ends.
+func (m *Manager) Run(ctx context.Context) error {
+	t := time.NewTicker(m.opts.ReconcilePeriod)
+	defer t.Stop()
+	for {
+		m.reconcileAll(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-m.wakeCh:
+		}
+	}
+}
+
+func (m *Manager) wake() {
+	select {
+	case m.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) reconcileAll(ctx context.Context) {
+	m.mu.Lock()
+	uids := slices.Collect(maps.Keys(m.pods))
+	m.mu.Unlock()
+	for _, uid := range uids {
+		if ctx.Err() != nil {
+			return
+		}
+		e := m.lockPod(uid, false)
+		if e == nil {
+			continue
+		}
+		m.reconcilePod(ctx, e, false)
+		m.unlockPod(e)
+	}
+}
+
+// AddPod makes the pod desired: Run sets up the volumes its containers
+// mount. Calling it again with a newer version of the pod replaces it.
+func (m *Manager) AddPod(pod *v1.Pod) {
+	m.mu.Lock()
+	e := m.pods[pod.UID]
+	if e == nil {
+		e = &podEntry{uid: pod.UID, mounted: map[string]mounted{}, failed: map[string]*failure{}}
+		m.pods[pod.UID] = e
+	}
+	e.pod = pod
+	m.mu.Unlock()
+	m.wake()
+}
+
+// RemovePod makes the pod undesired: Run tears down its volumes and removes
+// its directory. Call it only once the pod's containers have stopped;
+// ReleasePod does the same at once.
+func (m *Manager) RemovePod(uid types.UID) {
+	m.mu.Lock()
+	if e := m.pods[uid]; e != nil {
+		e.pod = nil
+	}
+	m.mu.Unlock()
+	m.wake()
+}
+
+// lockPod returns the pod's entry with its op lock held, creating it when
+// create is set (nil otherwise when there is none).
+func (m *Manager) lockPod(uid types.UID, create bool) *podEntry {
+	for {
+		m.mu.Lock()
+		e := m.pods[uid]
+		if e == nil {
+			if !create {
+				m.mu.Unlock()
+				return nil
+			}
+			e = &podEntry{uid: uid, mounted: map[string]mounted{}, failed: map[string]*failure{}}
+			m.pods[uid] = e
+		}
+		m.mu.Unlock()
+		e.op.Lock()
+		m.mu.Lock()
+		dead := e.dead
+		m.mu.Unlock()
+		if !dead {
+			return e
+		}
+		e.op.Unlock()
+	}
+}
+
+// unlockPod releases the entry's op lock, first dropping the entry when it
+// holds nothing: not desired, nothing set up.
+func (m *Manager) unlockPod(e *podEntry) {
+	m.mu.Lock()
+	if e.pod == nil && len(e.mounted) == 0 && !e.dirsMade && e.podFailure == nil {
+		e.dead = true
+		delete(m.pods, e.uid)
+	}
+	m.mu.Unlock()
+	e.op.Unlock()
+}
+
+// usedVolumes are the pod's volumes that a container mounts (the kubelet
+// ignores the others), by name.
+func usedVolumes(pod *v1.Pod) map[string]*v1.Volume {
+	used := map[string]bool{}
+	for _, c := range pod.Spec.InitContainers {
+		for _, vm := range c.VolumeMounts {
+			used[vm.Name] = true
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		for _, vm := range c.VolumeMounts {
+			used[vm.Name] = true
+		}
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		for _, vm := range c.VolumeMounts {
+			used[vm.Name] = true
+		}
+	}
+	vols := map[string]*v1.Volume{}
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if used[v.Name] {
+			vols[v.Name] = v
+		}
+	}
+	return vols
+}
+
+// reconcilePod brings one pod towards its desired state; e.op is held.
+// force ignores the back-off of failed volumes.
+func (m *Manager) reconcilePod(ctx context.Context, e *podEntry, force bool) {
+	m.mu.Lock()
+	pod := e.pod
+	dirsMade := e.dirsMade
+	podFailure := e.podFailure
+	m.mu.Unlock()
+	now := time.Now()
+	if pod == nil {
+		if force || podFailure.due(now) {
+			err := m.release(ctx, e)
+			m.mu.Lock()
+			if err != nil {
+				e.podFailure = fail(e.podFailure, err, now)
+			} else {
+				e.podFailure = nil
+			}
+			m.mu.Unlock()
+		}
+		return
+	}
+	want := usedVolumes(pod)
+	m.mu.Lock()
+	var stale []string
+	for name := range e.mounted {
+		if want[name] == nil {
+			stale = append(stale, name)
+		}
+	}
+	m.mu.Unlock()
+	for _, name := range stale {
+		if err := m.tearDown(ctx, e, name); err != nil {
+			m.log.V(1).Info("Tearing down volume failed", "podUID", e.uid, "volume", name, "err", err.Error())
+		}
+	}
+	if !dirsMade {
+		if !force && !podFailure.due(now) {
+			return
+		}
+		err := m.makePodDirs(e.uid)
+		m.mu.Lock()
+		if err != nil {
+			e.podFailure = fail(e.podFailure, err, now)
+		} else {
+			e.podFailure, e.dirsMade = nil, true
+		}
+		m.mu.Unlock()
+		if err != nil {
+			m.log.V(1).Info("Creating pod directories failed", "pod", podRef(pod), "podUID", e.uid, "err", err.Error())
+			return
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		m.mu.Lock()
+		_, done := e.mounted[name]
+		f := e.failed[name]
+		m.mu.Unlock()
+		if done || (!force && !f.due(now)) {
+			continue
+		}
+		m.setUp(ctx, e, pod, want[name], now)
+	}
+}
+
+func podRef(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// pluginFor returns the first plugin that supports vol.
+func (m *Manager) pluginFor(vol *v1.Volume) Plugin {
+	for _, p := range m.opts.Plugins {
+		if p.CanSupport(vol) {
+			return p
+		}
+	}
+	return nil
+}
+
+// setUp sets up one volume of the pod and records the outcome; e.op is
+// held.
+func (m *Manager) setUp(ctx context.Context, e *podEntry, pod *v1.Pod, vol *v1.Volume, now time.Time) {
+	mount, p, dir, err := m.doSetUp(ctx, e.uid, pod, vol)
+	m.mu.Lock()
+	prev := e.failed[vol.Name]
+	if err == nil {
+		e.mounted[vol.Name] = mounted{mount: mount, plugin: p, dir: dir}
+		delete(e.failed, vol.Name)
+	} else {
+		e.failed[vol.Name] = fail(prev, err, now)
+	}
+	m.mu.Unlock()
+	switch {
+	case err == nil:
+		m.log.V(1).Info("Volume set up", "pod", podRef(pod), "podUID", e.uid, "volume", vol.Name, "plugin", p.Name(), "hostPath", mount.HostPath, "readOnly", mount.ReadOnly)
+	case prev == nil || prev.err.Error() != err.Error():
+		m.log.V(1).Info("Setting up volume failed", "pod", podRef(pod), "podUID", e.uid, "volume", vol.Name, "err", err.Error())
+	}
+}
+
+func (m *Manager) doSetUp(ctx context.Context, uid types.UID, pod *v1.Pod, vol *v1.Volume) (Mount, Plugin, string, error) {
+	if err := CheckName("volume name", vol.Name); err != nil {
+		return Mount{}, nil, "", err
+	}
+	p := m.pluginFor(vol)
+	if p == nil {
+		kind := SourceKind(vol)
+		if kind == "" {
+			kind = "no source"
+		}
+		return Mount{}, nil, "", fmt.Errorf("volume: %w for volume %s (%s)", ErrNoPlugin, vol.Name, kind)
+	}
+	dir := m.dirs.Volume(uid, p.Name(), vol.Name)
+	if err := os.MkdirAll(filepath.Dir(dir), dirPerm); err != nil {
+		return Mount{}, p, dir, fmt.Errorf("volume: %w", err)
+	}
+	mount, err := p.SetUp(ctx, SetUpRequest{Pod: pod, Volume: vol, Dir: dir})
+	if err != nil {
+		return Mount{}, p, dir, err
+	}
+	if mount.HostPath == "" || !filepath.IsAbs(mount.HostPath) {
+		return Mount{}, p, dir, fmt.Errorf("volume: plugin %s set up volume %s at %q, not an absolute path", p.Name(), vol.Name, mount.HostPath)
+	}
+	mount.Name = vol.Name
+	return mount, p, dir, nil
+}
+
+// tearDown tears down one volume set up by this Manager: its subPath
+// mounts, then the plugin's part; e.op is held.
+func (m *Manager) tearDown(ctx context.Context, e *podEntry, name string) error {
+	m.mu.Lock()
+	mv, ok := e.mounted[name]
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := m.cleanSubPaths(e.uid, name); err != nil {
+		return err
+	}
+	if err := mv.plugin.TearDown(ctx, TearDownRequest{PodUID: e.uid, Name: name, Dir: mv.dir}); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(e.mounted, name)
+	m.mu.Unlock()
+	m.log.V(1).Info("Volume torn down", "podUID", e.uid, "volume", name, "plugin", mv.plugin.Name())
+	return nil
+}
+
+// cleanSubPaths unmounts the subPath binds of one volume of the pod and
+// removes their directory.
+func (m *Manager) cleanSubPaths(uid types.UID, volume string) error {
+	dir := filepath.Join(m.dirs.SubPaths(uid), volume)
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := hostfs.UnmountAll(dir); err != nil {
+		return fmt.Errorf("volume: unmounting the subPaths of volume %s: %w", volume, err)
+	}
+	if err := hostfs.RemoveAllUnmounted(dir); err != nil {
+		return fmt.Errorf("volume: %w", err)
+	}
+	return nil
+}
+
+// makePodDirs creates the pod's directory and its volumes, plugins and
+// containers directories.
+func (m *Manager) makePodDirs(uid types.UID) error {
+	if err := CheckName("pod UID", string(uid)); err != nil {
+		return err
+	}
+	for _, d := range []string{m.dirs.Volumes(uid), m.dirs.Plugins(uid), m.dirs.Containers(uid)} {
+		if err := os.MkdirAll(d, dirPerm); err != nil {
+			return fmt.Errorf("volume: creating the pod directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// release tears down every volume of the pod, those this Manager set up
+// and those found on disk (set up before a restart of the agent), unmounts
+// its subPaths, and removes its directory unless something is still
+// mounted below it; e.op is held.
+func (m *Manager) release(ctx context.Context, e *podEntry) error {
+	var errs []error
+	m.mu.Lock()
+	names := slices.Sorted(maps.Keys(e.mounted))
+	m.mu.Unlock()
+	for _, name := range names {
+		if err := m.tearDown(ctx, e, name); err != nil {
+			errs = append(errs, fmt.Errorf("volume %s: %w", name, err))
+		}
+	}
+	if err := CheckName("pod UID", string(e.uid)); err != nil {
+		// Nothing of it can be on disk.
+		m.mu.Lock()
+		e.dirsMade = false
+		m.mu.Unlock()
+		return errors.Join(errs...)
+	}
+	errs = append(errs, m.tearDownFromDisk(ctx, e.uid)...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	podDir := m.dirs.Pod(e.uid)
+	if err := hostfs.UnmountAll(m.dirs.SubPaths(e.uid)); err != nil {
+		return fmt.Errorf("volume: unmounting subPaths: %w", err)
+	}
+	if err := hostfs.RemoveAllUnmounted(podDir); err != nil {
+		return fmt.Errorf("volume: removing the pod directory: %w", err)
+	}
+	m.mu.Lock()
+	e.dirsMade = false
+	clear(e.failed)
+	m.mu.Unlock()
+	m.log.V(1).Info("Pod directory removed", "podUID", e.uid)
+	return nil
+}
+
+// tearDownFromDisk tears down the volumes found under the pod's volumes
+// directory whose plugin is known: <volumes>/<escaped plugin>/<name>.
+func (m *Manager) tearDownFromDisk(ctx context.Context, uid types.UID) []error {
+	var errs []error
+	plugins, err := os.ReadDir(m.dirs.Volumes(uid))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return []error{fmt.Errorf("volume: %w", err)}
+	}
+	for _, pd := range plugins {
+		p := m.byDir[pd.Name()]
+		if p == nil || !pd.IsDir() {
+			continue
+		}
+		vols, err := os.ReadDir(filepath.Join(m.dirs.Volumes(uid), pd.Name()))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("volume: %w", err))
+			continue
+		}
+		for _, vd := range vols {
+			name := vd.Name()
+			if err := m.cleanSubPaths(uid, name); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			req := TearDownRequest{PodUID: uid, Name: name, Dir: m.dirs.Volume(uid, p.Name(), name)}
+			if err := p.TearDown(ctx, req); err != nil {
+				errs = append(errs, fmt.Errorf("volume %s: %w", name, err))
+				continue
+			}
+			m.log.V(1).Info("Volume torn down", "podUID", uid, "volume", name, "plugin", p.Name())
+		}
+	}
+	return errs
+}
+
+// WaitForPodVolumes makes the pod desired (AddPod) and sets up the volumes
+// its containers mount, retrying failed ones after their back-off, until
+// all are set up; then it returns them by name (an empty map for a pod
+// that mounts none). It first creates the pod's directories.
+//
+// It gives up after WaitTimeout, when ctx ends, or at once when a volume
+// failed with an error that retrying does not cure (IsPermanent), and then
+// returns a *WaitError naming the volumes not set up and the last error of
+// each.
+func (m *Manager) WaitForPodVolumes(ctx context.Context, pod *v1.Pod) (map[string]Mount, error) {
+	m.AddPod(pod)
+	timeout := time.NewTimer(m.opts.WaitTimeout)
+	defer timeout.Stop()
+	first := true
+	for {
+		e := m.lockPod(pod.UID, true)
+		m.mu.Lock()
+		if e.pod == nil {
+			// Released meanwhile: want it again.
+			e.pod = pod
+		}
+		m.mu.Unlock()
+		m.reconcilePod(ctx, e, first)
+		first = false
+		mounts, werr := m.podState(e, pod)
+		m.unlockPod(e)
+		if werr == nil {
+			return mounts, nil
+		}
+		if werr.permanent() {
+			return nil, werr
+		}
+		select {
+		case <-ctx.Done():
+			werr.Err = ctx.Err()
+			return nil, werr
+		case <-timeout.C:
+			werr.Err = fmt.Errorf("timed out after %v: %w", m.opts.WaitTimeout, context.DeadlineExceeded)
+			return nil, werr
+		case <-time.After(waitPoll):
+		}
+	}
+}
+
+// podState returns the pod's mounts when every volume it uses is set up,
+// else the WaitError saying what is missing; e.op is held.
+func (m *Manager) podState(e *podEntry, pod *v1.Pod) (map[string]Mount, *WaitError) {
+	want := usedVolumes(pod)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	werr := &WaitError{Pod: podRef(pod), Errs: map[string]error{}}
+	if !e.dirsMade {
+		werr.PodErr = errors.New("volume: the pod directory is not created yet")
+		if e.podFailure != nil {
+			werr.PodErr = e.podFailure.err
+		}
+	}
+	mounts := make(map[string]Mount, len(want))
+	for name := range want {
+		mv, ok := e.mounted[name]
+		if !ok {
+			werr.Unmounted = append(werr.Unmounted, name)
+			if f := e.failed[name]; f != nil {
+				werr.Errs[name] = f.err
+			}
+			continue
+		}
+		mounts[name] = mv.mount
+	}
+	if werr.PodErr == nil && len(werr.Unmounted) == 0 {
+		return mounts, nil
+	}
+	slices.Sort(werr.Unmounted)
+	return nil, werr
+}
+
+// PodVolumes returns the volumes of the pod that are set up (the actual
+// state), by name.
+func (m *Manager) PodVolumes(uid types.UID) map[string]Mount {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.pods[uid]
+	if e == nil {
+		return nil
+	}
+	out := make(map[string]Mount, len(e.mounted))
+	for name, mv := range e.mounted {
+		out[name] = mv.mount
+	}
+	return out
+}
+
+// ReleasePod makes the pod undesired and, at once, tears down its volumes
+// (those set up by this Manager and those found on disk from an earlier
+// run), unmounts its subPaths and removes its directory. Call it once the
+// pod's containers have all stopped (the pod worker's SyncTerminatedPod).
+// When something is still mounted under the pod directory, or a teardown
+// fails, it returns the error and keeps the rest; call it again later.
+func (m *Manager) ReleasePod(ctx context.Context, uid types.UID) error {
+	m.RemovePod(uid)
+	e := m.lockPod(uid, true)
+	m.reconcilePod(ctx, e, true)
+	m.mu.Lock()
+	var err error
+	if e.podFailure != nil && e.pod == nil {
+		err = e.podFailure.err
+	}
+	m.mu.Unlock()
+	m.unlockPod(e)
+	if err != nil {
+		return fmt.Errorf("volume: releasing pod %s: %w", uid, err)
+	}
+	return nil
+}
+
+// CleanupOrphans is housekeeping: it releases the pod directories under
+// <root>/pods of pods that are neither in desired nor known to the Manager
+// (left by pods that are gone, or by an earlier run of the agent), as
+// ReleasePod does: their volumes are torn down and their directories
+// removed. A directory under which something is still mounted that no
+// plugin set up is never removed; it is logged once and kept. Call it
+// only once every pod source has been seen (the agent's housekeeping),
+// with every pod the sources list.
+func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool) error {
+	entries, err := os.ReadDir(m.dirs.Pods())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("volume: listing pod directories: %w", err)
+	}
+	onDisk := map[types.UID]bool{}
+	var errs []error
+	for _, de := range entries {
+		uid := types.UID(de.Name())
+		onDisk[uid] = true
+		if desired[uid] || CheckName("pod UID", string(uid)) != nil {
+			continue
+		}
+		e := m.lockPod(uid, true)
+		m.mu.Lock()
+		known := e.pod != nil || len(e.mounted) > 0
+		m.mu.Unlock()
+		if known {
+			m.unlockPod(e)
+			continue
+		}
+		relErr := m.release(ctx, e)
+		m.unlockPod(e)
+		switch {
+		case relErr == nil:
+			m.mu.Lock()
+			delete(m.orphans, uid)
+			m.mu.Unlock()
+			m.log.V(1).Info("Orphaned pod directory removed", "podUID", uid)
+		case errors.Is(relErr, hostfs.ErrMounted):
+			m.mu.Lock()
+			logged := m.orphans[uid] == relErr.Error()
+			m.orphans[uid] = relErr.Error()
+			m.mu.Unlock()
+			if !logged {
+				m.log.Info("Orphaned pod directory kept: something is still mounted under it", "podUID", uid, "err", relErr.Error())
+			}
+		default:
+			errs = append(errs, fmt.Errorf("volume: orphaned pod %s: %w", uid, relErr))
+		}
+	}
+	m.mu.Lock()
+	for uid := range m.orphans {
+		if !onDisk[uid] {
+			delete(m.orphans, uid)
+		}
+	}
+	m.mu.Unlock()
+	return errors.Join(errs...)
+}
