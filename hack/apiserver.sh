@@ -1,0 +1,345 @@
+#!/usr/bin/env bash
+# A real kube-apiserver and etcd on loopback for nodekit's integration tests.
+#
+#   hack/apiserver.sh build              build kube-apiserver and etcd (cached)
+#   hack/apiserver.sh start [--dir DIR] [--reuse]
+#                                        start both, write DIR/kubeconfig
+#   hack/apiserver.sh stop  [--dir DIR]  stop both by PID and wait
+#   hack/apiserver.sh env   [--dir DIR]  print: export NODEKIT_KUBECONFIG=DIR/kubeconfig
+#
+# start wipes DIR and starts an empty cluster on fresh random ports; with
+# --reuse it starts a stopped instance of DIR again, with its data, ports and
+# credentials (an API-server outage, for tests). NODEKIT_APISERVER_FLAGS adds
+# flags to kube-apiserver.
+#
+# Both are built from the Go module proxy in a scratch module under the cache
+# directory (${NODEKIT_CACHE:-$HOME/.cache/nodekit}), outside the project's own
+# go.mod, and rebuilt only when a binary is missing. DIR defaults to
+# ${NODEKIT_APISERVER_DIR:-${TMPDIR:-/tmp}/nodekit-apiserver}. The tests read
+# the kubeconfig from NODEKIT_KUBECONFIG, never KUBECONFIG, so they cannot
+# touch a real cluster.
+set -euo pipefail
+
+KUBE_VERSION=v1.37.2
+STAGING_VERSION=v0.37.2
+ETCD_VERSION=v3.7.0
+
+CACHE=${NODEKIT_CACHE:-$HOME/.cache/nodekit}
+BUILD_DIR=$CACHE/apiserver-$KUBE_VERSION-etcd-$ETCD_VERSION
+BIN=$BUILD_DIR/bin
+DIR=${NODEKIT_APISERVER_DIR:-${TMPDIR:-/tmp}/nodekit-apiserver}
+
+# The staging modules k8s.io/kubernetes requires at v0.0.0 and replaces with
+# ./staging paths; the scratch module points each at its published version.
+STAGING=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
+	cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api
+	cri-client cri-streaming csi-translation-lib dynamic-resource-allocation endpointslice externaljwt
+	kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics
+	mount-utils pod-security-admission sample-apiserver streaming)
+
+log() { echo "apiserver.sh: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+write_module() {
+	mkdir -p "$BUILD_DIR"
+	{
+		echo "module nodekit.local/apiserver-build"
+		echo
+		echo "go 1.26.0"
+		echo
+		echo "require ("
+		echo "	k8s.io/kubernetes $KUBE_VERSION"
+		echo "	go.etcd.io/etcd/server/v3 $ETCD_VERSION"
+		echo ")"
+		echo
+		echo "tool ("
+		echo "	k8s.io/kubernetes/cmd/kube-apiserver"
+		echo "	go.etcd.io/etcd/server/v3"
+		echo ")"
+		echo
+		echo "replace ("
+		for m in "${STAGING[@]}"; do
+			echo "	k8s.io/$m => k8s.io/$m $STAGING_VERSION"
+		done
+		echo ")"
+	} >"$BUILD_DIR/go.mod.new"
+	if ! cmp -s "$BUILD_DIR/go.mod.new" "$BUILD_DIR/go.mod" 2>/dev/null; then
+		mv "$BUILD_DIR/go.mod.new" "$BUILD_DIR/go.mod"
+	else
+		rm -f "$BUILD_DIR/go.mod.new"
+	fi
+}
+
+built() { [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/etcd" ]; }
+
+cmd_build() {
+	if built; then return 0; fi
+	mkdir -p "$CACHE"
+	exec 9>"$CACHE/apiserver-build.lock"
+	flock 9
+	if built; then exec 9>&-; return 0; fi
+	local start=$SECONDS
+	log "building kube-apiserver $KUBE_VERSION and etcd $ETCD_VERSION (cold: about 10 minutes)"
+	write_module
+	mkdir -p "$BIN"
+	local ldflags="-s -w \
+-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION \
+-X k8s.io/component-base/version.gitMajor=1 \
+-X k8s.io/component-base/version.gitMinor=37 \
+-X k8s.io/component-base/version.gitTreeState=clean \
+-X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION"
+	(
+		cd "$BUILD_DIR"
+		export GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 GOWORK=off
+		if [ ! -x "$BIN/kube-apiserver" ]; then
+			go build -trimpath -ldflags "$ldflags" -o "$BIN/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+			mv "$BIN/kube-apiserver.tmp" "$BIN/kube-apiserver"
+		fi
+		if [ ! -x "$BIN/etcd" ]; then
+			go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3
+			mv "$BIN/etcd.tmp" "$BIN/etcd"
+		fi
+	)
+	log "built in $((SECONDS - start)) s: $BIN"
+	exec 9>&-
+}
+
+# free_port prints a loopback TCP port nothing listens on.
+free_port() {
+	local p
+	for _ in $(seq 1 100); do
+		p=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	die "no free port found"
+}
+
+alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+
+# stop_pid sends SIGTERM and waits up to 20 s, then SIGKILL.
+stop_pid() {
+	local pid=$1 name=$2
+	alive "$pid" || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq 1 200); do
+		alive "$pid" || return 0
+		sleep 0.1
+	done
+	log "$name ($pid) ignored SIGTERM for 20 s: killing it"
+	kill -KILL "$pid" 2>/dev/null || true
+	while alive "$pid"; do sleep 0.1; done
+}
+
+make_certs() {
+	local d=$DIR/pki
+	mkdir -p "$d"
+	openssl ecparam -name prime256v1 -genkey -noout -out "$d/ca.key" 2>/dev/null
+	openssl req -x509 -new -key "$d/ca.key" -sha256 -days 3650 -subj "/CN=nodekit-test-ca" -out "$d/ca.crt" 2>/dev/null
+	openssl ecparam -name prime256v1 -genkey -noout -out "$d/serving.key" 2>/dev/null
+	openssl req -new -key "$d/serving.key" -subj "/CN=kube-apiserver" -out "$d/serving.csr" 2>/dev/null
+	printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n' >"$d/serving.ext"
+	openssl x509 -req -in "$d/serving.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 3650 -sha256 \
+		-extfile "$d/serving.ext" -out "$d/serving.crt" 2>/dev/null
+	openssl ecparam -name prime256v1 -genkey -noout -out "$d/sa.key" 2>/dev/null
+	openssl ec -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
+}
+
+write_kubeconfig() {
+	local port=$1 token=$2
+	local ca
+	ca=$(base64 -w0 <"$DIR/pki/ca.crt")
+	cat >"$DIR/kubeconfig.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: nodekit-test
+  cluster:
+    server: https://127.0.0.1:$port
+    certificate-authority-data: $ca
+users:
+- name: admin
+  user:
+    token: $token
+contexts:
+- name: nodekit-test
+  context:
+    cluster: nodekit-test
+    user: admin
+current-context: nodekit-test
+EOF
+	chmod 600 "$DIR/kubeconfig.tmp"
+	mv "$DIR/kubeconfig.tmp" "$DIR/kubeconfig"
+}
+
+# start_etcd CLIENT_PORT PEER_PORT starts etcd and waits until it is
+# healthy; sets ETCD_PID. etcd reads every ETCD_* variable as a flag: it runs
+# with a bare environment.
+start_etcd() {
+	local client=$1 peer=$2
+	mkdir -p "$DIR/etcd"
+	env -i PATH="$PATH" HOME="${HOME:-/}" "$BIN/etcd" \
+		--name=nodekit --data-dir="$DIR/etcd/data" \
+		--listen-client-urls="http://127.0.0.1:$client" --advertise-client-urls="http://127.0.0.1:$client" \
+		--listen-peer-urls="http://127.0.0.1:$peer" --initial-advertise-peer-urls="http://127.0.0.1:$peer" \
+		--initial-cluster="nodekit=http://127.0.0.1:$peer" \
+		--unsafe-no-fsync --quota-backend-bytes=2147483648 --log-level=warn \
+		>>"$DIR/etcd.log" 2>&1 </dev/null &
+	ETCD_PID=$!
+	for _ in $(seq 1 100); do
+		alive "$ETCD_PID" || return 1
+		if curl -fsS --max-time 1 "http://127.0.0.1:$client/health" >/dev/null 2>&1; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
+# start_apiserver PORT ETCD_PORT TOKEN starts kube-apiserver and waits until
+# /readyz answers and namespace default exists; sets APISERVER_PID.
+start_apiserver() {
+	local port=$1 etcd_port=$2 token=$3
+	# shellcheck disable=SC2086 # NODEKIT_APISERVER_FLAGS is a list of flags
+	"$BIN/kube-apiserver" \
+		--etcd-servers="http://127.0.0.1:$etcd_port" \
+		--bind-address=127.0.0.1 --secure-port="$port" --advertise-address=127.0.0.1 \
+		--endpoint-reconciler-type=none \
+		--tls-cert-file="$DIR/pki/serving.crt" --tls-private-key-file="$DIR/pki/serving.key" \
+		--client-ca-file="$DIR/pki/ca.crt" --token-auth-file="$DIR/tokens.csv" \
+		--authorization-mode=RBAC \
+		--service-account-issuer=https://kubernetes.default.svc \
+		--service-account-key-file="$DIR/pki/sa.pub" --service-account-signing-key-file="$DIR/pki/sa.key" \
+		--service-cluster-ip-range=10.0.0.0/24 \
+		--disable-admission-plugins=ServiceAccount \
+		--allow-privileged=true \
+		--cert-dir="$DIR/apiserver-certs" \
+		--profiling=false \
+		${NODEKIT_APISERVER_FLAGS:-} \
+		>>"$DIR/kube-apiserver.log" 2>&1 </dev/null &
+	APISERVER_PID=$!
+	local url=https://127.0.0.1:$port
+	for _ in $(seq 1 600); do
+		alive "$APISERVER_PID" || return 1
+		if curl -fsS --max-time 2 --cacert "$DIR/pki/ca.crt" -H "Authorization: Bearer $token" "$url/readyz" >/dev/null 2>&1 &&
+			curl -fsS --max-time 2 --cacert "$DIR/pki/ca.crt" -H "Authorization: Bearer $token" "$url/api/v1/namespaces/default" >/dev/null 2>&1; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
+cmd_start() {
+	cmd_build
+	if [ -f "$DIR/pids" ]; then
+		local a e
+		read -r a e <"$DIR/pids" || true
+		if alive "$a" || alive "$e"; then
+			die "already running in $DIR (pids $a $e): stop it first"
+		fi
+	fi
+	local start=$SECONDS token api_port etcd_port peer_port
+	if [ -n "$REUSE" ]; then
+		[ -f "$DIR/ports" ] && [ -f "$DIR/tokens.csv" ] || die "--reuse: no stopped instance in $DIR"
+		DIR=$(cd "$DIR" && pwd)
+		read -r api_port etcd_port peer_port <"$DIR/ports"
+		token=$(cut -d, -f1 "$DIR/tokens.csv")
+		start_etcd "$etcd_port" "$peer_port" || { stop_pid "$ETCD_PID" etcd; die "etcd did not become healthy, see $DIR/etcd.log"; }
+		if ! start_apiserver "$api_port" "$etcd_port" "$token"; then
+			stop_pid "$APISERVER_PID" kube-apiserver
+			stop_pid "$ETCD_PID" etcd
+			tail -n 30 "$DIR/kube-apiserver.log" >&2 || true
+			die "kube-apiserver did not become ready, see $DIR/kube-apiserver.log"
+		fi
+	else
+		# Wipe only a directory this script made (or an empty one).
+		if [ -d "$DIR" ] && [ -n "$(ls -A "$DIR")" ] && [ ! -f "$DIR/.nodekit-apiserver" ]; then
+			die "$DIR is not empty and was not made by this script: not wiping it"
+		fi
+		rm -rf "$DIR"
+		mkdir -p "$DIR"
+		DIR=$(cd "$DIR" && pwd)
+		touch "$DIR/.nodekit-apiserver"
+		make_certs
+		token=$(openssl rand -hex 24)
+		echo "$token,admin,admin,system:masters" >"$DIR/tokens.csv"
+		chmod 600 "$DIR/tokens.csv"
+		ETCD_PID= APISERVER_PID=
+		local ok=
+		# Ports are picked free but not reserved: on a clash, try new ones.
+		for attempt in 1 2 3; do
+			etcd_port=$(free_port)
+			peer_port=$(free_port)
+			api_port=$(free_port)
+			if [ "$etcd_port" = "$peer_port" ] || [ "$api_port" = "$etcd_port" ] || [ "$api_port" = "$peer_port" ]; then
+				continue
+			fi
+			if ! start_etcd "$etcd_port" "$peer_port"; then
+				log "etcd did not become healthy (attempt $attempt), see $DIR/etcd.log"
+				stop_pid "$ETCD_PID" etcd
+				rm -rf "$DIR/etcd"
+				continue
+			fi
+			if start_apiserver "$api_port" "$etcd_port" "$token"; then
+				ok=1
+				break
+			fi
+			log "kube-apiserver did not become ready (attempt $attempt), see $DIR/kube-apiserver.log"
+			stop_pid "$APISERVER_PID" kube-apiserver
+			stop_pid "$ETCD_PID" etcd
+			rm -rf "$DIR/etcd"
+		done
+		if [ -z "$ok" ]; then
+			tail -n 30 "$DIR/kube-apiserver.log" >&2 || true
+			die "could not start kube-apiserver and etcd"
+		fi
+		echo "$api_port $etcd_port $peer_port" >"$DIR/ports"
+		write_kubeconfig "$api_port" "$token"
+	fi
+	echo "$APISERVER_PID $ETCD_PID" >"$DIR/pids"
+	log "ready in $((SECONDS - start)) s: https://127.0.0.1:$api_port (kube-apiserver $APISERVER_PID, etcd $ETCD_PID on $etcd_port)"
+	log "kubeconfig: $DIR/kubeconfig"
+}
+
+cmd_stop() {
+	[ -f "$DIR/pids" ] || { log "nothing running in $DIR"; return 0; }
+	local a e
+	read -r a e <"$DIR/pids" || true
+	stop_pid "$a" kube-apiserver
+	stop_pid "$e" etcd
+	rm -f "$DIR/pids"
+	log "stopped"
+}
+
+cmd_env() {
+	DIR=$(cd "$DIR" 2>/dev/null && pwd || echo "$DIR")
+	echo "export NODEKIT_KUBECONFIG=$DIR/kubeconfig"
+}
+
+usage() {
+	sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+[ $# -ge 1 ] || usage
+cmd=$1
+shift
+REUSE=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--dir) [ $# -ge 2 ] || usage; DIR=$2; shift 2 ;;
+	--dir=*) DIR=${1#--dir=}; shift ;;
+	--reuse) REUSE=1; shift ;;
+	*) usage ;;
+	esac
+done
+case $cmd in
+build) cmd_build ;;
+start) cmd_start ;;
+stop) cmd_stop ;;
+env) cmd_env ;;
+*) usage ;;
+esac
