@@ -1,4 +1,90 @@
-// Package probe will hold the exec, HTTP, TCP and gRPC probers and the
-// liveness, readiness and startup workers. For now it holds the result
-// types the sync loop consumes.
+// Package probe runs the liveness, readiness and startup probes of pods'
+// containers, as the kubelet's prober does: exec (through the runtime's
+// ExecSync), HTTP GET, TCP socket and gRPC health probes, one worker
+// goroutine per (pod, container, probe type), and per-container results
+// that feed the sync loop and the pod status.
+//
+// # Usage
+//
+// The agent creates a Manager, runs it, and connects it at four points:
+//
+//	m, err := probe.NewManager(probe.Options{
+//		Runtime:  runtimeService,         // runs exec probes (ExecSync)
+//		Statuses: statusManager.GetPodStatus, // container IDs, states, pod IP
+//		Logger:   logger,
+//	})
+//	go m.Run(ctx)
+//	m.AddPod(pod)                      // on admission
+//	m.UpdatePodStatus(pod, &status)    // while computing the pod's status
+//	m.RemovePod(pod)                   // when the pod is terminated or removed
+//	// syncloop.Config{Liveness: m.Liveness(), Readiness: m.Readiness(), Startup: m.Startup()}
+//	// runtime.ManagerOptions{Unhealthy: m.Unhealthy}
+//
+// A Prober runs one probe; DefaultProber handles the four handlers of the
+// Pod API, and ProberFunc wraps a function, so a user can replace one
+// handler and delegate the others:
+//
+//	def := probe.NewDefaultProber(probe.ProberOptions{Runtime: rt})
+//	p := probe.ProberFunc(func(ctx context.Context, r probe.Request) (probe.Result, string, error) {
+//		if r.Probe.Exec != nil {
+//			return myExec(ctx, r)
+//		}
+//		return def.Probe(ctx, r)
+//	})
+//
+// # Semantics
+//
+// The kubelet's, read from pkg/kubelet/prober and pkg/probe:
+//   - zero periodSeconds, timeoutSeconds, successThreshold and
+//     failureThreshold default to 10 s, 1 s, 1 and 3;
+//   - a new container (a new container ID in the pod status) starts with
+//     readiness Failure, liveness Success and startup Unknown; the results
+//     of its previous instance are forgotten;
+//   - no probe runs before initialDelaySeconds have passed since the
+//     container started; liveness and readiness probes wait until the
+//     container has started (its startup probe succeeded), and the startup
+//     probe stops then;
+//   - a result changes after successThreshold successes or
+//     failureThreshold failures in a row; a liveness or startup failure
+//     holds the worker (no more probes) until the container ID changes;
+//   - results are published on the channels only when they change; a
+//     container that is not running is given Failure; a worker stops when
+//     the pod reaches a terminal phase or its container terminated under
+//     restartPolicy Never, or when the pod is removed;
+//   - a probe the Prober could not run (an error) is tried three times,
+//     then ignored;
+//   - the first probe of a worker started within a period of Run's start
+//     waits a random part of the period;
+//   - HTTP: scheme, host (the pod IP by default), port by number or by
+//     container port name, path and query, headers (a Host header sets the
+//     request's host), User-Agent kube-probe/<version>, Accept */*,
+//     keep-alives off, status 200–399 succeeds; redirects to the same host
+//     are followed (at most 10, more is a failure), a redirect to another
+//     host is not followed and succeeds with a warning; at most 10 KiB of
+//     the body is read;
+//   - exec: the command, its $(VAR) references to the container's plain
+//     environment expanded, runs through ExecSync with the probe's timeout;
+//     exit code 0 succeeds, another code or the timeout fails;
+//   - TCP: a connection within the timeout succeeds; gRPC: Health/Check
+//     with the probe's service in plaintext answers SERVING.
+//
+// Differences from the kubelet: the worker's success and failure counts
+// start over with a new container; an HTTP probe uses no proxy; a probe
+// whose host would be empty (no pod IP) is an error instead of a probe of
+// the local host; events are not recorded (failures are logged at V(1));
+// errored probes are reported to Metrics as Unknown.
+//
+// # Concurrency
+//
+// A Manager is safe for concurrent use. Its workers are goroutines owned by
+// Run, one per worker and none between probes (the HTTP transport keeps no
+// idle connection); Run returns once they have all exited. RemovePod
+// cancels a worker's ongoing probe. A worker waits while its result
+// channel is full: the sync loop must keep reading the three channels.
+//
+// # Errors
+//
+// NewManager fails when a required option is missing. Probes never return
+// errors to the caller: a failed probe is a Failure result, a probe that
+// could not run is logged and ignored.
 package probe

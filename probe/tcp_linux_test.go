@@ -45,7 +45,6 @@ func fullListener(t *testing.T) int {
 	return 0
 }
 
-
 func TestTCPTimeout(t *testing.T) {
 	t.Parallel()
 	port := fullListener(t)
