@@ -245,14 +245,18 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32, cgroupParent string
 	return cfg
 }
 
-// Volume is a volume of the pod prepared on the host, as SyncPod mounts it
-// into the containers that name it in their volumeMounts.
-type Volume struct {
-	// HostPath is the directory or file on the host.
-	HostPath string
-	// ReadOnly forces every mount of the volume read-only.
-	ReadOnly bool
+// Mount is one mount of a container, resolved on the host.
+type Mount struct {
+	ContainerPath string
+	HostPath      string
+	ReadOnly      bool
+	// Propagation defaults to None (private).
+	Propagation v1.MountPropagationMode
 }
+
+// MountsFunc returns the mounts of container c of pod; env holds the
+// container's resolved environment (for subPathExpr).
+type MountsFunc func(pod *v1.Pod, c *v1.Container, env map[string]string) ([]Mount, error)
 
 // containerSpec is one container to start.
 type containerSpec struct {
@@ -373,36 +377,30 @@ func containerEnv(pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.
 	return kv, vars, nil
 }
 
-func containerMounts(c *v1.Container, pod *v1.Pod, volumes map[string]Volume) ([]*runtimeapi.Mount, error) {
-	var mounts []*runtimeapi.Mount
-	for _, vm := range c.VolumeMounts {
-		vol, ok := volumes[vm.Name]
-		if !ok {
-			return nil, fmt.Errorf("volume %q of container %s is not prepared", vm.Name, c.Name)
-		}
-		host := vol.HostPath
-		if vm.SubPath != "" {
-			if filepath.IsAbs(vm.SubPath) || strings.Contains(filepath.ToSlash(filepath.Clean(vm.SubPath)), "..") {
-				return nil, fmt.Errorf("volume mount %q of container %s: invalid subPath %q", vm.Name, c.Name, vm.SubPath)
-			}
-			host = filepath.Join(host, vm.SubPath)
-		}
-		m := &runtimeapi.Mount{
-			ContainerPath: vm.MountPath,
-			HostPath:      host,
-			Readonly:      vm.ReadOnly || vol.ReadOnly,
-		}
-		if vm.MountPropagation != nil {
-			switch *vm.MountPropagation {
-			case v1.MountPropagationHostToContainer:
-				m.Propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
-			case v1.MountPropagationBidirectional:
-				m.Propagation = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
-			}
+// containerMounts turns the container's mounts, as f resolves them, into
+// CRI mounts.
+func containerMounts(pod *v1.Pod, c *v1.Container, env map[string]string, f MountsFunc) ([]*runtimeapi.Mount, error) {
+	if len(c.VolumeMounts) == 0 {
+		return nil, nil
+	}
+	if f == nil {
+		return nil, fmt.Errorf("container %s mounts volumes, but no volume manager prepared them", c.Name)
+	}
+	resolved, err := f(pod, c, env)
+	if err != nil {
+		return nil, err
+	}
+	mounts := make([]*runtimeapi.Mount, 0, len(resolved))
+	for _, r := range resolved {
+		m := &runtimeapi.Mount{ContainerPath: r.ContainerPath, HostPath: r.HostPath, Readonly: r.ReadOnly}
+		switch r.Propagation {
+		case v1.MountPropagationHostToContainer:
+			m.Propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+		case v1.MountPropagationBidirectional:
+			m.Propagation = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
 		}
 		mounts = append(mounts, m)
 	}
-	_ = pod
 	return mounts, nil
 }
 
@@ -478,13 +476,13 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 
 // containerConfig builds the ContainerConfig of one container instance
 // (kubelet generateContainerConfig, reduced).
-func (m *Manager) containerConfig(pod *v1.Pod, spec containerSpec, restartCount int, imageRef string, podIPs []string, volumes map[string]Volume) (*runtimeapi.ContainerConfig, error) {
+func (m *Manager) containerConfig(pod *v1.Pod, spec containerSpec, restartCount int, imageRef string, podIPs []string, mountsFunc MountsFunc) (*runtimeapi.ContainerConfig, error) {
 	c := spec.container
 	env, vars, err := containerEnv(pod, c, podIPs)
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := containerMounts(c, pod, volumes)
+	mounts, err := containerMounts(pod, c, vars, mountsFunc)
 	if err != nil {
 		return nil, err
 	}

@@ -20,10 +20,12 @@ type SyncPodOptions struct {
 	// CgroupParent of the sandbox, as the cgroup manager returned it.
 	// Defaults to "" (the runtime's choice).
 	CgroupParent string
-	// Volumes prepared by the volume manager, by volume name. A container
-	// that mounts a volume missing here fails with
-	// ErrCreateContainerConfig. Defaults to none.
-	Volumes map[string]Volume
+	// Mounts resolves a container's volumeMounts into host paths; the
+	// volume manager provides it (volume.Manager.ContainerMounts), with
+	// the checks host access needs (allowed paths, subPath escapes). A
+	// container that mounts volumes when Mounts is nil fails with
+	// ErrCreateContainerConfig.
+	Mounts MountsFunc
 }
 
 // SyncPod brings the pod's sandbox and containers in the runtime towards
@@ -113,7 +115,7 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 	sandboxCfg := m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
 
 	start := func(spec containerSpec) error {
-		ar := m.startContainer(ctx, pod, status, sandboxID, sandboxCfg, spec, podIPs, opts.Volumes)
+		ar := m.startContainer(ctx, pod, status, sandboxID, sandboxCfg, spec, podIPs, opts.Mounts)
 		result.add(ar)
 		if ar.Err != nil {
 			log.V(1).Info("container start failed", "container", spec.container.Name, "err", ar.Err)
@@ -350,7 +352,7 @@ func newestExited(status *PodStatus, name string) *ContainerStatus {
 
 // startContainer checks the restart back-off, ensures the image, and
 // creates and starts one container instance.
-func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodStatus, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig, spec containerSpec, podIPs []string, volumes map[string]Volume) ActionResult {
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodStatus, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig, spec containerSpec, podIPs []string, mounts MountsFunc) ActionResult {
 	c := spec.container
 	ar := ActionResult{Action: ActionStartContainer, Target: c.Name}
 	if exited := newestExited(status, c.Name); exited != nil {
@@ -391,7 +393,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 	} else {
 		restartCount = restartCountFromLogDir(PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.UID) + "/" + c.Name)
 	}
-	cfg, err := m.containerConfig(pod, spec, restartCount, imageRef, podIPs, volumes)
+	cfg, err := m.containerConfig(pod, spec, restartCount, imageRef, podIPs, mounts)
 	if err != nil {
 		ar.Message = err.Error()
 		ar.Err = fmt.Errorf("%w: %w", ErrCreateContainerConfig, err)

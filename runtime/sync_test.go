@@ -610,7 +610,15 @@ func TestSyncPodVolumes(t *testing.T) {
 	}
 	res := f.m.SyncPodWithOptions(t.Context(), pod, f.status(t, pod), SyncPodOptions{
 		CgroupParent: "/kubepods/podvol",
-		Volumes:      map[string]Volume{"data": {HostPath: "/var/lib/data"}, "conf": {HostPath: "/var/lib/conf", ReadOnly: false}},
+		Mounts: func(_ *v1.Pod, c *v1.Container, _ map[string]string) ([]Mount, error) {
+			if c.Name != "a" {
+				return nil, fmt.Errorf("mounts asked for container %q", c.Name)
+			}
+			return []Mount{
+				{ContainerPath: "/data", HostPath: "/var/lib/data"},
+				{ContainerPath: "/etc/app", HostPath: "/var/lib/conf/app", ReadOnly: true, Propagation: v1.MountPropagationHostToContainer},
+			}, nil
+		},
 	})
 	if err := res.Err(); err != nil {
 		t.Fatal(err)
@@ -618,12 +626,16 @@ func TestSyncPodVolumes(t *testing.T) {
 	type mount struct {
 		Container, Host string
 		RO              bool
+		Propagation     runtimeapi.MountPropagation
 	}
 	var got []mount
 	for _, m := range f.rec.lastContainerConfig("a").Mounts {
-		got = append(got, mount{m.ContainerPath, m.HostPath, m.Readonly})
+		got = append(got, mount{m.ContainerPath, m.HostPath, m.Readonly, m.Propagation})
 	}
-	want := []mount{{"/data", "/var/lib/data", false}, {"/etc/app", "/var/lib/conf/app", true}}
+	want := []mount{
+		{"/data", "/var/lib/data", false, runtimeapi.MountPropagation_PROPAGATION_PRIVATE},
+		{"/etc/app", "/var/lib/conf/app", true, runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER},
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("mounts (-want +got):\n%s", diff)
 	}
