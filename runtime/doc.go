@@ -57,7 +57,7 @@
 //     downward-API fieldRefs (metadata.name, namespace, uid, labels,
 //     annotations; spec.nodeName, serviceAccountName; status.podIP,
 //     podIPs, hostIP); other sources fail with ErrCreateContainerConfig
-//     unless optional. Volumes come from SyncPodOptions.Volumes.
+//     unless optional. Mounts come from SyncPodOptions.Mounts.
 //   - The pod's DNS config is passed as written in spec.dnsConfig; cluster
 //     DNS and the host's resolv.conf are left to the runtime.
 //   - Old stopped sandboxes of a running pod are not garbage-collected;
