@@ -1,0 +1,320 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-helpers/apimachinery/lease"
+	"k8s.io/utils/clock"
+)
+
+// The registration back-off, the kubelet's.
+const (
+	registerBackoffInit = 100 * time.Millisecond
+	registerBackoffMax  = 7 * time.Second
+)
+
+// Controller registers the Node, keeps its status and renews its Lease.
+// Build it with New; Run does the work. Its methods are safe for
+// concurrent use; Run must not be called concurrently with itself.
+type Controller struct {
+	client kubernetes.Interface
+	opts   Options
+	log    logr.Logger
+
+	running atomic.Bool
+
+	mu sync.Mutex
+	// node is the Node as last read or written; nil until registered, and
+	// again after it was found deleted.
+	node *v1.Node
+}
+
+// New returns a Controller for opts, talking to client. It does no I/O and
+// starts no goroutine.
+func New(client kubernetes.Interface, opts Options) (*Controller, error) {
+	if client == nil {
+		return nil, errors.New("node: client is required")
+	}
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Controller{client: client, opts: opts, log: opts.Logger.WithValues("node", opts.NodeName)}, nil
+}
+
+// Node returns a copy of the Node as last read or written, and false
+// before it was registered (or while it is registered again after a
+// deletion). Its UID is what owner references to the Node need.
+func (c *Controller) Node() (*v1.Node, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.node == nil {
+		return nil, false
+	}
+	return c.node.DeepCopy(), true
+}
+
+func (c *Controller) setNode(n *v1.Node) {
+	c.mu.Lock()
+	c.node = n
+	c.mu.Unlock()
+}
+
+// Run reads the machine, registers the Node (retrying with back-off until
+// it succeeds), then keeps the Node's status and renews its Lease until ctx
+// ends. It returns nil then, after its goroutines exited, and an error only
+// when the machine cannot be read. API errors never stop it: they are
+// logged and retried, and a Node found deleted is registered again.
+func (c *Controller) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("node: Run is already running")
+	}
+	defer c.running.Store(false)
+
+	f, err := c.facts()
+	if err != nil {
+		return err
+	}
+	s := &statusLoop{c: c, facts: f}
+	if !s.register(ctx) {
+		return nil
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { s.run(ctx) })
+	wg.Go(func() { c.runLease(ctx) })
+	wg.Wait()
+	return nil
+}
+
+// facts reads the machine and the host's address, as the options say.
+func (c *Controller) facts() (facts, error) {
+	var m Machine
+	if c.opts.Machine != nil {
+		m = *c.opts.Machine
+	} else {
+		var err error
+		if m, err = ReadMachine(c.opts.EphemeralStoragePath); err != nil {
+			return facts{}, err
+		}
+	}
+	ip := c.opts.InternalIP
+	if ip == nil {
+		var err error
+		ip, err = hostIPv4()
+		if err != nil || ip == nil {
+			c.log.Info("no InternalIP address: no global unicast IPv4 address found", "err", err)
+		}
+	}
+	if ip != nil {
+		if ip4 := ip.To4(); ip4 != nil {
+			ip = ip4
+		}
+	}
+	return newFacts(c.opts, m, net.IP(ip)), nil
+}
+
+// runLease renews the Lease with component-helpers' lease controller, the
+// kubelet's, until ctx ends.
+func (c *Controller) runLease(ctx context.Context) {
+	lc := lease.NewController(
+		clock.RealClock{},
+		c.client,
+		c.opts.NodeName,
+		int32(c.opts.LeaseDuration/time.Second),
+		c.opts.OnRepeatedHeartbeatFailure,
+		c.opts.LeaseRenewInterval,
+		c.opts.NodeName,
+		LeaseNamespace,
+		c.setLeaseOwner,
+	)
+	lc.Run(logr.NewContext(ctx, c.log.WithName("lease")))
+}
+
+// setLeaseOwner makes the registered Node the Lease's owner, so that the
+// Lease goes with the Node. Before registration it blocks creating the
+// Lease (an error), and keeps a Lease's existing owner.
+func (c *Controller) setLeaseOwner(l *coordinationv1.Lease) error {
+	n, ok := c.Node()
+	if !ok || n.UID == "" {
+		if len(l.OwnerReferences) == 0 {
+			return errors.New("node: the Node is not registered: no owner for its Lease yet")
+		}
+		return nil
+	}
+	want := nodeOwner(n.Name, n.UID)
+	refs := l.OwnerReferences[:0:0]
+	found := false
+	for _, r := range l.OwnerReferences {
+		if r.APIVersion == "v1" && r.Kind == "Node" && r.Name == n.Name {
+			if r.UID != n.UID || found {
+				continue // a deleted Node's, or a duplicate
+			}
+			found = true
+		}
+		refs = append(refs, r)
+	}
+	if !found {
+		refs = append(refs, want)
+	}
+	l.OwnerReferences = refs
+	return nil
+}
+
+func nodeOwner(name string, uid types.UID) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: name, UID: uid}
+}
+
+// statusLoop registers the Node and keeps its status. It runs in one
+// goroutine.
+type statusLoop struct {
+	c     *Controller
+	facts facts
+
+	runtimeVersion string
+	// lastReport is when the status was last written to the API server.
+	lastReport time.Time
+}
+
+// register creates the Node, or adopts an existing one (restoring the
+// labels it lacks), retrying with back-off until it succeeds. It returns
+// false when ctx ended first.
+func (s *statusLoop) register(ctx context.Context) bool {
+	c := s.c
+	backoff := registerBackoffInit
+	for {
+		if n, created, err := s.tryRegister(ctx); err == nil {
+			c.setNode(n)
+			if created {
+				s.lastReport = time.Now()
+				c.log.Info("registered the node", "uid", n.UID)
+			} else {
+				c.log.Info("the node exists: using it", "uid", n.UID)
+			}
+			return true
+		} else if ctx.Err() == nil {
+			c.log.Error(err, "registering the node failed: retrying", "backoff", backoff)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		backoff = min(2*backoff, registerBackoffMax)
+	}
+}
+
+func (s *statusLoop) tryRegister(ctx context.Context) (*v1.Node, bool, error) {
+	c := s.c
+	nodes := c.client.CoreV1().Nodes()
+	want := s.facts.newNode(c.opts.NodeName, c.opts.Taints, s.readRuntimeVersion(ctx), c.opts.Health(), time.Now())
+	n, err := nodes.Create(ctx, want, metav1.CreateOptions{})
+	if err == nil {
+		return n, true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, false, err
+	}
+	n, err = nodes.Get(ctx, c.opts.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return nil, false, err
+	}
+	patch, err := labelsPatch(n, s.facts.labels)
+	if err != nil || patch == nil {
+		return n, false, err
+	}
+	n, err = nodes.Patch(ctx, c.opts.NodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return nil, false, err
+	}
+	return n, false, nil
+}
+
+// readRuntimeVersion asks Options.RuntimeVersion, keeping the last value
+// on error.
+func (s *statusLoop) readRuntimeVersion(ctx context.Context) string {
+	if s.c.opts.RuntimeVersion == nil {
+		return s.runtimeVersion
+	}
+	v, err := s.c.opts.RuntimeVersion(ctx)
+	if err != nil {
+		s.c.log.V(4).Info("reading the runtime version failed", "err", err)
+		return s.runtimeVersion
+	}
+	s.runtimeVersion = v
+	return v
+}
+
+// run updates the status now and every StatusUpdateFrequency until ctx
+// ends.
+func (s *statusLoop) run(ctx context.Context) {
+	t := time.NewTicker(s.c.opts.StatusUpdateFrequency)
+	defer t.Stop()
+	for {
+		s.update(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// update reads the Node, computes its status and PATCHes it when it
+// changed or StatusReportFrequency passed since the last report. A Node
+// found deleted is registered again first.
+func (s *statusLoop) update(ctx context.Context) {
+	c := s.c
+	nodes := c.client.CoreV1().Nodes()
+	health := c.opts.Health()
+	rv := s.readRuntimeVersion(ctx)
+	n, err := nodes.Get(ctx, c.opts.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		c.log.Info("the node was deleted: registering it again")
+		c.setNode(nil)
+		if !s.register(ctx) {
+			return
+		}
+		n, err = nodes.Get(ctx, c.opts.NodeName, metav1.GetOptions{})
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Error(err, "reading the node failed")
+		}
+		return
+	}
+	c.setNode(n)
+	now := time.Now()
+	status := s.facts.status(n.Status, rv, health, now)
+	if !statusChanged(n.Status, status) && now.Sub(s.lastReport) < c.opts.StatusReportFrequency {
+		c.log.V(4).Info("node status unchanged: not reporting")
+		return
+	}
+	patch, err := statusPatch(n, status)
+	if err != nil {
+		c.log.Error(err, "computing the status patch failed")
+		return
+	}
+	updated, err := nodes.Patch(ctx, c.opts.NodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Error(err, "updating the node status failed")
+		}
+		return
+	}
+	s.lastReport = now
+	c.setNode(updated)
+	c.log.V(4).Info("node status updated", "ready", health == nil)
+}

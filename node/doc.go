@@ -1,0 +1,56 @@
+// Package node registers the agent's Node in the API server, keeps the
+// Node's status and renews its Lease: the kubelet's node registration,
+// node status loop and node lease.
+//
+// Run first registers the Node: it creates it with the labels of Options
+// (plus kubernetes.io/hostname, kubernetes.io/os and kubernetes.io/arch),
+// the taints of Options, and a status holding the machine's capacity (cpu,
+// memory, pods, ephemeral-storage if asked), the allocatable resources
+// (capacity minus Options.Reserved), the addresses (InternalIP, Hostname),
+// the nodeInfo and the conditions. A Node that already exists is adopted:
+// the labels it lacks are PATCHed on, and its status is reported at once.
+//
+// Then two loops run until the context ends:
+//
+//   - the status loop reads the Node every StatusUpdateFrequency (10 s),
+//     computes its status (Ready from Options.Health; MemoryPressure,
+//     DiskPressure and PIDPressure False) and PATCHes it (a strategic merge
+//     patch of the status subresource, with the Node's UID as a
+//     precondition; never a PUT) when it changed, or when
+//     StatusReportFrequency (5 min) passed since the last report, as the
+//     kubelet does. Conditions and resources it does not own are kept. A
+//     Node found deleted is registered again.
+//   - the Lease loop, component-helpers' lease controller (the kubelet's),
+//     renews the Lease named after the node in kube-node-lease every
+//     LeaseRenewInterval (10 s), with a duration of LeaseDuration (40 s)
+//     and the Node as its owner. The Lease is the node's heartbeat; once
+//     Run returned it is no longer renewed and expires.
+//
+// # Usage
+//
+//	ctl, err := node.New(client, node.Options{
+//		NodeName:       name,
+//		Labels:         map[string]string{"node-role.example.com/edge": ""},
+//		Health:         agent.Healthy,
+//		RuntimeVersion: runtimeVersion,
+//		Logger:         log,
+//	})
+//	if err != nil { ... }
+//	go ctl.Run(ctx)
+//	...
+//	if n, ok := ctl.Node(); ok { /* n.UID for owner references */ }
+//
+// # Errors
+//
+// Run returns an error only when the machine cannot be read
+// (/proc/meminfo, or the size of EphemeralStoragePath). API errors never
+// stop it: registration is retried with back-off (0.1 s doubling to 7 s),
+// a failed status update is logged and retried on the next tick, and the
+// lease controller backs off (up to 7 s) on its own.
+//
+// # Concurrency
+//
+// Run starts two goroutines and returns after both exited; it must not be
+// called concurrently with itself. Node may be called at any time. Health
+// and RuntimeVersion are called from the status loop's goroutine.
+package node

@@ -1,0 +1,149 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	sysruntime "runtime"
+	"strconv"
+	"strings"
+)
+
+// Machine is what a Node reports about the host: its capacity and its
+// nodeInfo. ReadMachine reads it from the host; hollow nodes make their own.
+type Machine struct {
+	// CPUs is the cpu capacity, in cores.
+	CPUs int64
+	// MemoryBytes is the memory capacity.
+	MemoryBytes int64
+	// EphemeralStorageBytes is the ephemeral-storage capacity; 0 reports
+	// none.
+	EphemeralStorageBytes int64
+	// MachineID is /etc/machine-id.
+	MachineID string
+	// SystemUUID is the hardware's UUID (/sys/class/dmi/id/product_uuid).
+	SystemUUID string
+	// BootID is /proc/sys/kernel/random/boot_id.
+	BootID string
+	// KernelVersion is the kernel's release, as uname -r.
+	KernelVersion string
+	// OSImage is PRETTY_NAME of /etc/os-release.
+	OSImage string
+	// OperatingSystem and Architecture are GOOS and GOARCH.
+	OperatingSystem, Architecture string
+}
+
+// The files ReadMachine reads.
+const (
+	fileMeminfo    = "/proc/meminfo"
+	fileMachineID  = "/etc/machine-id"
+	fileSystemUUID = "/sys/class/dmi/id/product_uuid"
+	fileBootID     = "/proc/sys/kernel/random/boot_id"
+	fileOSRelease  = "/etc/os-release"
+	fileKernel     = "/proc/sys/kernel/osrelease"
+)
+
+// ReadMachine reads the host's Machine: the number of CPUs the process may
+// use (runtime.NumCPU), MemTotal of /proc/meminfo, the size of the file
+// system holding ephemeralStoragePath (none when empty), and the nodeInfo
+// files. Only the memory and the file system size are required; an
+// unreadable nodeInfo file leaves its field empty.
+func ReadMachine(ephemeralStoragePath string) (Machine, error) {
+	m := Machine{
+		CPUs:            int64(sysruntime.NumCPU()),
+		OperatingSystem: sysruntime.GOOS,
+		Architecture:    sysruntime.GOARCH,
+	}
+	meminfo, err := os.ReadFile(fileMeminfo)
+	if err != nil {
+		return Machine{}, fmt.Errorf("node: reading the memory size: %w", err)
+	}
+	if m.MemoryBytes, err = parseMemTotal(meminfo); err != nil {
+		return Machine{}, err
+	}
+	if ephemeralStoragePath != "" {
+		if m.EphemeralStorageBytes, err = fsSize(ephemeralStoragePath); err != nil {
+			return Machine{}, fmt.Errorf("node: reading the size of %s: %w", ephemeralStoragePath, err)
+		}
+	}
+	m.MachineID = readTrimmed(fileMachineID)
+	m.SystemUUID = readTrimmed(fileSystemUUID)
+	m.BootID = readTrimmed(fileBootID)
+	m.KernelVersion = readTrimmed(fileKernel)
+	if b, err := os.ReadFile(fileOSRelease); err == nil {
+		m.OSImage = parseOSRelease(b)
+	}
+	if m.OSImage == "" {
+		m.OSImage = sysruntime.GOOS
+	}
+	return m, nil
+}
+
+func readTrimmed(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// parseMemTotal returns MemTotal of /proc/meminfo, in bytes.
+func parseMemTotal(meminfo []byte) (int64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(meminfo))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || f[0] != "MemTotal:" {
+			continue
+		}
+		n, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil || n <= 0 {
+			return 0, fmt.Errorf("node: bad MemTotal %q", sc.Text())
+		}
+		switch {
+		case len(f) == 2:
+			return n, nil
+		case len(f) == 3 && f[2] == "kB":
+			return n * 1024, nil
+		}
+		return 0, fmt.Errorf("node: bad MemTotal %q", sc.Text())
+	}
+	return 0, errors.New("node: no MemTotal in /proc/meminfo")
+}
+
+// parseOSRelease returns PRETTY_NAME of an os-release file, unquoted.
+func parseOSRelease(b []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "=")
+		if !ok || k != "PRETTY_NAME" {
+			continue
+		}
+		if u, err := strconv.Unquote(v); err == nil {
+			return u
+		}
+		return strings.Trim(v, `"'`)
+	}
+	return ""
+}
+
+// hostIPv4 returns the first global unicast IPv4 address of the host's
+// interfaces, or nil.
+func hostIPv4() (net.IP, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		if ip4 := n.IP.To4(); ip4 != nil && ip4.IsGlobalUnicast() {
+			return ip4, nil
+		}
+	}
+	return nil, nil
+}

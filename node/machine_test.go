@@ -1,0 +1,59 @@
+package node
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseMemTotal(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    int64
+		wantErr bool
+	}{
+		{"kB", "MemFree: 1 kB\nMemTotal:       24576000 kB\n", 24576000 * 1024, false},
+		{"bare", "MemTotal: 1024\n", 1024, false},
+		{"missing", "MemFree: 1 kB\n", 0, true},
+		{"garbage", "MemTotal: lots kB\n", 0, true},
+		{"unit", "MemTotal: 1 MB\n", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseMemTotal([]byte(tt.in))
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("parseMemTotal() = %d, %v; want %d, error %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseOSRelease(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"quoted", "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n", "Debian GNU/Linux 12 (bookworm)"},
+		{"bare", "PRETTY_NAME=Alpine\n", "Alpine"},
+		{"single quotes", "PRETTY_NAME='Fedora Linux 41'\n", "Fedora Linux 41"},
+		{"missing", "NAME=x\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, parseOSRelease([]byte(tt.in))); diff != "" {
+				t.Errorf("parseOSRelease (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestReadMachine(t *testing.T) {
+	m, err := ReadMachine(t.TempDir())
+	if err != nil {
+		t.Skipf("host without /proc/meminfo or statfs: %v", err)
+	}
+	if m.CPUs < 1 || m.MemoryBytes < 1<<20 || m.EphemeralStorageBytes < 1<<20 {
+		t.Errorf("ReadMachine() = %+v: want CPUs, memory and ephemeral storage", m)
+	}
+	if m.OperatingSystem == "" || m.Architecture == "" || m.OSImage == "" {
+		t.Errorf("ReadMachine() = %+v: want OS, architecture and OS image", m)
+	}
+}

@@ -1,0 +1,202 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime/debug"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Defaults, the kubelet's.
+const (
+	// DefaultMaxPods is the pods capacity.
+	DefaultMaxPods = 110
+	// DefaultStatusUpdateFrequency is how often the node status is computed
+	// (the kubelet's nodeStatusUpdateFrequency).
+	DefaultStatusUpdateFrequency = 10 * time.Second
+	// DefaultStatusReportFrequency is the longest time between two status
+	// reports when nothing changed (the kubelet's nodeStatusReportFrequency).
+	DefaultStatusReportFrequency = 5 * time.Minute
+	// DefaultLeaseDuration is the Lease's duration
+	// (the kubelet's nodeLeaseDurationSeconds).
+	DefaultLeaseDuration = 40 * time.Second
+	// LeaseNamespace holds the nodes' Leases.
+	LeaseNamespace = "kube-node-lease"
+)
+
+// Well-known labels every registered Node carries.
+const (
+	LabelHostname = "kubernetes.io/hostname"
+	LabelOS       = "kubernetes.io/os"
+	LabelArch     = "kubernetes.io/arch"
+)
+
+// Options configures a Controller.
+type Options struct {
+	// NodeName is the Node's name (and its Lease's). Required.
+	NodeName string
+	// Labels are put on the Node at registration, and restored on an
+	// existing Node that lacks them or has other values. The labels
+	// kubernetes.io/hostname, kubernetes.io/os and kubernetes.io/arch are
+	// always set (these win over Labels). Defaults to none.
+	Labels map[string]string
+	// Taints are put on the Node when this controller creates it (the
+	// kubelet's --register-with-taints); an existing Node keeps its own.
+	// Defaults to none.
+	Taints []v1.Taint
+	// Hostname is the Node's Hostname address and its kubernetes.io/hostname
+	// label. Defaults to NodeName.
+	Hostname string
+	// InternalIP is the Node's InternalIP address. Defaults to the first
+	// global unicast IPv4 address of the host's interfaces, found when Run
+	// starts; none if there is none.
+	InternalIP net.IP
+	// MaxPods is the Node's pods capacity. Defaults to 110.
+	MaxPods int
+	// Machine is the hardware and software the Node reports. Defaults to
+	// ReadMachine(EphemeralStoragePath), read when Run starts; hollow nodes
+	// and tests pass their own.
+	Machine *Machine
+	// EphemeralStoragePath is the file system whose size is the Node's
+	// ephemeral-storage capacity, when Machine is nil. Defaults to none:
+	// no ephemeral-storage is reported.
+	EphemeralStoragePath string
+	// Capacity adds resources to the measured capacity, or overrides
+	// measured ones (e.g. extended resources). Defaults to none.
+	Capacity v1.ResourceList
+	// Reserved is subtracted from the capacity to give the allocatable
+	// resources (the kubelet's system-reserved plus kube-reserved; nodekit
+	// has no eviction thresholds to subtract). Defaults to none.
+	Reserved v1.ResourceList
+	// Health decides the Ready condition: nil means Ready, an error means
+	// not Ready with the error as the message. The agent passes the
+	// runtime's and the PLEG's health. Called once per status update.
+	// Defaults to always healthy.
+	Health func() error
+	// RuntimeVersion returns the container runtime's name and version as
+	// the Node reports it, e.g. "containerd://2.4.2". Called once per status
+	// update; on error the last value stands. Defaults to none (empty).
+	RuntimeVersion func(ctx context.Context) (string, error)
+	// AgentVersion is reported as the Node's kubelet version. Defaults to
+	// "nodekit/" and the module version of github.com/nodekit/nodekit in
+	// the binary ("nodekit/devel" when unknown).
+	AgentVersion string
+	// StatusUpdateFrequency is how often the status is computed and compared
+	// with the Node's. Defaults to 10s.
+	StatusUpdateFrequency time.Duration
+	// StatusReportFrequency is the longest time between two status PATCHes
+	// when the status did not change; a changed status is sent at once.
+	// Defaults to 5m.
+	StatusReportFrequency time.Duration
+	// LeaseDuration is the Lease's duration. Defaults to 40s.
+	LeaseDuration time.Duration
+	// LeaseRenewInterval is how often the Lease is renewed. Defaults to a
+	// quarter of LeaseDuration.
+	LeaseRenewInterval time.Duration
+	// OnRepeatedHeartbeatFailure is called when renewing the Lease failed
+	// several times in a row; the kubelet closes its connections to the API
+	// server there. Defaults to nothing.
+	OnRepeatedHeartbeatFailure func()
+	// Logger receives the controller's logs. Defaults to discarding them.
+	Logger logr.Logger
+}
+
+func (o *Options) setDefaults() error {
+	if o.NodeName == "" {
+		return errors.New("node: NodeName is required")
+	}
+	if o.MaxPods < 0 {
+		return fmt.Errorf("node: negative MaxPods %d", o.MaxPods)
+	}
+	if o.StatusUpdateFrequency < 0 || o.StatusReportFrequency < 0 || o.LeaseDuration < 0 || o.LeaseRenewInterval < 0 {
+		return errors.New("node: negative frequency, duration or interval")
+	}
+	if o.InternalIP != nil && o.InternalIP.To16() == nil {
+		return fmt.Errorf("node: bad InternalIP %v", o.InternalIP)
+	}
+	if o.Hostname == "" {
+		o.Hostname = o.NodeName
+	}
+	if o.MaxPods == 0 {
+		o.MaxPods = DefaultMaxPods
+	}
+	if o.Machine != nil {
+		m := *o.Machine
+		o.Machine = &m
+	}
+	o.Capacity = o.Capacity.DeepCopy()
+	o.Reserved = o.Reserved.DeepCopy()
+	for name, q := range o.Reserved {
+		if q.Sign() < 0 {
+			return fmt.Errorf("node: negative Reserved %s", name)
+		}
+	}
+	if o.Health == nil {
+		o.Health = func() error { return nil }
+	}
+	if o.AgentVersion == "" {
+		o.AgentVersion = "nodekit/" + moduleVersion()
+	}
+	if o.StatusUpdateFrequency == 0 {
+		o.StatusUpdateFrequency = DefaultStatusUpdateFrequency
+	}
+	if o.StatusReportFrequency == 0 {
+		o.StatusReportFrequency = DefaultStatusReportFrequency
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = DefaultLeaseDuration
+	}
+	if o.LeaseDuration < time.Second {
+		return fmt.Errorf("node: LeaseDuration %v is under a second", o.LeaseDuration)
+	}
+	if o.LeaseRenewInterval == 0 {
+		o.LeaseRenewInterval = o.LeaseDuration / 4
+	}
+	labels := make(map[string]string, len(o.Labels)+3)
+	for k, v := range o.Labels {
+		labels[k] = v
+	}
+	o.Labels = labels
+	o.Taints = append([]v1.Taint(nil), o.Taints...)
+	o.Logger = o.Logger.WithName("node")
+	return nil
+}
+
+// moduleVersion is the version of nodekit's module in the running binary.
+func moduleVersion() string {
+	const path = "github.com/nodekit/nodekit"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	v := ""
+	if bi.Main.Path == path {
+		v = bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == path {
+			v = d.Version
+		}
+	}
+	if v == "" || v == "(devel)" {
+		return "devel"
+	}
+	return v
+}
+
+// quantity is a resource quantity of n in the format Kubernetes uses for
+// name.
+func quantity(name v1.ResourceName, n int64) resource.Quantity {
+	switch name {
+	case v1.ResourceCPU, v1.ResourcePods:
+		return *resource.NewQuantity(n, resource.DecimalSI)
+	default:
+		return *resource.NewQuantity(n, resource.BinarySI)
+	}
+}

@@ -1,0 +1,236 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+)
+
+// The reasons and messages of the conditions this controller owns, the
+// kubelet's.
+const (
+	reasonReady             = "KubeletReady"
+	reasonNotReady          = "KubeletNotReady"
+	reasonSufficientMemory  = "KubeletHasSufficientMemory"
+	reasonNoDiskPressure    = "KubeletHasNoDiskPressure"
+	reasonSufficientPID     = "KubeletHasSufficientPID"
+	messageReady            = "agent is posting ready status"
+	messageSufficientMemory = "agent has sufficient memory available"
+	messageNoDiskPressure   = "agent has no disk pressure"
+	messageSufficientPID    = "agent has sufficient PID available"
+)
+
+// facts are the parts of the Node this controller owns that do not change
+// while it runs: computed once when Run starts. They are pure data.
+type facts struct {
+	labels      map[string]string
+	capacity    v1.ResourceList
+	allocatable v1.ResourceList
+	addresses   []v1.NodeAddress
+	nodeInfo    v1.NodeSystemInfo
+}
+
+// newFacts computes the facts of opts (defaults applied) on machine m, with
+// internalIP (nil for none).
+func newFacts(opts Options, m Machine, internalIP net.IP) facts {
+	f := facts{labels: maps.Clone(opts.Labels)}
+	f.labels[LabelHostname] = opts.Hostname
+	f.labels[LabelOS] = m.OperatingSystem
+	f.labels[LabelArch] = m.Architecture
+
+	f.capacity = v1.ResourceList{
+		v1.ResourceCPU:    quantity(v1.ResourceCPU, m.CPUs),
+		v1.ResourceMemory: quantity(v1.ResourceMemory, m.MemoryBytes),
+		v1.ResourcePods:   quantity(v1.ResourcePods, int64(opts.MaxPods)),
+	}
+	if m.EphemeralStorageBytes > 0 {
+		f.capacity[v1.ResourceEphemeralStorage] = quantity(v1.ResourceEphemeralStorage, m.EphemeralStorageBytes)
+	}
+	for name, q := range opts.Capacity {
+		f.capacity[name] = q.DeepCopy()
+	}
+	f.allocatable = v1.ResourceList{}
+	for name, q := range f.capacity {
+		a := q.DeepCopy()
+		if r, ok := opts.Reserved[name]; ok {
+			a.Sub(r)
+			if a.Sign() < 0 {
+				a = *resource.NewQuantity(0, q.Format)
+			}
+		}
+		f.allocatable[name] = a
+	}
+
+	if internalIP != nil {
+		f.addresses = append(f.addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: internalIP.String()})
+	}
+	f.addresses = append(f.addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: opts.Hostname})
+
+	f.nodeInfo = v1.NodeSystemInfo{
+		MachineID:       m.MachineID,
+		SystemUUID:      m.SystemUUID,
+		BootID:          m.BootID,
+		KernelVersion:   m.KernelVersion,
+		OSImage:         m.OSImage,
+		KubeletVersion:  opts.AgentVersion,
+		OperatingSystem: m.OperatingSystem,
+		Architecture:    m.Architecture,
+	}
+	return f
+}
+
+// newNode is the Node this controller creates.
+func (f facts) newNode(name string, taints []v1.Taint, runtimeVersion string, health error, now time.Time) *v1.Node {
+	n := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: maps.Clone(f.labels)},
+		Spec:       v1.NodeSpec{Taints: append([]v1.Taint(nil), taints...)},
+	}
+	n.Status = f.status(v1.NodeStatus{}, runtimeVersion, health, now)
+	return n
+}
+
+// status returns old with the parts this controller owns replaced: the
+// capacity and allocatable resources it sets (others are kept), the
+// addresses, the nodeInfo, and the Ready, MemoryPressure, DiskPressure and
+// PIDPressure conditions (others are kept). Every owned condition gets now
+// as its heartbeat; its transition time is now only when its status
+// changed.
+func (f facts) status(old v1.NodeStatus, runtimeVersion string, health error, now time.Time) v1.NodeStatus {
+	s := *old.DeepCopy()
+	if s.Capacity == nil {
+		s.Capacity = v1.ResourceList{}
+	}
+	if s.Allocatable == nil {
+		s.Allocatable = v1.ResourceList{}
+	}
+	for name, q := range f.capacity {
+		s.Capacity[name] = q.DeepCopy()
+	}
+	for name, q := range f.allocatable {
+		s.Allocatable[name] = q.DeepCopy()
+	}
+	s.Addresses = append([]v1.NodeAddress(nil), f.addresses...)
+	s.NodeInfo = f.nodeInfo
+	s.NodeInfo.ContainerRuntimeVersion = runtimeVersion
+
+	t := metav1.NewTime(now)
+	for _, want := range ownedConditions(health) {
+		want.LastHeartbeatTime = t
+		want.LastTransitionTime = t
+		i := conditionIndex(s.Conditions, want.Type)
+		if i < 0 {
+			s.Conditions = append(s.Conditions, want)
+			continue
+		}
+		if s.Conditions[i].Status == want.Status {
+			want.LastTransitionTime = s.Conditions[i].LastTransitionTime
+		}
+		s.Conditions[i] = want
+	}
+	return s
+}
+
+// ownedConditions are the conditions this controller sets, in the
+// kubelet's order, without times.
+func ownedConditions(health error) []v1.NodeCondition {
+	ready := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: reasonReady, Message: messageReady}
+	if health != nil {
+		ready = v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: reasonNotReady, Message: health.Error()}
+	}
+	return []v1.NodeCondition{
+		{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: reasonSufficientMemory, Message: messageSufficientMemory},
+		{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: reasonNoDiskPressure, Message: messageNoDiskPressure},
+		{Type: v1.NodePIDPressure, Status: v1.ConditionFalse, Reason: reasonSufficientPID, Message: messageSufficientPID},
+		ready,
+	}
+}
+
+func conditionIndex(cs []v1.NodeCondition, t v1.NodeConditionType) int {
+	for i := range cs {
+		if cs[i].Type == t {
+			return i
+		}
+	}
+	return -1
+}
+
+// statusChanged reports whether two statuses differ in more than the
+// conditions' heartbeat times, the kubelet's nodeStatusHasChanged.
+func statusChanged(old, new v1.NodeStatus) bool {
+	o, n := old.DeepCopy(), new.DeepCopy()
+	for i := range o.Conditions {
+		o.Conditions[i].LastHeartbeatTime = metav1.Time{}
+	}
+	for i := range n.Conditions {
+		n.Conditions[i].LastHeartbeatTime = metav1.Time{}
+	}
+	return !equality.Semantic.DeepEqual(o, n)
+}
+
+// statusPatch is the strategic merge patch that turns old's status into
+// status, with old's UID as a precondition: the API server rejects it if
+// the Node was replaced meanwhile.
+func statusPatch(old *v1.Node, status v1.NodeStatus) ([]byte, error) {
+	oldData, err := json.Marshal(old)
+	if err != nil {
+		return nil, fmt.Errorf("node: encoding the node: %w", err)
+	}
+	n := old.DeepCopy()
+	n.Status = status
+	newData, err := json.Marshal(n)
+	if err != nil {
+		return nil, fmt.Errorf("node: encoding the node: %w", err)
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(oldData, newData, v1.Node{})
+	if err != nil {
+		return nil, fmt.Errorf("node: computing the status patch: %w", err)
+	}
+	return withUID(patch, old.UID)
+}
+
+// labelsPatch is the strategic merge patch that sets the labels of want
+// that node lacks or has other values for, with node's UID as a
+// precondition; nil when there are none.
+func labelsPatch(node *v1.Node, want map[string]string) ([]byte, error) {
+	set := map[string]string{}
+	for k, v := range want {
+		if cur, ok := node.Labels[k]; !ok || cur != v {
+			set[k] = v
+		}
+	}
+	if len(set) == 0 {
+		return nil, nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": set}})
+	if err != nil {
+		return nil, fmt.Errorf("node: encoding the labels patch: %w", err)
+	}
+	return withUID(patch, node.UID)
+}
+
+// withUID adds metadata.uid to a JSON merge or strategic merge patch.
+func withUID(patch []byte, uid any) ([]byte, error) {
+	var m map[string]any
+	if err := json.Unmarshal(patch, &m); err != nil {
+		return nil, fmt.Errorf("node: decoding a patch: %w", err)
+	}
+	meta, _ := m["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["uid"] = uid
+	m["metadata"] = meta
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("node: encoding a patch: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,218 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+)
+
+var testMachine = Machine{
+	CPUs: 4, MemoryBytes: 8 << 30, EphemeralStorageBytes: 100 << 30,
+	MachineID: "mid", SystemUUID: "uuid", BootID: "boot", KernelVersion: "6.1.0",
+	OSImage: "Debian GNU/Linux 12 (bookworm)", OperatingSystem: "linux", Architecture: "amd64",
+}
+
+func testFacts(t *testing.T, opts Options) facts {
+	t.Helper()
+	if opts.NodeName == "" {
+		opts.NodeName = "n1"
+	}
+	opts.AgentVersion = "nodekit/v0.1.0"
+	if err := opts.setDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	return newFacts(opts, testMachine, net.ParseIP("192.0.2.10").To4())
+}
+
+func TestNewFacts(t *testing.T) {
+	f := testFacts(t, Options{
+		Labels:   map[string]string{"role": "edge", LabelOS: "plan9"},
+		Capacity: v1.ResourceList{"example.com/gpu": resource.MustParse("2")},
+		Reserved: v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("16Gi")},
+	})
+	want := facts{
+		labels: map[string]string{"role": "edge", LabelOS: "linux", LabelArch: "amd64", LabelHostname: "n1"},
+		capacity: v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi"),
+			v1.ResourcePods: resource.MustParse("110"), v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+			"example.com/gpu": resource.MustParse("2"),
+		},
+		allocatable: v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse("3500m"), v1.ResourceMemory: resource.MustParse("0"),
+			v1.ResourcePods: resource.MustParse("110"), v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+			"example.com/gpu": resource.MustParse("2"),
+		},
+		addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.10"}, {Type: v1.NodeHostName, Address: "n1"}},
+		nodeInfo: v1.NodeSystemInfo{
+			MachineID: "mid", SystemUUID: "uuid", BootID: "boot", KernelVersion: "6.1.0",
+			OSImage: "Debian GNU/Linux 12 (bookworm)", KubeletVersion: "nodekit/v0.1.0",
+			OperatingSystem: "linux", Architecture: "amd64",
+		},
+	}
+	if diff := cmp.Diff(want, f, cmp.AllowUnexported(facts{}), quantityCmp); diff != "" {
+		t.Errorf("facts (-want +got):\n%s", diff)
+	}
+}
+
+var quantityCmp = cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
+
+func TestStatus(t *testing.T) {
+	f := testFacts(t, Options{})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t1 := t0.Add(10 * time.Second)
+	ready := f.status(v1.NodeStatus{}, "containerd://2.4.2", nil, t0)
+	foreign := v1.NodeCondition{Type: "NetworkUnavailable", Status: v1.ConditionFalse, Reason: "RouteCreated"}
+
+	tests := []struct {
+		name   string
+		old    v1.NodeStatus
+		health error
+		// want: the Ready condition, the transition time, and whether the
+		// status changed.
+		wantReady      v1.ConditionStatus
+		wantMessage    string
+		wantTransition time.Time
+		wantChanged    bool
+		check          func(t *testing.T, s v1.NodeStatus)
+	}{
+		{
+			name: "first status", old: v1.NodeStatus{},
+			wantReady: v1.ConditionTrue, wantMessage: messageReady, wantTransition: t1, wantChanged: true,
+		},
+		{
+			name: "unchanged but for the heartbeat", old: ready,
+			wantReady: v1.ConditionTrue, wantMessage: messageReady, wantTransition: t0, wantChanged: false,
+		},
+		{
+			name: "becomes not ready", old: ready, health: errors.New("pleg: not healthy"),
+			wantReady: v1.ConditionFalse, wantMessage: "pleg: not healthy", wantTransition: t1, wantChanged: true,
+		},
+		{
+			name: "keeps conditions and resources it does not own",
+			old: func() v1.NodeStatus {
+				s := *ready.DeepCopy()
+				s.Conditions = append([]v1.NodeCondition{foreign}, s.Conditions...)
+				s.Capacity["example.com/fpga"] = resource.MustParse("1")
+				return s
+			}(),
+			wantReady: v1.ConditionTrue, wantMessage: messageReady, wantTransition: t0, wantChanged: false,
+			check: func(t *testing.T, s v1.NodeStatus) {
+				if diff := cmp.Diff(foreign, s.Conditions[0]); diff != "" {
+					t.Errorf("foreign condition (-want +got):\n%s", diff)
+				}
+				if q := s.Capacity["example.com/fpga"]; q.String() != "1" {
+					t.Errorf("foreign capacity %v, want 1", q.String())
+				}
+			},
+		},
+		{
+			name: "a changed address",
+			old: func() v1.NodeStatus {
+				s := *ready.DeepCopy()
+				s.Addresses[0].Address = "192.0.2.99"
+				return s
+			}(),
+			wantReady: v1.ConditionTrue, wantMessage: messageReady, wantTransition: t0, wantChanged: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := f.status(tt.old, "containerd://2.4.2", tt.health, t1)
+			i := conditionIndex(got.Conditions, v1.NodeReady)
+			if i < 0 {
+				t.Fatalf("no Ready condition in %v", got.Conditions)
+			}
+			c := got.Conditions[i]
+			if c.Status != tt.wantReady || c.Message != tt.wantMessage {
+				t.Errorf("Ready = %s %q, want %s %q", c.Status, c.Message, tt.wantReady, tt.wantMessage)
+			}
+			if !c.LastTransitionTime.Time.Equal(tt.wantTransition) {
+				t.Errorf("Ready transition time %v, want %v", c.LastTransitionTime, tt.wantTransition)
+			}
+			for _, c := range got.Conditions {
+				if c.Type != "NetworkUnavailable" && !c.LastHeartbeatTime.Time.Equal(t1) {
+					t.Errorf("%s heartbeat %v, want %v", c.Type, c.LastHeartbeatTime, t1)
+				}
+			}
+			if ch := statusChanged(tt.old, got); ch != tt.wantChanged {
+				t.Errorf("statusChanged = %v, want %v", ch, tt.wantChanged)
+			}
+			if got.NodeInfo.ContainerRuntimeVersion != "containerd://2.4.2" {
+				t.Errorf("runtime version %q", got.NodeInfo.ContainerRuntimeVersion)
+			}
+			if tt.check != nil {
+				tt.check(t, got)
+			}
+		})
+	}
+}
+
+func TestStatusPatch(t *testing.T) {
+	f := testFacts(t, Options{})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	old := f.newNode("n1", nil, "", nil, t0)
+	old.UID = "uid-1"
+	old.Status.Conditions = append(old.Status.Conditions, v1.NodeCondition{Type: "NetworkUnavailable", Status: v1.ConditionFalse})
+	status := f.status(old.Status, "", errors.New("runtime down"), t0.Add(time.Minute))
+
+	patch, err := statusPatch(old, status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Metadata map[string]any `json:"metadata"`
+		Spec     any            `json:"spec"`
+	}
+	if err := json.Unmarshal(patch, &m); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]any{"uid": "uid-1"}, m.Metadata); diff != "" {
+		t.Errorf("patch metadata (-want +got):\n%s", diff)
+	}
+	if m.Spec != nil {
+		t.Errorf("patch touches the spec: %s", patch)
+	}
+	oldData, _ := json.Marshal(old)
+	patched, err := strategicpatch.StrategicMergePatch(oldData, patch, v1.Node{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got v1.Node
+	if err := json.Unmarshal(patched, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(status, got.Status, quantityCmp); diff != "" {
+		t.Errorf("patched status (-want +got):\n%s", diff)
+	}
+}
+
+func TestLabelsPatch(t *testing.T) {
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{UID: "u", Labels: map[string]string{"a": "1", "b": "old", "c": "3"}}}
+	tests := []struct {
+		name string
+		want map[string]string
+		out  string
+	}{
+		{"all there", map[string]string{"a": "1"}, ""},
+		{"missing and changed", map[string]string{"a": "1", "b": "new", "d": "4"}, `{"metadata":{"labels":{"b":"new","d":"4"},"uid":"u"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := labelsPatch(n, tt.want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.out, string(p)); diff != "" {
+				t.Errorf("patch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
