@@ -18,6 +18,9 @@ import (
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/volume"
+	"github.com/nodekit/nodekit/volume/emptydir"
+	"github.com/nodekit/nodekit/volume/hostpath"
 )
 
 // Agent is a node agent assembled from nodekit's parts. Create it with New
@@ -34,6 +37,7 @@ type Agent struct {
 	workers  *podworker.Workers
 	pods     *podManager
 	statuses *status.Manager
+	volumes  *volume.Manager
 	handler  *handler
 	loop     *syncloop.Loop
 
@@ -86,6 +90,27 @@ func New(opts Options) (*Agent, error) {
 		a.events = g
 	}
 
+	volOpts := opts.Volumes
+	volOpts.RootDir = opts.RootDir
+	if volOpts.Logger.GetSink() == nil {
+		volOpts.Logger = log
+	}
+	if volOpts.Plugins == nil {
+		hpOpts := opts.HostPath
+		if hpOpts.Logger.GetSink() == nil {
+			hpOpts.Logger = log
+		}
+		hp, err := hostpath.New(hpOpts)
+		if err != nil {
+			return nil, fmt.Errorf("nodekit: %w", err)
+		}
+		volOpts.Plugins = []volume.Plugin{hp, emptydir.New(emptydir.Options{Logger: log})}
+	}
+	a.volumes, err = volume.NewManager(volOpts)
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: %w", err)
+	}
+
 	a.pods = newPodManager()
 	a.statuses = status.NewManager(status.Options{Observer: opts.OnPodStatus})
 	a.queue = podworker.NewQueue()
@@ -95,6 +120,7 @@ func New(opts Options) (*Agent, error) {
 		pods:     a.pods,
 		statuses: a.statuses,
 		runtime:  rm,
+		volumes:  a.volumes,
 		cache:    a.cache,
 		queue:    a.queue,
 		admit:    append([]AdmitHandler{maxPods(opts.MaxPods)}, opts.Admit...),
@@ -155,6 +181,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.checkRuntime(ctx)
 	run("runtime status", a.watchRuntime)
 	run("pleg", a.events.Run)
+	run("volume manager", a.volumes.Run)
 	run("pod workers", a.workers.Run)
 	run("sources", a.config.Run)
 	run("sync loop", a.loop.Run)

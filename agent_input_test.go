@@ -125,7 +125,8 @@ func TestAgentHTTPSource(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	logs := &logBuffer{}
+	// The source logs repeated failures at V(4) after the third.
+	logs := &logBuffer{verbosity: 4}
 	src, err := http.New(http.Options{URL: srv.URL, NodeName: "node1", Period: 200 * time.Millisecond, Timeout: time.Second, Logger: logs.logger(t)})
 	if err != nil {
 		t.Fatal(err)

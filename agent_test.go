@@ -30,6 +30,9 @@ import (
 
 // logBuffer collects log lines for assertions (and shows them with -v).
 type logBuffer struct {
+	// verbosity of the lines kept; 1 when zero.
+	verbosity int
+
 	mu    sync.Mutex
 	lines []string
 }
@@ -39,7 +42,7 @@ func (b *logBuffer) logger(t *testing.T) logr.Logger {
 		b.mu.Lock()
 		b.lines = append(b.lines, prefix+" "+args)
 		b.mu.Unlock()
-	}, funcr.Options{Verbosity: 1})
+	}, funcr.Options{Verbosity: max(b.verbosity, 1)})
 }
 
 // contains reports whether a line holds every one of parts.
@@ -96,6 +99,9 @@ func startAgentWithLogs(t *testing.T, rt *runtimetest.Runtime, logs *logBuffer, 
 	}
 	opts.Runtime = rt
 	opts.RuntimeManager.PodLogsDir = t.TempDir()
+	if opts.RootDir == "" {
+		opts.RootDir = t.TempDir()
+	}
 	opts.Logger = h.logs.logger(t)
 	opts.OnPodStatus = func(pod *v1.Pod, s v1.PodStatus) {
 		h.mu.Lock()

@@ -54,6 +54,7 @@ func BenchmarkStartPods(b *testing.B) {
 					Runtime:        rt,
 					MaxPods:        n,
 					RuntimeManager: runtime.ManagerOptions{PodLogsDir: b.TempDir()},
+					RootDir:        b.TempDir(),
 					OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
 						// Called serially for each pod; seen is only touched here.
 						if s.Phase == v1.PodRunning && !seen[pod.UID] {

@@ -43,7 +43,8 @@ func ExampleNew() {
 		NodeName:       "example",
 		Sources:        []nodekit.NamedSource{{Name: "mine", Source: src}},
 		Runtime:        rt,
-		RuntimeManager: runtime.ManagerOptions{PodLogsDir: "/tmp/nodekit-example-logs"},
+		RuntimeManager: runtime.ManagerOptions{PodLogsDir: "/tmp/nodekit-example/logs"},
+		RootDir:        "/tmp/nodekit-example/root",
 		OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
 			if s.Phase == v1.PodRunning {
 				once.Do(func() { fmt.Println(pod.Name, s.Phase); cancel() })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/volume"
 )
 
 // handler is the default SyncHandler and the pod workers' SyncFuncs: the
@@ -28,6 +30,7 @@ type handler struct {
 	pods     *podManager
 	statuses *status.Manager
 	runtime  *runtime.Manager
+	volumes  *volume.Manager
 	cache    pleg.Cache
 	queue    *podworker.Queue
 	workers  *podworker.Workers
@@ -70,6 +73,7 @@ func (h *handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
 			}
 			active = append(active, pod)
 		}
+		h.volumes.AddPod(pod)
 		h.workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodCreate, Pod: pod})
 	}
 }
@@ -117,6 +121,7 @@ func (h *handler) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
 		if h.isRejected(pod.UID) {
 			continue
 		}
+		h.volumes.AddPod(pod)
 		h.workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodUpdate, Pod: pod})
 	}
 }
@@ -178,7 +183,16 @@ func (h *handler) HandlePodCleanups(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("nodekit: housekeeping: listing runtime pods: %w", err)
 	}
+	// Pod directories go with the pods: those no source wants and that
+	// have nothing left in the runtime.
+	keep := maps.Clone(desiredUIDs)
+	for _, rp := range all {
+		keep[rp.ID] = true
+	}
 	var errs []error
+	if err := h.volumes.CleanupOrphans(ctx, keep); err != nil {
+		errs = append(errs, err)
+	}
 	for _, rp := range all {
 		if _, known := workers[rp.ID]; known {
 			continue
@@ -225,7 +239,30 @@ func (h *handler) SyncPod(ctx context.Context, _ podworker.UpdateType, pod *v1.P
 	if status.IsTerminal(apiStatus.Phase) {
 		return true, nil
 	}
-	result := h.runtime.SyncPod(ctx, pod, podStatus)
+	mounts, err := h.volumes.WaitForPodVolumes(ctx, pod)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, err
+		}
+		h.log.Error(err, "Unable to attach or mount volumes for pod; skipping pod", "pod", klogRef(pod), "podUID", pod.UID)
+		h.setStatus(pod, podStatus, func(s *v1.PodStatus) {
+			s.Reason, s.Message = volume.ReasonFailedMount, err.Error()
+		})
+		return false, err
+	}
+	result := h.runtime.SyncPodWithOptions(ctx, pod, podStatus, runtime.SyncPodOptions{
+		Mounts: func(pod *v1.Pod, c *v1.Container, env map[string]string) ([]runtime.Mount, error) {
+			cms, err := h.volumes.ContainerMounts(pod, c, mounts, env)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]runtime.Mount, len(cms))
+			for i, m := range cms {
+				out[i] = runtime.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly, Propagation: m.Propagation}
+			}
+			return out, nil
+		},
+	})
 	// Read the pod back at once, rather than waiting for the next relist,
 	// so that its status shows what this sync did. The cache takes it only
 	// if nothing newer arrived meanwhile.
@@ -319,11 +356,15 @@ func (h *handler) SyncTerminatingRuntimePod(ctx context.Context, rp *runtime.Pod
 	return nil
 }
 
-// SyncTerminatedPod implements podworker.SyncFuncs. The pod's containers
-// stopped; its runtime objects stay (for their exit codes) until the pod is
-// gone from its source, when housekeeping removes them.
+// SyncTerminatedPod implements podworker.SyncFuncs: the pod's containers
+// stopped, so its volumes and directory are released. Its runtime objects
+// stay (for their exit codes) until the pod is gone from its source, when
+// housekeeping removes them.
 func (h *handler) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus) error {
 	h.setStatus(pod, podStatus, func(s *v1.PodStatus) { terminalPhase(pod, s) })
+	if err := h.volumes.ReleasePod(ctx, pod.UID); err != nil {
+		return fmt.Errorf("nodekit: releasing the volumes of pod %s: %w", klogRef(pod), err)
+	}
 	return nil
 }
 

@@ -14,6 +14,8 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/volume"
+	"github.com/nodekit/nodekit/volume/hostpath"
 )
 
 // NamedSource is a pod source and the name the agent knows it by. The name
@@ -75,6 +77,18 @@ type Options struct {
 	// EventGenerator, otherwise ignored.
 	Cache pleg.Cache
 
+	// RootDir is the agent's directory: pod directories and their volumes
+	// live under <RootDir>/pods. Two agents in one process need two.
+	// Defaults to /var/lib/nodekit.
+	RootDir string
+	// Volumes configures the volume manager (reconcile every 100ms, wait
+	// at most 2m3s for a pod's volumes). Its Plugins default to hostPath
+	// (configured by HostPath) and emptyDir; its RootDir is RootDir.
+	Volumes volume.Options
+	// HostPath configures the hostPath plugin: AllowedHostPaths restricts
+	// the host paths pods may mount (nil allows all, as the kubelet).
+	HostPath hostpath.Options
+
 	// RuntimeManager configures the pod-level runtime manager (container
 	// restart back-off 10s doubling to 300s, log directory, ...).
 	RuntimeManager runtime.ManagerOptions
@@ -124,6 +138,9 @@ func (o *Options) setDefaults() error {
 	}
 	if (o.EventGenerator == nil) != (o.Cache == nil) {
 		return errors.New("nodekit: Options.EventGenerator and Options.Cache go together")
+	}
+	if o.RootDir == "" {
+		o.RootDir = volume.DefaultRootDir
 	}
 	if o.MaxPods == 0 {
 		o.MaxPods = 110

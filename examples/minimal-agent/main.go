@@ -72,6 +72,7 @@ func run(log logr.Logger, manifests, url, nodeName, endpoint string) error {
 	var rt runtime.RuntimeService
 	// PodLogsDir defaults to /var/log/pods, where a CRI runtime writes.
 	var rtOpts runtime.ManagerOptions
+	rootDir := "" // defaults to /var/lib/nodekit
 	if endpoint != "" {
 		c, err := cri.New(ctx, endpoint, cri.WithLogger(log))
 		if err != nil {
@@ -86,7 +87,8 @@ func run(log logr.Logger, manifests, url, nodeName, endpoint string) error {
 		m := runtimetest.New(runtimetest.Options{})
 		defer m.Close()
 		rt = m
-		rtOpts.PodLogsDir = filepath.Join(os.TempDir(), "nodekit-pod-logs")
+		rtOpts.PodLogsDir = filepath.Join(os.TempDir(), "nodekit", "logs")
+		rootDir = filepath.Join(os.TempDir(), "nodekit", "root")
 	}
 
 	agent, err := nodekit.New(nodekit.Options{
@@ -95,6 +97,7 @@ func run(log logr.Logger, manifests, url, nodeName, endpoint string) error {
 		Runtime:        rt,
 		Logger:         log,
 		RuntimeManager: rtOpts,
+		RootDir:        rootDir,
 		OnPodStatus:    phasePrinter(),
 	})
 	if err != nil {
