@@ -1,0 +1,460 @@
+package cgroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// PodManagerOptions configure a PodManager. The zero value manages
+// /sys/fs/cgroup/.../kubepods with the kubelet's defaults.
+type PodManagerOptions struct {
+	// Disabled turns cgroup management off, for an agent on a host whose
+	// cgroups it does not own: EnsureNode, UpdatePod, DestroyPod and
+	// UpdateQoS do nothing, EnsurePod returns "" (the runtime's default
+	// cgroup parent) and Pods returns none. ValidatePod still checks the
+	// resources. Defaults to false: cgroups are managed.
+	Disabled bool
+	// Root is the node-level cgroup that holds the QoS and pod cgroups, in
+	// cgroupfs form; "nodekit/kubepods" nests it. Defaults to "kubepods".
+	Root string
+	// CgroupfsRoot is where the cgroup filesystems are mounted (see
+	// Detect; a directory laid out by cgroup/cgrouptest works for tests).
+	// Defaults to DefaultRoot, /sys/fs/cgroup.
+	CgroupfsRoot string
+	// Manager, when set, is used instead of the cgroupfs Manager found
+	// under CgroupfsRoot. Defaults to nil.
+	Manager Manager
+
+	// DisableCPUQuota leaves CPU limits unenforced: the CFS quota of pod
+	// cgroups is -1, as the kubelet's --cpu-cfs-quota=false. Defaults to
+	// false: limits are enforced.
+	DisableCPUQuota bool
+	// PodPidsLimit is the pids.max of every pod cgroup (the kubelet's
+	// --pod-max-pids); -1 writes "max". Defaults to 0: not set.
+	PodPidsLimit int64
+	// MemoryReservePercent reserves that share of the memory requests of
+	// the higher QoS classes away from the lower ones, as the kubelet's
+	// --qos-reserved=memory=N%: UpdateQoS limits the burstable cgroup to
+	// Allocatable memory less N% of the Guaranteed pods' requests, and the
+	// besteffort cgroup to that less N% of the Burstable pods' requests.
+	// Between 0 and 100; needs Allocatable memory. Defaults to 0: no
+	// reserve.
+	MemoryReservePercent int64
+	// Allocatable is what the node gives to pods. When set, the root cgroup
+	// is limited to it as the kubelet's --enforce-node-allocatable=pods
+	// does: cpu.shares from cpu, the memory limit from memory, pids.max
+	// from "pid". Defaults to nil: the root cgroup is not limited.
+	Allocatable v1.ResourceList
+	// MemoryQoS protects requested memory on cgroup v2 as the kubelet's
+	// MemoryQoS feature: memory.min of a pod cgroup is the pod's memory
+	// requests, of the burstable cgroup the Burstable pods' requests, of
+	// the root the Guaranteed and Burstable pods' requests. Ignored on
+	// cgroup v1. Defaults to false.
+	MemoryQoS bool
+
+	// Logger receives the manager's logs. Defaults to discarding them.
+	Logger logr.Logger
+}
+
+func (o *PodManagerOptions) setDefaults() error {
+	if o.Root == "" {
+		o.Root = "kubepods"
+	}
+	rel, err := relName(o.Root)
+	if err != nil {
+		return err
+	}
+	if rel == "" {
+		return errors.New("cgroup: PodManagerOptions.Root must not be the root cgroup")
+	}
+	o.Root = "/" + rel
+	if o.CgroupfsRoot == "" {
+		o.CgroupfsRoot = DefaultRoot
+	}
+	if o.PodPidsLimit < -1 {
+		return fmt.Errorf("cgroup: PodPidsLimit %d is below -1", o.PodPidsLimit)
+	}
+	if o.MemoryReservePercent < 0 || o.MemoryReservePercent > 100 {
+		return fmt.Errorf("cgroup: MemoryReservePercent %d is not between 0 and 100", o.MemoryReservePercent)
+	}
+	for n, q := range o.Allocatable {
+		if q.Sign() < 0 {
+			return fmt.Errorf("cgroup: Allocatable %s %s is negative", n, q.String())
+		}
+	}
+	if o.MemoryReservePercent > 0 && o.Allocatable.Memory().IsZero() {
+		return errors.New("cgroup: MemoryReservePercent needs Allocatable memory")
+	}
+	o.Allocatable = o.Allocatable.DeepCopy()
+	return nil
+}
+
+// PodManager keeps the kubelet's cgroup hierarchy for pods:
+//
+//	<Root>                      Guaranteed pods' parent (kubepods)
+//	<Root>/pod<UID>             a Guaranteed pod
+//	<Root>/burstable/pod<UID>   a Burstable pod
+//	<Root>/besteffort/pod<UID>  a BestEffort pod
+//
+// The pod cgroup's name is what the runtime gets as the sandbox's cgroup
+// parent (cgroupfs driver); the runtime makes the containers' cgroups
+// below it.
+//
+// A PodManager is safe for concurrent use and lives as long as the agent.
+// Its first method call that needs the hierarchy (EnsureNode, or any pod
+// method) detects the cgroup filesystems and creates the node cgroups.
+type PodManager struct {
+	opts PodManagerOptions
+	log  logr.Logger
+
+	mu    sync.Mutex // guards mgr
+	mgr   Manager
+	qosMu sync.Mutex // serializes UpdateQoS
+}
+
+// NewPodManager checks opts and returns a PodManager. It does no I/O.
+func NewPodManager(opts PodManagerOptions) (*PodManager, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &PodManager{opts: opts, log: opts.Logger.WithName("cgroup")}, nil
+}
+
+// Enabled reports whether the PodManager manages cgroups.
+func (p *PodManager) Enabled() bool { return !p.opts.Disabled }
+
+// QoS cgroup names.
+func (p *PodManager) burstable() string  { return p.opts.Root + "/burstable" }
+func (p *PodManager) besteffort() string { return p.opts.Root + "/besteffort" }
+
+// EnsureNode detects the cgroup filesystems and creates (or brings up to
+// date) the root, burstable and besteffort cgroups: the root limited to
+// Allocatable when set, besteffort with cpu.shares 2. It is done once;
+// later calls return nil at once. The host must offer the cpu and memory
+// controllers (an error matching ErrNotSupported otherwise).
+func (p *PodManager) EnsureNode() error {
+	if p.opts.Disabled {
+		return nil
+	}
+	_, err := p.manager()
+	return err
+}
+
+func (p *PodManager) manager() (Manager, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mgr != nil {
+		return p.mgr, nil
+	}
+	mgr := p.opts.Manager
+	if mgr == nil {
+		var err error
+		if mgr, err = Open(p.opts.CgroupfsRoot); err != nil {
+			return nil, err
+		}
+	}
+	info := mgr.Info()
+	for _, c := range []string{"cpu", "memory"} {
+		if !info.Has(c) {
+			reason := "not mounted"
+			if info.Mode == ModeUnified {
+				reason = "not available (cgroup.controllers)"
+			}
+			return nil, &NotSupportedError{Controller: c, Where: info.Root, Reason: reason}
+		}
+	}
+	ensure := func(name string, rc *ResourceConfig) error {
+		if mgr.Exists(name) {
+			return mgr.Update(name, rc)
+		}
+		return mgr.Create(name, rc)
+	}
+	minShares := uint64(MinShares)
+	for _, c := range []struct {
+		name string
+		rc   *ResourceConfig
+	}{
+		{p.opts.Root, p.nodeConfig()},
+		{p.burstable(), &ResourceConfig{}},
+		{p.besteffort(), &ResourceConfig{CPUShares: &minShares}},
+	} {
+		if err := ensure(c.name, c.rc); err != nil {
+			return nil, err
+		}
+	}
+	p.log.Info("node cgroups ready", "mode", info.Mode.String(), "cgroupfsRoot", info.Root, "root", p.opts.Root, "emulated", info.Emulated)
+	p.mgr = mgr
+	return mgr, nil
+}
+
+// nodeConfig is the kubelet's node allocatable config of the root cgroup.
+func (p *PodManager) nodeConfig() *ResourceConfig {
+	rc := &ResourceConfig{}
+	a := p.opts.Allocatable
+	if q, ok := a[v1.ResourceCPU]; ok {
+		s := MilliCPUToShares(q.MilliValue())
+		rc.CPUShares = &s
+	}
+	if q, ok := a[v1.ResourceMemory]; ok && q.Sign() > 0 {
+		v := q.Value()
+		rc.Memory = &v
+	}
+	if q, ok := a["pid"]; ok && q.Sign() > 0 {
+		v := q.Value()
+		rc.PidsLimit = &v
+	}
+	return rc
+}
+
+// CgroupName is the name of the pod's cgroup (its cgroupfs path, such as
+// "/kubepods/burstable/pod<UID>"), whether or not it exists; "" when the
+// PodManager is disabled.
+func (p *PodManager) CgroupName(pod *v1.Pod) string {
+	if p.opts.Disabled {
+		return ""
+	}
+	switch PodQOSClass(pod) {
+	case v1.PodQOSGuaranteed:
+		return p.opts.Root + "/pod" + string(pod.UID)
+	case v1.PodQOSBurstable:
+		return p.burstable() + "/pod" + string(pod.UID)
+	default:
+		return p.besteffort() + "/pod" + string(pod.UID)
+	}
+}
+
+func checkUID(uid types.UID) error {
+	if uid == "" || strings.ContainsAny(string(uid), "/\x00") || string(uid) == ".." {
+		return fmt.Errorf("cgroup: bad pod UID %q", uid)
+	}
+	return nil
+}
+
+// PodExists reports whether the pod's cgroup exists (false when disabled
+// or when the hierarchy cannot be set up).
+func (p *PodManager) PodExists(pod *v1.Pod) bool {
+	if p.opts.Disabled || checkUID(pod.UID) != nil {
+		return false
+	}
+	mgr, err := p.manager()
+	return err == nil && mgr.Exists(p.CgroupName(pod))
+}
+
+// podConfig is the pod cgroup's config with the options applied.
+func (p *PodManager) podConfig(pod *v1.Pod, info Info) *ResourceConfig {
+	rc := ResourceConfigForPod(pod, !p.opts.DisableCPUQuota)
+	if p.opts.PodPidsLimit != 0 {
+		l := p.opts.PodPidsLimit
+		rc.PidsLimit = &l
+	}
+	if p.opts.MemoryQoS && info.Mode == ModeUnified {
+		if q, ok := podRequests(pod)[v1.ResourceMemory]; ok && q.Sign() > 0 {
+			v := q.Value()
+			rc.MemoryMin = &v
+		}
+	}
+	return rc
+}
+
+// EnsurePod creates the pod's cgroup with the limits of
+// ResourceConfigForPod (and PodPidsLimit, MemoryQoS) when it does not
+// exist, and returns its name for the runtime's cgroup parent
+// (runtime.SyncPodOptions.CgroupParent). An existing cgroup is left as it
+// is, as the kubelet does; UpdatePod changes its limits. It returns ""
+// and nil when the PodManager is disabled.
+//
+// Call UpdateQoS with the active pods, this one included, before a pod's
+// first EnsurePod, as the kubelet does, so that the burstable cgroup's
+// shares count the new pod.
+func (p *PodManager) EnsurePod(pod *v1.Pod) (string, error) {
+	if p.opts.Disabled {
+		return "", nil
+	}
+	if err := checkUID(pod.UID); err != nil {
+		return "", err
+	}
+	mgr, err := p.manager()
+	if err != nil {
+		return "", err
+	}
+	name := p.CgroupName(pod)
+	if mgr.Exists(name) {
+		return name, nil
+	}
+	if err := mgr.Create(name, p.podConfig(pod, mgr.Info())); err != nil {
+		return "", err
+	}
+	p.log.V(1).Info("created pod cgroup", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "cgroup", name)
+	return name, nil
+}
+
+// UpdatePod writes the limits of ResourceConfigForPod to the pod's
+// existing cgroup, for a pod whose resources changed. A pod without a
+// cgroup gives an error matching ErrNotFound.
+func (p *PodManager) UpdatePod(pod *v1.Pod) error {
+	if p.opts.Disabled {
+		return nil
+	}
+	if err := checkUID(pod.UID); err != nil {
+		return err
+	}
+	mgr, err := p.manager()
+	if err != nil {
+		return err
+	}
+	return mgr.Update(p.CgroupName(pod), p.podConfig(pod, mgr.Info()))
+}
+
+// DestroyPod kills the processes left in the pod's cgroup (under any QoS
+// class), waits until they are gone and removes the cgroup and those the
+// runtime made below it from every hierarchy. A pod without a cgroup is
+// not an error. It gives up when ctx ends.
+func (p *PodManager) DestroyPod(ctx context.Context, uid types.UID) error {
+	if p.opts.Disabled {
+		return nil
+	}
+	if err := checkUID(uid); err != nil {
+		return err
+	}
+	mgr, err := p.manager()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, parent := range []string{p.opts.Root, p.burstable(), p.besteffort()} {
+		name := parent + "/pod" + string(uid)
+		if err := mgr.Destroy(ctx, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	p.log.V(1).Info("removed pod cgroup", "podUID", uid)
+	return nil
+}
+
+// Pods lists the UIDs of the pod cgroups that exist (in any hierarchy),
+// sorted, for housekeeping to remove those of pods that are gone.
+func (p *PodManager) Pods() ([]types.UID, error) {
+	if p.opts.Disabled {
+		return nil, nil
+	}
+	mgr, err := p.manager()
+	if err != nil {
+		return nil, err
+	}
+	var uids []types.UID
+	for _, parent := range []string{p.opts.Root, p.burstable(), p.besteffort()} {
+		children, err := mgr.Children(parent)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range children {
+			if uid, ok := strings.CutPrefix(path.Base(c), "pod"); ok && uid != "" {
+				uids = append(uids, types.UID(uid))
+			}
+		}
+	}
+	slices.Sort(uids)
+	return slices.Compact(uids), nil
+}
+
+// UpdateQoS brings the QoS cgroups in step with the active pods (those
+// admitted and not terminated), as the kubelet's UpdateCgroups: besteffort
+// cpu.shares 2, burstable cpu.shares from the sum of the Burstable pods'
+// cpu requests; with MemoryReservePercent, the memory limits of burstable
+// and besteffort (when a limit is refused because the usage is above it,
+// the limit is set to the usage, and written again); with MemoryQoS on
+// cgroup v2, memory.min of the root and burstable cgroups (written even
+// when it drops to 0, which the kubelet skips).
+func (p *PodManager) UpdateQoS(activePods []*v1.Pod) error {
+	if p.opts.Disabled {
+		return nil
+	}
+	mgr, err := p.manager()
+	if err != nil {
+		return err
+	}
+	p.qosMu.Lock()
+	defer p.qosMu.Unlock()
+
+	var burstableCPU int64
+	memReqs := map[v1.PodQOSClass]int64{}
+	for _, pod := range activePods {
+		qos := PodQOSClass(pod)
+		if qos == v1.PodQOSBestEffort {
+			continue
+		}
+		reqs := podRequests(pod)
+		if qos == v1.PodQOSBurstable {
+			if q, ok := reqs[v1.ResourceCPU]; ok {
+				burstableCPU += q.MilliValue()
+			}
+		}
+		if q, ok := reqs[v1.ResourceMemory]; ok {
+			memReqs[qos] += q.Value()
+		}
+	}
+	bShares, beShares := MilliCPUToShares(burstableCPU), uint64(MinShares)
+	configs := []struct {
+		name string
+		rc   *ResourceConfig
+	}{
+		{p.opts.Root, &ResourceConfig{}},
+		{p.burstable(), &ResourceConfig{CPUShares: &bShares}},
+		{p.besteffort(), &ResourceConfig{CPUShares: &beShares}},
+	}
+	if p.opts.MemoryQoS && mgr.Info().Mode == ModeUnified {
+		bMin := memReqs[v1.PodQOSBurstable]
+		gMin := memReqs[v1.PodQOSGuaranteed] + bMin
+		configs[0].rc.MemoryMin, configs[1].rc.MemoryMin = &gMin, &bMin
+	}
+	if pct := p.opts.MemoryReservePercent; pct > 0 {
+		alloc := p.opts.Allocatable.Memory().Value()
+		bLimit := alloc - memReqs[v1.PodQOSGuaranteed]*pct/100
+		beLimit := bLimit - memReqs[v1.PodQOSBurstable]*pct/100
+		configs[1].rc.Memory, configs[2].rc.Memory = &bLimit, &beLimit
+	}
+	update := func() error {
+		var errs []error
+		for _, c := range configs {
+			if err := mgr.Update(c.name, c.rc); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	err = update()
+	if err != nil && p.opts.MemoryReservePercent > 0 {
+		p.log.V(1).Info("retrying QoS memory limits at the usage", "cause", err.Error())
+		for _, c := range configs[1:] {
+			st, serr := mgr.Stats(c.name)
+			if serr == nil && c.rc.Memory != nil && int64(st.MemoryUsage) > *c.rc.Memory {
+				u := int64(st.MemoryUsage)
+				c.rc.Memory = &u
+			}
+		}
+		err = update()
+	}
+	if err != nil {
+		return err
+	}
+	p.log.V(4).Info("updated QoS cgroups", "burstableShares", bShares)
+	return nil
+}
+
+// ValidatePod is ValidatePodResources; it works whether or not the
+// PodManager is enabled.
+func (p *PodManager) ValidatePod(pod *v1.Pod, capacity v1.ResourceList) error {
+	return ValidatePodResources(pod, capacity)
+}
