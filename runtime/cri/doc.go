@@ -54,6 +54,10 @@
 // requirements), added 31 compiled packages (26 of them OpenTelemetry) and
 // 1.4 MB to a binary that uses the runtime (27.9 MB → 29.3 MB). This
 // package is a few hundred lines on the generated stubs of
-// k8s.io/cri-api and adds no module to nodekit's go.mod; its cost per call
-// over a raw stub call is measured by BenchmarkCall.
+// k8s.io/cri-api and adds no module to nodekit's go.mod. BenchmarkCall
+// measures its cost over a raw stub call on the same unix socket: the same
+// allocations as a stub call given the same deadline (the per-call
+// timeout is the only extra: 15 allocations, 1.1 KiB), and 1.00–1.15× the
+// time of a stub call without deadline (geomean 1.08×, on a shared 2-core
+// machine).
 package cri
