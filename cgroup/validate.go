@@ -20,6 +20,10 @@ type ResourceError struct {
 	Resource  v1.ResourceName
 	// Reason, such as `request -1 is negative`.
 	Reason string
+	// OutOfCapacity is true when the requests exceed the node's capacity
+	// (the kubelet rejects such pods with reason "OutOf<resource>"), false
+	// when the spec itself is wrong.
+	OutOfCapacity bool
 }
 
 func (e *ResourceError) Error() string {
@@ -95,7 +99,9 @@ func ValidatePodResources(pod *v1.Pod, capacity v1.ResourceList) error {
 				return bad(n, "limit "+lim.String()+" is below its request "+req.String())
 			}
 			if c, ok := capacity[n]; ok && hasReq && againstCapacity && req.Cmp(c) > 0 {
-				return bad(n, "request "+req.String()+" exceeds the node's capacity "+c.String())
+				err := bad(n, "request "+req.String()+" exceeds the node's capacity "+c.String())
+				err.(*ResourceError).OutOfCapacity = true
+				return err
 			}
 		}
 		return nil
@@ -130,7 +136,7 @@ func ValidatePodResources(pod *v1.Pod, capacity v1.ResourceList) error {
 	for _, n := range names {
 		if c, ok := capacity[n]; ok {
 			if q := total[n]; q.Cmp(c) > 0 {
-				return &ResourceError{Pod: podName, Resource: n,
+				return &ResourceError{Pod: podName, Resource: n, OutOfCapacity: true,
 					Reason: "requests of the pod, " + q.String() + " in all, exceed the node's capacity " + c.String()}
 			}
 		}

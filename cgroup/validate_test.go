@@ -2,6 +2,7 @@ package cgroup_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -107,7 +108,10 @@ func TestValidatePodResources(t *testing.T) {
 			}
 			var re *cgroup.ResourceError
 			if !errors.Is(err, cgroup.ErrInvalidResources) || !errors.As(err, &re) {
-				t.Errorf("%v does not match ErrInvalidResources / ResourceError", err)
+				t.Fatalf("%v does not match ErrInvalidResources / ResourceError", err)
+			}
+			if want := strings.Contains(tt.want, "capacity"); re.OutOfCapacity != want {
+				t.Errorf("OutOfCapacity = %v, want %v", re.OutOfCapacity, want)
 			}
 		})
 	}
