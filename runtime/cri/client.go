@@ -264,7 +264,11 @@ func (c *Client) checkVersion(ctx context.Context, callOpts ...grpc.CallOption) 
 	defer cancel()
 	v, err := c.rc.Version(ctx, &runtimeapi.VersionRequest{Version: apiVersion}, callOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("cri: the runtime does not serve the CRI %s API: %w", apiVersion, wrap("Version", "", err))
+		err = wrap("Version", "", err)
+		if errors.Is(err, runtime.ErrUnimplemented) {
+			return nil, fmt.Errorf("cri: the runtime does not serve the CRI %s API: %w", apiVersion, err)
+		}
+		return nil, err
 	}
 	if !supportedAPIVersion(v.GetRuntimeApiVersion()) {
 		return nil, fmt.Errorf("cri: runtime %s %s serves CRI API %q; nodekit needs %s: %w",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -19,8 +20,9 @@ import (
 // (containerd 1.6) gets the callback called, then GetContainerEvents
 // returns runtime.ErrUnimplemented at once.
 //
-// It always returns an error: a Canceled or DeadlineExceeded *Error
-// (errors.Is context.Canceled / context.DeadlineExceeded) when ctx ended;
+// It always returns an error: an *Error of code Canceled or
+// DeadlineExceeded (errors.Is context.Canceled / context.DeadlineExceeded)
+// when ctx ended;
 // runtime.ErrUnimplemented when the runtime has no event stream
 // (containerd 1.6); runtime.ErrUnavailable when the runtime went away;
 // io.EOF (wrapped) when the runtime ended the stream. The stream has no
@@ -49,7 +51,7 @@ func (c *Client) GetContainerEvents(ctx context.Context, containerEventsCh chan 
 		select {
 		case containerEventsCh <- resp:
 		case <-ctx.Done():
-			return wrap("GetContainerEvents", "", ctx.Err())
+			return wrap("GetContainerEvents", "", status.FromContextError(ctx.Err()).Err())
 		}
 	}
 }
