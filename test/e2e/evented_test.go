@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// seenEvent is a PLEG event and when the agent got it.
+type seenEvent struct {
+	ev *pleg.Event
+	at time.Time
+}
+
+// teePLEG passes a PLEG's events on to the agent and notes when each came.
+type teePLEG struct {
+	pleg.EventGenerator
+	out chan *pleg.Event
+
+	mu   sync.Mutex
+	seen []seenEvent
+}
+
+func newTee(g pleg.EventGenerator) *teePLEG {
+	return &teePLEG{EventGenerator: g, out: make(chan *pleg.Event, 1000)}
+}
+
+func (p *teePLEG) Events() <-chan *pleg.Event { return p.out }
+
+func (p *teePLEG) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		in := p.EventGenerator.Events()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev := <-in:
+				p.mu.Lock()
+				p.seen = append(p.seen, seenEvent{ev: ev, at: time.Now()})
+				p.mu.Unlock()
+				select {
+				case p.out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	})
+	err := p.EventGenerator.Run(ctx)
+	wg.Wait()
+	return err
+}
+
+// first returns when the first event of type typ about container id came.
+func (p *teePLEG) first(typ pleg.EventType, id string) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.seen {
+		if s.ev.Type == typ && s.ev.Data == id {
+			return s.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// containerPID returns the host PID of a container's process, from its
+// verbose CRI status.
+func containerPID(t *testing.T, rs runtime.RuntimeService, id string) int {
+	t.Helper()
+	st, err := rs.ContainerStatus(t.Context(), id, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(st.GetInfo()["info"]), &info); err != nil || info.Pid <= 0 {
+		t.Fatalf("no pid in the verbose status of %s (%v): %v", id, err, st.GetInfo())
+	}
+	return info.Pid
+}
+
+// TestEventedPLEG: the agent's PLEG is chosen by pleg.NewAuto over the CRI
+// client. Against containerd 2.x it streams CRI container events: a
+// container killed from outside is seen dying through the stream, well
+// before any relist would, and restarted. Against containerd 1.6, which
+// answers GetContainerEvents with Unimplemented, it falls back to
+// relisting every second and says so once in its log, however often it
+// retries the stream.
+func TestEventedPLEG(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		endpointVar string
+		streaming   bool
+		maxLatency  time.Duration
+	}{
+		{name: "containerd 2.x streams events", endpointVar: envEndpoint2, streaming: true, maxLatency: time.Second},
+		{name: "containerd 1.6 falls back to relisting", endpointVar: envEndpoint, streaming: false, maxLatency: 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.endpointVar)
+			var (
+				tee     *teePLEG
+				evented *pleg.Evented
+			)
+			a := f.agentWith(nil, tc.name, func(o *nodekit.Options) {
+				// A status reader of its own for the PLEG, as the agent
+				// builds for its default PLEG.
+				mgr, err := runtime.NewManager(o.Runtime, o.Images, runtime.ManagerOptions{PodLogsDir: f.logsDir, Logger: o.Logger})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cache := pleg.NewCache()
+				g, err := pleg.NewAuto(f.cri, mgr, cache, pleg.EventedOptions{
+					// Retry the stream often: the fall-back must still be
+					// logged only once.
+					StreamRetryPeriod: time.Second,
+					Logger:            o.Logger,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ok bool
+				if evented, ok = g.(*pleg.Evented); !ok {
+					t.Fatalf("pleg.NewAuto over the CRI client gave a %T, want *pleg.Evented", g)
+				}
+				tee = newTee(g)
+				o.EventGenerator, o.Cache = tee, cache
+			})
+
+			f.write(podSpec{name: "victim", script: sleepScript})
+			pod := f.pod("victim")
+			eventually(t, 30*time.Second, pod+" Running", func() bool { return a.running(pod) })
+			// Let the stream settle (or the fall-back be retried a few
+			// times).
+			time.Sleep(4 * time.Second)
+			if got := evented.Streaming(); got != tc.streaming {
+				t.Fatalf("Streaming() = %t, want %t", got, tc.streaming)
+			}
+			const fallback = "container runtime does not stream container events; relisting instead"
+			wantLogs := 0
+			if !tc.streaming {
+				wantLogs = 1
+			}
+			if n := a.logs.count(fallback); n != wantLogs {
+				t.Errorf("%q logged %d times, want %d", fallback, n, wantLogs)
+			}
+			eventsBefore := evented.StreamEvents()
+
+			s, _ := a.status(pod)
+			cid := s.ContainerStatuses[0].ContainerID[len("containerd://"):]
+			pid := containerPID(t, f.cri, cid)
+			killed := time.Now()
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatalf("kill %d: %v", pid, err)
+			}
+			var died time.Time
+			eventually(t, 10*time.Second, "the PLEG's ContainerDied event", func() bool {
+				var ok bool
+				died, ok = tee.first(pleg.ContainerDied, cid)
+				return ok
+			})
+			latency := died.Sub(killed)
+			t.Logf("container killed → ContainerDied from the PLEG after %s (streaming: %t, stream events: %d → %d)",
+				latency.Round(time.Millisecond), evented.Streaming(), eventsBefore, evented.StreamEvents())
+			if latency > tc.maxLatency {
+				t.Errorf("ContainerDied came %s after the kill, want within %s", latency, tc.maxLatency)
+			}
+			if tc.streaming && evented.StreamEvents() == eventsBefore {
+				t.Errorf("no container event came through the stream for the death")
+			}
+			eventually(t, 30*time.Second, pod+" restarted", func() bool {
+				s, _ := a.status(pod)
+				return a.running(pod) && s.ContainerStatuses[0].RestartCount == 1 && s.Phase == v1.PodRunning
+			})
+			if n := a.logs.count(fallback); n != wantLogs {
+				t.Errorf("%q logged %d times by the end, want %d", fallback, n, wantLogs)
+			}
+		})
+	}
+}
