@@ -533,6 +533,16 @@ cmd_stop() {
 	if [ -f "$DIR/bridge" ] && command -v ip >/dev/null; then
 		ip link del "$(cat "$DIR/bridge")" 2>/dev/null || true
 	fi
+	# CNI's result cache of pods that went without a CNI DEL (the daemon
+	# was dead): the bridge results name our network, the loopback ones
+	# the same sandbox IDs.
+	local r id
+	for r in /var/lib/cni/results/"nodekit-$NAME"-*-eth0; do
+		[ -e "$r" ] || continue
+		id=${r#/var/lib/cni/results/nodekit-$NAME-}
+		id=${id%-eth0}
+		rm -f "$r" "/var/lib/cni/results/cni-loopback-$id-lo"
+	done
 	restore_ip_forward
 	rm -rf "$DIR"
 	log "stop: $NAME stopped and removed ($(elapsed "$t0"))"
