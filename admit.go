@@ -1,9 +1,12 @@
 package nodekit
 
 import (
+	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/cgroup"
 )
 
 // AdmitResult is the outcome of an admission check.
@@ -38,5 +41,22 @@ func maxPods(limit int) AdmitHandler {
 			Reason:  "OutOfpods",
 			Message: fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", len(active), limit),
 		}
+	})
+}
+
+// resources rejects pods whose resources are invalid (negative, limits
+// below requests) or beyond what the node offers.
+func resources(cgroups *cgroup.PodManager, capacity func() v1.ResourceList) AdmitHandler {
+	return AdmitFunc(func(pod *v1.Pod, _ []*v1.Pod) AdmitResult {
+		err := cgroups.ValidatePod(pod, capacity())
+		if err == nil {
+			return AdmitResult{Admit: true}
+		}
+		reason := "InvalidResources"
+		var re *cgroup.ResourceError
+		if errors.As(err, &re) && re.OutOfCapacity {
+			reason = "OutOf" + string(re.Resource)
+		}
+		return AdmitResult{Reason: reason, Message: err.Error()}
 	})
 }

@@ -10,8 +10,11 @@ import (
 	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
@@ -38,7 +41,11 @@ type Agent struct {
 	pods     *podManager
 	statuses *status.Manager
 	volumes  *volume.Manager
+	cgroups  *cgroup.PodManager
 	handler  *handler
+	// capacity is Options.Capacity or, read at the start of Run, the
+	// machine's; admission reads it from the sync loop.
+	capacity v1.ResourceList
 	loop     *syncloop.Loop
 
 	// runtimeErr holds the last runtime health check's result (an error
@@ -111,6 +118,15 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
 
+	cgOpts := opts.Cgroups
+	if cgOpts.Logger.GetSink() == nil {
+		cgOpts.Logger = log
+	}
+	a.cgroups, err = cgroup.NewPodManager(cgOpts)
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: %w", err)
+	}
+
 	a.pods = newPodManager()
 	a.statuses = status.NewManager(status.Options{Observer: opts.OnPodStatus})
 	a.queue = podworker.NewQueue()
@@ -123,7 +139,8 @@ func New(opts Options) (*Agent, error) {
 		volumes:  a.volumes,
 		cache:    a.cache,
 		queue:    a.queue,
-		admit:    append([]AdmitHandler{maxPods(opts.MaxPods)}, opts.Admit...),
+		cgroups:  a.cgroups,
+		admit:    append([]AdmitHandler{maxPods(opts.MaxPods), resources(a.cgroups, func() v1.ResourceList { return a.capacity })}, opts.Admit...),
 		rejected: make(map[types.UID]bool),
 	}
 	a.workers, err = podworker.New(a.handler, podworker.Options{
@@ -177,6 +194,20 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			return nil
 		})
+	}
+	a.capacity = a.opts.Capacity
+	if a.capacity == nil {
+		m, err := node.ReadMachine("")
+		if err != nil {
+			return fmt.Errorf("nodekit: reading the machine's capacity (or set Options.Capacity): %w", err)
+		}
+		a.capacity = v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewQuantity(m.CPUs, resource.DecimalSI),
+			v1.ResourceMemory: *resource.NewQuantity(m.MemoryBytes, resource.BinarySI),
+		}
+	}
+	if err := a.cgroups.EnsureNode(); err != nil {
+		return fmt.Errorf("nodekit: setting up the node's cgroups (set Options.Cgroups.Disabled on a host the agent does not own): %w", err)
 	}
 	a.checkRuntime(ctx)
 	run("runtime status", a.watchRuntime)

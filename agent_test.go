@@ -102,6 +102,11 @@ func startAgentWithLogs(t *testing.T, rt *runtimetest.Runtime, logs *logBuffer, 
 	if opts.RootDir == "" {
 		opts.RootDir = t.TempDir()
 	}
+	if opts.Cgroups.Root == "" {
+		// The in-memory runtime runs no processes; tests that want cgroups
+		// name their own root.
+		opts.Cgroups.Disabled = true
+	}
 	opts.Logger = h.logs.logger(t)
 	opts.OnPodStatus = func(pod *v1.Pod, s v1.PodStatus) {
 		h.mu.Lock()

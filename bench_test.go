@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
@@ -55,6 +56,7 @@ func BenchmarkStartPods(b *testing.B) {
 					MaxPods:        n,
 					RuntimeManager: runtime.ManagerOptions{PodLogsDir: b.TempDir()},
 					RootDir:        b.TempDir(),
+					Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 					OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
 						// Called serially for each pod; seen is only touched here.
 						if s.Phase == v1.PodRunning && !seen[pod.UID] {

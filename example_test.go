@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
@@ -45,6 +46,7 @@ func ExampleNew() {
 		Runtime:        rt,
 		RuntimeManager: runtime.ManagerOptions{PodLogsDir: "/tmp/nodekit-example/logs"},
 		RootDir:        "/tmp/nodekit-example/root",
+		Cgroups:        cgroup.PodManagerOptions{Disabled: true}, // no processes to hold
 		OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
 			if s.Phase == v1.PodRunning {
 				once.Do(func() { fmt.Println(pod.Name, s.Phase); cancel() })

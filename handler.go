@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
@@ -31,6 +32,7 @@ type handler struct {
 	statuses *status.Manager
 	runtime  *runtime.Manager
 	volumes  *volume.Manager
+	cgroups  *cgroup.PodManager
 	cache    pleg.Cache
 	queue    *podworker.Queue
 	workers  *podworker.Workers
@@ -193,6 +195,9 @@ func (h *handler) HandlePodCleanups(ctx context.Context) error {
 	if err := h.volumes.CleanupOrphans(ctx, keep); err != nil {
 		errs = append(errs, err)
 	}
+	if err := h.cleanupCgroups(ctx, keep, workers); err != nil {
+		errs = append(errs, err)
+	}
 	for _, rp := range all {
 		if _, known := workers[rp.ID]; known {
 			continue
@@ -218,6 +223,30 @@ func (h *handler) HandlePodCleanups(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// cleanupCgroups removes the cgroups of pods nobody wants, that have no
+// worker and nothing in the runtime.
+func (h *handler) cleanupCgroups(ctx context.Context, keep map[types.UID]bool, workers map[types.UID]podworker.PodWorkerSync) error {
+	if !h.cgroups.Enabled() {
+		return nil
+	}
+	uids, err := h.cgroups.Pods()
+	if err != nil {
+		return fmt.Errorf("nodekit: housekeeping: listing pod cgroups: %w", err)
+	}
+	var errs []error
+	for _, uid := range uids {
+		if _, known := workers[uid]; known || keep[uid] {
+			continue
+		}
+		if err := h.cgroups.DestroyPod(ctx, uid); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		h.log.V(1).Info("Removed orphaned pod cgroup", "podUID", uid)
+	}
+	return errors.Join(errs...)
+}
+
 func hasRunning(p *runtime.Pod) bool {
 	for _, c := range p.Containers {
 		if c.State == runtime.ContainerStateRunning {
@@ -234,7 +263,7 @@ func hasRunning(p *runtime.Pod) bool {
 
 // SyncPod implements podworker.SyncFuncs: report the status, then drive the
 // runtime towards the pod's spec.
-func (h *handler) SyncPod(ctx context.Context, _ podworker.UpdateType, pod *v1.Pod, podStatus *runtime.PodStatus) (bool, error) {
+func (h *handler) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod *v1.Pod, podStatus *runtime.PodStatus) (bool, error) {
 	apiStatus := h.setStatus(pod, podStatus, nil)
 	if status.IsTerminal(apiStatus.Phase) {
 		return true, nil
@@ -250,7 +279,13 @@ func (h *handler) SyncPod(ctx context.Context, _ podworker.UpdateType, pod *v1.P
 		})
 		return false, err
 	}
+	cgroupParent, err := h.ensureCgroup(pod, updateType)
+	if err != nil {
+		h.log.Error(err, "Unable to create the pod's cgroup; skipping pod", "pod", klogRef(pod), "podUID", pod.UID)
+		return false, err
+	}
 	result := h.runtime.SyncPodWithOptions(ctx, pod, podStatus, runtime.SyncPodOptions{
+		CgroupParent: cgroupParent,
 		Mounts: func(pod *v1.Pod, c *v1.Container, env map[string]string) ([]runtime.Mount, error) {
 			cms, err := h.volumes.ContainerMounts(pod, c, mounts, env)
 			if err != nil {
@@ -268,6 +303,25 @@ func (h *handler) SyncPod(ctx context.Context, _ podworker.UpdateType, pod *v1.P
 	// if nothing newer arrived meanwhile.
 	h.refresh(ctx, pod, nil)
 	return false, h.syncError(pod, result)
+}
+
+// ensureCgroup creates (or, for an updated pod, updates) the pod's cgroup
+// and returns the sandbox's cgroup parent. A new pod first brings the QoS
+// cgroups in step with the pods, as the kubelet does.
+func (h *handler) ensureCgroup(pod *v1.Pod, updateType podworker.UpdateType) (string, error) {
+	if !h.cgroups.Enabled() {
+		return "", nil
+	}
+	if !h.cgroups.PodExists(pod) {
+		if err := h.cgroups.UpdateQoS(h.activePods()); err != nil {
+			h.log.Error(err, "Updating the QoS cgroups")
+		}
+	} else if updateType == podworker.SyncPodUpdate {
+		if err := h.cgroups.UpdatePod(pod); err != nil {
+			return "", err
+		}
+	}
+	return h.cgroups.EnsurePod(pod)
 }
 
 // syncError turns a sync result into the worker's error. A container in
@@ -364,6 +418,12 @@ func (h *handler) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus 
 	h.setStatus(pod, podStatus, func(s *v1.PodStatus) { terminalPhase(pod, s) })
 	if err := h.volumes.ReleasePod(ctx, pod.UID); err != nil {
 		return fmt.Errorf("nodekit: releasing the volumes of pod %s: %w", klogRef(pod), err)
+	}
+	if err := h.cgroups.DestroyPod(ctx, pod.UID); err != nil {
+		return fmt.Errorf("nodekit: removing the cgroup of pod %s: %w", klogRef(pod), err)
+	}
+	if err := h.cgroups.UpdateQoS(h.activePods()); err != nil {
+		h.log.Error(err, "Updating the QoS cgroups")
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/sources"
@@ -88,6 +89,17 @@ type Options struct {
 	// HostPath configures the hostPath plugin: AllowedHostPaths restricts
 	// the host paths pods may mount (nil allows all, as the kubelet).
 	HostPath hostpath.Options
+
+	// Cgroups configures the pod cgroups (cgroupfs, v1 or v2): a node root
+	// (default "kubepods"), the burstable and besteffort QoS cgroups, one
+	// cgroup per pod passed to the runtime as its sandbox's cgroup parent.
+	// Set Cgroups.Disabled for an agent on a host it does not own, or whose
+	// runtime runs no processes. Two agents on one host need two roots.
+	Cgroups cgroup.PodManagerOptions
+	// Capacity is what the node offers pods; admission rejects a pod whose
+	// requests exceed it (reason OutOfcpu, OutOfmemory). Defaults to the
+	// machine's CPUs and memory.
+	Capacity v1.ResourceList
 
 	// RuntimeManager configures the pod-level runtime manager (container
 	// restart back-off 10s doubling to 300s, log directory, ...).

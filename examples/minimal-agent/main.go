@@ -21,6 +21,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -73,6 +74,7 @@ func run(log logr.Logger, manifests, url, nodeName, endpoint string) error {
 	// PodLogsDir defaults to /var/log/pods, where a CRI runtime writes.
 	var rtOpts runtime.ManagerOptions
 	rootDir := "" // defaults to /var/lib/nodekit
+	var cgroups cgroup.PodManagerOptions
 	if endpoint != "" {
 		c, err := cri.New(ctx, endpoint, cri.WithLogger(log))
 		if err != nil {
@@ -89,6 +91,7 @@ func run(log logr.Logger, manifests, url, nodeName, endpoint string) error {
 		rt = m
 		rtOpts.PodLogsDir = filepath.Join(os.TempDir(), "nodekit", "logs")
 		rootDir = filepath.Join(os.TempDir(), "nodekit", "root")
+		cgroups.Disabled = true // it runs no processes
 	}
 
 	agent, err := nodekit.New(nodekit.Options{
@@ -98,6 +101,7 @@ func run(log logr.Logger, manifests, url, nodeName, endpoint string) error {
 		Logger:         log,
 		RuntimeManager: rtOpts,
 		RootDir:        rootDir,
+		Cgroups:        cgroups,
 		OnPodStatus:    phasePrinter(),
 	})
 	if err != nil {
