@@ -436,13 +436,16 @@ cmd_start() {
 	# found there.
 	[ "$VERSION" = 2 ] && path=$CD2_BIN:$PATH
 	# setsid: the daemon outlives the caller's process group (go test,
-	# a CI step); all its output goes to the log, never to our pipes.
+	# a CI step); all its output goes to the log, never to our pipes. The
+	# shell records its own PID, then becomes containerd (setsid may fork).
 	echo "--- start $(date -Is)" >>"$LOGFILE"
-	PATH=$path setsid "$CONTAINERD" --config "$DIR/config.toml" </dev/null >>"$LOGFILE" 2>&1 &
-	echo $! >"$PIDFILE"
-	local deadline=$((SECONDS + 30))
+	rm -f "$PIDFILE"
+	PATH=$path setsid bash -c 'echo $$ >"$1.tmp" && mv "$1.tmp" "$1" && exec "$2" --config "$3"' \
+		containerd "$PIDFILE" "$CONTAINERD" "$DIR/config.toml" </dev/null >>"$LOGFILE" 2>&1 &
+	local deadline=$((SECONDS + 30)) pid=""
 	until answers; do
-		if ! pid_alive; then
+		[ -n "$pid" ] || pid=$(cat "$PIDFILE" 2>/dev/null || true)
+		if [ -n "$pid" ] && [ ! -d "/proc/$pid" ]; then
 			tail -n 30 "$LOGFILE" >&2
 			die "start: containerd $NAME exited; log above ($LOGFILE)"
 		fi
@@ -504,7 +507,8 @@ cmd_stop() {
 	if pid_alive && answers && command -v go >/dev/null; then
 		local rmpods=$CACHE/bin/cri-rmpods
 		mkdir -p "$CACHE/bin"
-		(cd "$REPO" && go build -o "$rmpods" ./hack/cri-rmpods) &&
+		{ [ -x "$rmpods" ] && [ "$rmpods" -nt "$REPO/hack/cri-rmpods/main.go" ] ||
+			(cd "$REPO" && go build -o "$rmpods" ./hack/cri-rmpods); } &&
 			"$rmpods" -endpoint "unix://$SOCK" -timeout 60s >&2 || log "stop: removing pods through CRI failed; going on"
 	fi
 	# 2. The daemon.
