@@ -90,11 +90,19 @@ func New(opts Options) (*Agent, error) {
 		if plegOpts.Logger.GetSink() == nil {
 			plegOpts.Logger = log
 		}
-		g, err := pleg.NewGeneric(opts.Runtime, rm, a.cache, plegOpts)
+		if opts.DisableEventedPLEG {
+			a.events, err = pleg.NewGeneric(opts.Runtime, rm, a.cache, pleg.GenericOptions{
+				RelistPeriod:    plegOpts.RelistPeriod,
+				RelistThreshold: plegOpts.RelistThreshold,
+				ChannelCapacity: plegOpts.ChannelCapacity,
+				Logger:          plegOpts.Logger,
+			})
+		} else {
+			a.events, err = pleg.NewAuto(opts.Runtime, rm, a.cache, plegOpts)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)
 		}
-		a.events = g
 	}
 
 	volOpts := opts.Volumes

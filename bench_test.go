@@ -24,91 +24,99 @@ import (
 // in-memory runtime (no artificial latency) and measures until every pod's
 // status is Running. Reported per pod: CPU time (user+system), allocations,
 // bytes allocated and live heap.
+//
+// The PLEG follows the in-memory runtime's event stream by default
+// (pleg=evented); pleg=generic relists every second instead.
 func BenchmarkStartPods(b *testing.B) {
-	for _, n := range []int{110, 1000} {
-		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
-			pods := make([]*v1.Pod, n)
-			for i := range pods {
-				p := &v1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), Namespace: "default", UID: types.UID(fmt.Sprintf("uid-%d", i))},
-					Spec: v1.PodSpec{Containers: []v1.Container{{
-						Name: "app", Image: "busybox:1.36", ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sleep", "3600"},
-					}}},
-				}
-				sources.SetDefaults(p)
-				pods[i] = p
-			}
-			var cpu time.Duration
-			var heapBytes uint64
-			var mallocs, allocBytes uint64
-			b.ResetTimer()
-			for range b.N {
-				b.StopTimer()
-				rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox:1.36"}})
-				var running atomic.Int64
-				allRunning := make(chan struct{})
-				seen := make(map[types.UID]bool, n)
-				src := make(chanSource, 1)
-				agent, err := nodekit.New(nodekit.Options{
-					NodeName:       "bench",
-					Sources:        []nodekit.NamedSource{{Name: "bench", Source: src}},
-					Runtime:        rt,
-					MaxPods:        n,
-					RuntimeManager: runtime.ManagerOptions{PodLogsDir: b.TempDir()},
-					RootDir:        b.TempDir(),
-					Cgroups:        cgroup.PodManagerOptions{Disabled: true},
-					OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
-						// Called serially for each pod; seen is only touched here.
-						if s.Phase == v1.PodRunning && !seen[pod.UID] {
-							seen[pod.UID] = true
-							if running.Add(1) == int64(n) {
-								close(allRunning)
-							}
-						}
-					},
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				ctx, cancel := context.WithCancel(b.Context())
-				done := make(chan error, 1)
-				go func() { done <- agent.Run(ctx) }()
-				// Let the agent start (first relist, sources) before timing.
-				time.Sleep(50 * time.Millisecond)
-				goruntime.GC()
-				var ms0, ms1 goruntime.MemStats
-				goruntime.ReadMemStats(&ms0)
-				ru0 := rusage()
-				b.StartTimer()
-
-				src <- pods
-				<-allRunning
-
-				b.StopTimer()
-				ru1 := rusage()
-				goruntime.ReadMemStats(&ms1)
-				mallocs += ms1.Mallocs - ms0.Mallocs
-				allocBytes += ms1.TotalAlloc - ms0.TotalAlloc
-				cpu += ru1 - ru0
-				goruntime.GC()
-				var ms2 goruntime.MemStats
-				goruntime.ReadMemStats(&ms2)
-				heapBytes += ms2.HeapAlloc - min(ms2.HeapAlloc, ms0.HeapAlloc)
-				cancel()
-				if err := <-done; err != nil {
-					b.Fatal(err)
-				}
-				rt.Close()
-				b.StartTimer()
-			}
-			b.StopTimer()
-			per := float64(b.N * n)
-			b.ReportMetric(float64(cpu.Nanoseconds())/per, "cpu-ns/pod")
-			b.ReportMetric(float64(mallocs)/per, "allocs/pod")
-			b.ReportMetric(float64(allocBytes)/per, "B/pod")
-			b.ReportMetric(float64(heapBytes)/per, "live-B/pod")
-		})
+	for _, mode := range []string{"evented", "generic"} {
+		for _, n := range []int{110, 1000} {
+			b.Run(fmt.Sprintf("pleg=%s/pods=%d", mode, n), func(b *testing.B) { benchmarkStartPods(b, n, mode == "generic") })
+		}
 	}
+}
+
+func benchmarkStartPods(b *testing.B, n int, generic bool) {
+	pods := make([]*v1.Pod, n)
+	for i := range pods {
+		p := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), Namespace: "default", UID: types.UID(fmt.Sprintf("uid-%d", i))},
+			Spec: v1.PodSpec{Containers: []v1.Container{{
+				Name: "app", Image: "busybox:1.36", ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sleep", "3600"},
+			}}},
+		}
+		sources.SetDefaults(p)
+		pods[i] = p
+	}
+	var cpu time.Duration
+	var heapBytes uint64
+	var mallocs, allocBytes uint64
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox:1.36"}})
+		var running atomic.Int64
+		allRunning := make(chan struct{})
+		seen := make(map[types.UID]bool, n)
+		src := make(chanSource, 1)
+		agent, err := nodekit.New(nodekit.Options{
+			NodeName:           "bench",
+			Sources:            []nodekit.NamedSource{{Name: "bench", Source: src}},
+			Runtime:            rt,
+			MaxPods:            n,
+			RuntimeManager:     runtime.ManagerOptions{PodLogsDir: b.TempDir()},
+			RootDir:            b.TempDir(),
+			Cgroups:            cgroup.PodManagerOptions{Disabled: true},
+			DisableEventedPLEG: generic,
+			OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
+				// Called serially for each pod; seen is only touched here.
+				if s.Phase == v1.PodRunning && !seen[pod.UID] {
+					seen[pod.UID] = true
+					if running.Add(1) == int64(n) {
+						close(allRunning)
+					}
+				}
+			},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(b.Context())
+		done := make(chan error, 1)
+		go func() { done <- agent.Run(ctx) }()
+		// Let the agent start (first relist, sources) before timing.
+		time.Sleep(50 * time.Millisecond)
+		goruntime.GC()
+		var ms0, ms1 goruntime.MemStats
+		goruntime.ReadMemStats(&ms0)
+		ru0 := rusage()
+		b.StartTimer()
+
+		src <- pods
+		<-allRunning
+
+		b.StopTimer()
+		ru1 := rusage()
+		goruntime.ReadMemStats(&ms1)
+		mallocs += ms1.Mallocs - ms0.Mallocs
+		allocBytes += ms1.TotalAlloc - ms0.TotalAlloc
+		cpu += ru1 - ru0
+		goruntime.GC()
+		var ms2 goruntime.MemStats
+		goruntime.ReadMemStats(&ms2)
+		heapBytes += ms2.HeapAlloc - min(ms2.HeapAlloc, ms0.HeapAlloc)
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		rt.Close()
+		b.StartTimer()
+	}
+	b.StopTimer()
+	per := float64(b.N * n)
+	b.ReportMetric(float64(cpu.Nanoseconds())/per, "cpu-ns/pod")
+	b.ReportMetric(float64(mallocs)/per, "allocs/pod")
+	b.ReportMetric(float64(allocBytes)/per, "B/pod")
+	b.ReportMetric(float64(heapBytes)/per, "live-B/pod")
 }
 
 // rusage returns the process's CPU time so far (user + system).

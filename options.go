@@ -67,10 +67,17 @@ type Options struct {
 	// to 5s.
 	RuntimeStatusPeriod time.Duration
 
-	// PLEG configures the generic PLEG (relist every 1s, unhealthy after
-	// 3m without a relist, 1000 buffered events by default). Ignored when
-	// EventGenerator is set.
-	PLEG pleg.GenericOptions
+	// PLEG configures the default event generator. When the runtime
+	// streams container events (CRI GetContainerEvents: containerd 2.x and
+	// the in-memory runtime), the agent follows the stream with a relist
+	// every 5m as a safety net, and falls back to relisting every 1s while
+	// the stream is unavailable (containerd 1.6 answers Unimplemented);
+	// other runtimes are relisted every 1s. Ignored when EventGenerator is
+	// set.
+	PLEG pleg.EventedOptions
+	// DisableEventedPLEG makes the agent relist every PLEG.RelistPeriod
+	// even when the runtime streams events.
+	DisableEventedPLEG bool
 	// EventGenerator replaces the generic PLEG. It must keep Cache up to
 	// date.
 	EventGenerator pleg.EventGenerator
