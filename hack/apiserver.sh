@@ -217,6 +217,7 @@ start_apiserver() {
 		--allow-privileged=true \
 		--cert-dir="$DIR/apiserver-certs" \
 		--profiling=false \
+		--shutdown-send-retry-after=true \
 		${NODEKIT_APISERVER_FLAGS:-} \
 		>>"$DIR/kube-apiserver.log" 2>&1 </dev/null &
 	APISERVER_PID=$!

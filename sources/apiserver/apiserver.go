@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -20,8 +22,16 @@ import (
 	"github.com/nodekit/nodekit/sources"
 )
 
-// DefaultMinInterval is the shortest time between two snapshots.
-const DefaultMinInterval = 100 * time.Millisecond
+const (
+	// DefaultMinInterval is the shortest time between two snapshots.
+	DefaultMinInterval = 100 * time.Millisecond
+	// DefaultMaxRetryInterval caps the back-off between failed lists and
+	// watches, client-go's.
+	DefaultMaxRetryInterval = 30 * time.Second
+
+	// retryInterval is the first back-off, client-go's.
+	retryInterval = 800 * time.Millisecond
+)
 
 // Options configures a Source.
 type Options struct {
@@ -31,6 +41,12 @@ type Options struct {
 	// arrive meanwhile are sent together in the next one. The first snapshot
 	// is sent as soon as the first list completes. Defaults to 100ms.
 	MinInterval time.Duration
+	// MaxRetryInterval caps the back-off between failed lists and watches:
+	// it starts at 0.8s and doubles, each wait stretched by a random factor
+	// of up to 2 so that many agents do not retry in step. After an API
+	// server outage the source lists again within about twice this.
+	// Defaults to 30s (client-go's); at least 0.8s.
+	MaxRetryInterval time.Duration
 	// Logger receives the source's logs, and the reflector's. Defaults to
 	// discarding them.
 	Logger logr.Logger
@@ -40,12 +56,16 @@ func (o *Options) setDefaults() error {
 	if o.NodeName == "" {
 		return errors.New("apiserver: NodeName is required")
 	}
-	if o.MinInterval < 0 {
-		return errors.New("apiserver: negative MinInterval")
+	if o.MinInterval < 0 || o.MaxRetryInterval < 0 {
+		return errors.New("apiserver: negative MinInterval or MaxRetryInterval")
 	}
 	if o.MinInterval == 0 {
 		o.MinInterval = DefaultMinInterval
 	}
+	if o.MaxRetryInterval == 0 {
+		o.MaxRetryInterval = DefaultMaxRetryInterval
+	}
+	o.MaxRetryInterval = max(o.MaxRetryInterval, retryInterval)
 	o.Logger = o.Logger.WithName("apiserver")
 	return nil
 }
@@ -92,8 +112,17 @@ func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 			return pods.Watch(ctx, options)
 		},
 	}, s.client)
+	log := s.log
 	r := cache.NewReflectorWithOptions(lw, &v1.Pod{}, store, cache.ReflectorOptions{
-		Name: "apiserver-source/" + s.opts.NodeName,
+		Name:   "pods",
+		Logger: &log,
+		Backoff: &wait.Backoff{
+			Duration: retryInterval,
+			Factor:   2,
+			Jitter:   1,
+			Cap:      s.opts.MaxRetryInterval,
+			Steps:    int(math.Ceil(float64(s.opts.MaxRetryInterval) / float64(retryInterval))),
+		},
 	})
 
 	var wg sync.WaitGroup

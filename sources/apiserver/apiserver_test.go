@@ -88,6 +88,7 @@ func TestNewValidates(t *testing.T) {
 		{"no client", false, apiserver.Options{NodeName: node}, false},
 		{"no node name", true, apiserver.Options{}, false},
 		{"negative interval", true, apiserver.Options{NodeName: node, MinInterval: -time.Second}, false},
+		{"negative retry interval", true, apiserver.Options{NodeName: node, MaxRetryInterval: -time.Second}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

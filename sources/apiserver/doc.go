@@ -19,8 +19,9 @@
 //
 // The source never gives up: a list or watch that fails (the API server is
 // down, a watch expired with "too old resource version") is logged by the
-// reflector, which backs off (0.8 s doubling to 30 s) and lists again; the
-// pods of the last snapshot stand meanwhile. A relist that finds the pods
+// reflector, which backs off (0.8 s doubling up to Options.MaxRetryInterval,
+// 30 s, each wait stretched by up to 2x) and lists again; the pods of the
+// last snapshot stand meanwhile. A relist that finds the pods
 // unchanged sends nothing new to the merge, which ignores identical
 // snapshots anyway.
 //
