@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -33,7 +34,10 @@ func (p *DefaultProber) grpc(ctx context.Context, req *Request) (Result, string,
 	timeout := req.Timeout()
 	conn, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUserAgent(p.opts.UserAgent))
+		grpc.WithUserAgent(p.opts.UserAgent),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return dialer(time.Now().Add(timeout)).DialContext(ctx, "tcp", addr)
+		}))
 	if err != nil {
 		return Failure, fmt.Sprintf("error: failed to connect service at %q: %v", addr, err), nil
 	}

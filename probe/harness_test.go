@@ -44,7 +44,7 @@ type rec struct {
 	At     time.Duration
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, mods ...func(*Options)) *harness {
 	h := &harness{
 		t:        t,
 		start:    time.Now(),
@@ -55,12 +55,16 @@ func newHarness(t *testing.T) *harness {
 		calls:    map[Type][]time.Duration{},
 		metrics:  map[Type]map[Result]int{},
 	}
-	m, err := NewManager(Options{
+	opts := Options{
 		Prober:   ProberFunc(h.probe),
 		Statuses: h.status,
 		Logger:   testr.NewWithOptions(t, testr.Options{Verbosity: 4}),
 		Metrics:  h,
-	})
+	}
+	for _, mod := range mods {
+		mod(&opts)
+	}
+	m, err := NewManager(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

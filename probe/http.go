@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,9 +19,15 @@ import (
 // maxRedirects is how many same-host redirects an HTTP probe follows.
 const maxRedirects = 10
 
+// errTooManyRedirects is the net/http client's message, which the kubelet
+// reports.
+var errTooManyRedirects = errors.New("stopped after 10 redirects")
+
 func newTransport() *http.Transport {
 	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 30 * time.Second}).DialContext,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return dialer(time.Time{}).DialContext(ctx, network, addr) // the request's context holds the timeout
+		},
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the kubelet does not verify probe targets either
 		TLSHandshakeTimeout: 10 * time.Second,
 		DisableKeepAlives:   true,
@@ -37,7 +44,7 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 		return http.ErrUseLastResponse
 	}
 	if len(via) >= maxRedirects {
-		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		return errTooManyRedirects
 	}
 	return nil
 }

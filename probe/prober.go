@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -118,10 +119,11 @@ type ProberOptions struct {
 	// UserAgent of HTTP and gRPC probes when the probe sets no User-Agent
 	// header. Defaults to DefaultUserAgent.
 	UserAgent string
-	// Transport sends HTTP probes. Defaults to a transport without
-	// keep-alives (every probe opens its own connection, as the kubelet's),
-	// without proxy, that does not verify the certificates of HTTPS
-	// probes (as the kubelet).
+	// Transport sends HTTP probes (through net/http's client, with the
+	// kubelet's redirect policy). Defaults to the kubelet's transport:
+	// keep-alives off (every probe opens its own connection), the probe
+	// dialer (no TCP keep-alive, one-second linger), no certificate
+	// verification for HTTPS probes; unlike the kubelet's, no proxy.
 	Transport http.RoundTripper
 }
 
@@ -285,4 +287,11 @@ func expandStatic(s string, env []v1.EnvVar) string {
 		}
 	}
 	return b.String()
+}
+
+// dialer is the dialer of HTTP, TCP and gRPC probes: no TCP keep-alive
+// (a probe connection lives for one request) and the kubelet's one-second
+// linger.
+func dialer(deadline time.Time) *net.Dialer {
+	return &net.Dialer{Deadline: deadline, KeepAlive: -1, Control: lingerControl}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"time"
 )
 
 // tcp opens a TCP connection to the probe's host (the pod IP when empty)
@@ -21,7 +22,7 @@ func (p *DefaultProber) tcp(ctx context.Context, req *Request) (Result, string, 
 			return Unknown, "", err
 		}
 	}
-	d := net.Dialer{Timeout: req.Timeout()}
+	d := dialer(time.Now().Add(req.Timeout()))
 	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		if ctx.Err() != nil {

@@ -78,7 +78,8 @@ func (w *worker) triggerProbe() {
 
 // run probes every period until the worker is stopped. The first probe
 // waits a random part of the period when the manager started less than a
-// period ago, so that the probes of the pods found at start are spread.
+// period ago, so that the probes of the pods found at start are spread;
+// probe times are rounded up to the manager's alignment.
 func (w *worker) run() {
 	ctx := w.ctx
 	defer func() {
@@ -89,25 +90,36 @@ func (w *worker) run() {
 	}()
 
 	period := time.Duration(w.spec.PeriodSeconds) * time.Second
-	if period > time.Since(w.m.start) {
-		t := time.NewTimer(rand.N(period))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+	next := time.Now()
+	if period > next.Sub(w.m.start) {
+		next = next.Add(rand.N(period))
 	}
-	ticker := time.NewTicker(period)
-	defer ticker.Stop()
-	for w.doProbe(ctx) {
+	next = w.m.align(next)
+	timer := time.NewTimer(time.Until(next))
+	defer timer.Stop()
+	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
+		case <-timer.C:
+			next = nextTick(next, period)
+			timer.Reset(time.Until(next))
 		case <-w.trigger:
 		}
+		if !w.doProbe(ctx) {
+			return
+		}
 	}
+}
+
+// nextTick is the first time after now on the schedule next + k*period, as
+// a ticker drops the ticks a slow receiver missed.
+func nextTick(next time.Time, period time.Duration) time.Time {
+	next = next.Add(period)
+	if late := time.Since(next); late > 0 {
+		next = next.Add((late/period + 1) * period)
+	}
+	return next
 }
 
 // doProbe probes the container once and records the result. It reports

@@ -411,7 +411,7 @@ func TestWorkerMetrics(t *testing.T) {
 
 func TestWorkerJitter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t)
+		h := newHarness(t, func(o *Options) { o.Alignment = -1 })
 		// Pods added before Run, as after an agent restart.
 		for _, uid := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"} {
 			pod := testPod(typesUID(uid), nil, execProbe(func(p *v1.Probe) { p.PeriodSeconds = 10 }), nil)
@@ -434,7 +434,7 @@ func TestWorkerJitter(t *testing.T) {
 		}
 
 		// A pod added later is probed at once.
-		settle(time.Minute)
+		settle(time.Minute + 20*time.Millisecond)
 		h.start = time.Now()
 		h.mu.Lock()
 		h.calls = map[Type][]time.Duration{}
@@ -445,6 +445,54 @@ func TestWorkerJitter(t *testing.T) {
 		synctest.Wait()
 		if diff := cmp.Diff(secs(0), h.callTimes(Readiness)); diff != "" {
 			t.Errorf("probe times of a late pod (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestWorkerAlignment(t *testing.T) {
+	tests := []struct {
+		name      string
+		alignment time.Duration
+		want      []time.Duration
+	}{
+		{"default 50ms: probes share ticks", 0, []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 1050 * time.Millisecond, 1050 * time.Millisecond}},
+		{"200ms", 200 * time.Millisecond, []time.Duration{200 * time.Millisecond, 200 * time.Millisecond, 1200 * time.Millisecond, 1200 * time.Millisecond}},
+		{"disabled", -1, []time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 1010 * time.Millisecond, 1030 * time.Millisecond}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, func(o *Options) { o.Alignment = tc.alignment })
+				stop := h.run()
+				defer stop()
+				settle(time.Minute)
+				h.start = time.Now()
+				for _, at := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond} {
+					time.Sleep(at)
+					pod := testPod(typesUID("p"+at.String()), nil, execProbe(nil), nil)
+					h.setStatus(pod, runningStatus("c"+at.String(), time.Now(), true))
+					h.m.AddPod(pod)
+				}
+				settle(1500 * time.Millisecond)
+				got := h.callTimes(Readiness)
+				slices.Sort(got)
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("probe times (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+func TestNextTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if got := nextTick(start, time.Second); !got.Equal(start.Add(time.Second)) {
+			t.Errorf("nextTick on time = %v, want +1s", got.Sub(start))
+		}
+		time.Sleep(3500 * time.Millisecond) // a probe longer than its period
+		if got := nextTick(start, time.Second); !got.Equal(start.Add(4 * time.Second)) {
+			t.Errorf("nextTick late = %v, want +4s (missed ticks dropped)", got.Sub(start))
 		}
 	})
 }
