@@ -54,13 +54,13 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 // message), any other status code, a connection error or a timeout a
 // failure.
 func (p *DefaultProber) http(ctx context.Context, req *Request) (Result, string, error) {
-	hreq, err := p.newHTTPRequest(ctx, req)
+	tctx, cancel := context.WithTimeout(ctx, req.Timeout())
+	defer cancel()
+	hreq, err := p.newHTTPRequest(tctx, req)
 	if err != nil {
 		return Unknown, "", err
 	}
-	tctx, cancel := context.WithTimeout(ctx, req.Timeout())
-	defer cancel()
-	res, err := p.client.Do(hreq.WithContext(tctx))
+	res, err := p.client.Do(hreq)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Unknown, "", ctx.Err()

@@ -21,7 +21,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+// The wiring the agent relies on: the runtime service runs exec probes and
+// Unhealthy is the runtime manager's UnhealthyFunc.
+var (
+	_ Execer                = runtime.RuntimeService(nil)
+	_ runtime.UnhealthyFunc = (*Manager)(nil).Unhealthy
 )
 
 func TestNewManagerOptions(t *testing.T) {
