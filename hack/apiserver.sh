@@ -70,6 +70,22 @@ write_module() {
 	fi
 }
 
+# ensure_tools installs what the script runs when it is missing (root on
+# Debian, as CI runs), or says what to install.
+ensure_tools() {
+	local missing=()
+	command -v openssl >/dev/null || missing+=(openssl)
+	command -v curl >/dev/null || missing+=(curl)
+	command -v flock >/dev/null || missing+=(util-linux)
+	[ ${#missing[@]} -gt 0 ] || return 0
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		log "installing ${missing[*]}"
+		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+	else
+		die "missing tools: install ${missing[*]}"
+	fi
+}
+
 built() { [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/etcd" ]; }
 
 cmd_build() {
@@ -326,6 +342,7 @@ usage() {
 }
 
 [ $# -ge 1 ] || usage
+ensure_tools
 cmd=$1
 shift
 REUSE=
