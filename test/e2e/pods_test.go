@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -41,6 +42,10 @@ func newFixture(t *testing.T, endpointVar string) *fixture {
 
 func newFixtureAt(t *testing.T, endpoint string) *fixture {
 	t.Helper()
+	// Registered first, so it runs after every other clean-up: the agents
+	// have stopped and the client is closed by then.
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 	f := &fixture{
 		t:        t,
 		endpoint: endpoint,
