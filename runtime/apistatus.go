@@ -32,9 +32,9 @@ const (
 // class. Conditions owned by others are copied from pod.Status. StartTime,
 // HostIP and a terminal phase set by a kill are the caller's.
 //
-// Until probes are wired in, a running container is Ready when it has no
-// readiness probe and no startup probe, and Started when it has no startup
-// probe; the probe manager overrides both.
+// By default a running container is Ready when it has no readiness probe
+// and no startup probe, and Started when it has no startup probe;
+// ManagerOptions.PodStatusHook (the probe manager) overrides both.
 func (m *Manager) APIPodStatus(pod *v1.Pod, status *PodStatus) v1.PodStatus {
 	if status == nil {
 		status = &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
@@ -51,6 +51,9 @@ func (m *Manager) APIPodStatus(pod *v1.Pod, status *PodStatus) v1.PodStatus {
 	hasInit := len(pod.Spec.InitContainers) > 0
 	s.InitContainerStatuses = m.containerStatuses(pod, status, runtimeName, pod.Spec.InitContainers, hasInit, true)
 	s.ContainerStatuses = m.containerStatuses(pod, status, runtimeName, pod.Spec.Containers, hasInit, false)
+	if m.opts.PodStatusHook != nil {
+		m.opts.PodStatusHook(pod, &s)
+	}
 	s.Phase = PodPhase(pod, &s, false)
 
 	for _, c := range pod.Status.Conditions {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -438,5 +439,32 @@ func TestPodPhaseTerminal(t *testing.T) {
 	s.ContainerStatuses[1].State.Terminated.ExitCode = 0
 	if got := PodPhase(pod, s, true); got != v1.PodSucceeded {
 		t.Errorf("terminal, all succeeded: %s, want Succeeded", got)
+	}
+}
+
+// TestAPIPodStatusHook: the hook's edits of the container flags decide the
+// conditions.
+func TestAPIPodStatusHook(t *testing.T) {
+	for _, ready := range []bool{false, true} {
+		m := newFakes(t, ManagerOptions{PodStatusHook: func(_ *v1.Pod, s *v1.PodStatus) {
+			for i := range s.ContainerStatuses {
+				s.ContainerStatuses[i].Ready = ready
+			}
+		}}).m
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}
+		status := &PodStatus{ID: "u", Name: "p", Namespace: "ns", ContainerStatuses: []*ContainerStatus{{
+			ID: "c1", Name: "c", State: ContainerStateRunning, StartedAt: time.Unix(100, 0),
+		}}}
+		s := m.APIPodStatus(pod, status)
+		want := v1.ConditionFalse
+		if ready {
+			want = v1.ConditionTrue
+		}
+		for _, c := range s.Conditions {
+			if (c.Type == v1.PodReady || c.Type == v1.ContainersReady) && c.Status != want {
+				t.Errorf("hook sets ready=%v: condition %s = %s, want %s", ready, c.Type, c.Status, want)
+			}
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -45,6 +46,11 @@ type ManagerOptions struct {
 	// liveness or startup probe; SyncPod kills them (and restarts them per
 	// the restart policy). Defaults to nil: no probe results.
 	Unhealthy UnhealthyFunc
+	// PodStatusHook, when set, edits each pod status APIPodStatus builds,
+	// after the container statuses and before the phase and conditions
+	// are derived from them: the probe manager sets the containers' Ready
+	// and Started flags from its results there.
+	PodStatusHook func(pod *v1.Pod, status *v1.PodStatus)
 }
 
 func (o *ManagerOptions) setDefaults() error {
