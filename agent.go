@@ -17,6 +17,7 @@ import (
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podworker"
+	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/status"
@@ -41,6 +42,7 @@ type Agent struct {
 	pods     *podManager
 	statuses *status.Manager
 	volumes  *volume.Manager
+	probes   *probe.Manager
 	cgroups  *cgroup.PodManager
 	handler  *handler
 	// capacity is Options.Capacity or, read at the start of Run, the
@@ -64,6 +66,7 @@ func New(opts Options) (*Agent, error) {
 	}
 	log := opts.Logger.WithValues("node", opts.NodeName)
 	a := &Agent{opts: opts, log: log}
+	var err error
 
 	a.config = sources.NewConfig(sources.ConfigOptions{Logger: log})
 	for _, s := range opts.Sources {
@@ -72,9 +75,29 @@ func New(opts Options) (*Agent, error) {
 		}
 	}
 
+	a.statuses = status.NewManager(status.Options{Observer: opts.OnPodStatus})
+	probeOpts := opts.Probes
+	if probeOpts.Runtime == nil {
+		probeOpts.Runtime = opts.Runtime
+	}
+	probeOpts.Statuses = a.statuses.GetPodStatus
+	if probeOpts.Logger.GetSink() == nil {
+		probeOpts.Logger = log
+	}
+	a.probes, err = probe.NewManager(probeOpts)
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: %w", err)
+	}
+
 	rmOpts := opts.RuntimeManager
 	if rmOpts.Logger.GetSink() == nil {
 		rmOpts.Logger = log
+	}
+	if rmOpts.Unhealthy == nil {
+		rmOpts.Unhealthy = a.probes.Unhealthy
+	}
+	if rmOpts.PodStatusHook == nil {
+		rmOpts.PodStatusHook = a.probes.UpdatePodStatus
 	}
 	rm, err := runtime.NewManager(opts.Runtime, opts.Images, rmOpts)
 	if err != nil {
@@ -136,7 +159,6 @@ func New(opts Options) (*Agent, error) {
 	}
 
 	a.pods = newPodManager()
-	a.statuses = status.NewManager(status.Options{Observer: opts.OnPodStatus})
 	a.queue = podworker.NewQueue()
 	a.handler = &handler{
 		log:      log,
@@ -145,6 +167,7 @@ func New(opts Options) (*Agent, error) {
 		statuses: a.statuses,
 		runtime:  rm,
 		volumes:  a.volumes,
+		probes:   a.probes,
 		cache:    a.cache,
 		queue:    a.queue,
 		cgroups:  a.cgroups,
@@ -170,6 +193,9 @@ func New(opts Options) (*Agent, error) {
 	a.loop, err = syncloop.New(h, syncloop.Config{
 		Updates:            a.config.Updates(),
 		PLEG:               a.events.Events(),
+		Liveness:           a.probes.Liveness(),
+		Readiness:          a.probes.Readiness(),
+		Startup:            a.probes.Startup(),
 		Extra:              opts.Extra,
 		Pods:               a.pods,
 		Work:               a.queue,
@@ -221,6 +247,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("runtime status", a.watchRuntime)
 	run("pleg", a.events.Run)
 	run("volume manager", a.volumes.Run)
+	run("probes", a.probes.Run)
 	run("pod workers", a.workers.Run)
 	run("sources", a.config.Run)
 	run("sync loop", a.loop.Run)

@@ -17,6 +17,7 @@ import (
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podworker"
+	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
@@ -32,6 +33,7 @@ type handler struct {
 	statuses *status.Manager
 	runtime  *runtime.Manager
 	volumes  *volume.Manager
+	probes   *probe.Manager
 	cgroups  *cgroup.PodManager
 	cache    pleg.Cache
 	queue    *podworker.Queue
@@ -76,6 +78,7 @@ func (h *handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
 			active = append(active, pod)
 		}
 		h.volumes.AddPod(pod)
+		h.probes.AddPod(pod)
 		h.workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodCreate, Pod: pod})
 	}
 }
@@ -135,6 +138,7 @@ func (h *handler) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 		if h.isRejected(pod.UID) {
 			continue
 		}
+		h.probes.RemovePod(pod)
 		h.workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodKill, Pod: pod})
 	}
 }
@@ -180,6 +184,7 @@ func (h *handler) HandlePodCleanups(ctx context.Context) error {
 
 	workers := h.workers.SyncKnownPods(desired)
 	h.statuses.RemoveOrphans(desiredUIDs)
+	h.probes.CleanupPods(desiredUIDs)
 
 	all, err := h.runtime.GetPods(ctx, true)
 	if err != nil {
@@ -371,6 +376,7 @@ func (h *handler) setStatus(pod *v1.Pod, podStatus *runtime.PodStatus, edit func
 // SyncTerminatingPod implements podworker.SyncFuncs: stop every container of
 // the pod within the grace period.
 func (h *handler) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus, gracePeriod int64, edit func(*v1.PodStatus)) error {
+	h.probes.StopLivenessAndStartup(pod)
 	h.setStatus(pod, podStatus, edit)
 	if err := h.runtime.KillPod(ctx, pod, runtime.RunningPod(podStatus), &gracePeriod); err != nil {
 		return fmt.Errorf("nodekit: stopping pod %s: %w", klogRef(pod), err)
@@ -416,6 +422,7 @@ func (h *handler) SyncTerminatingRuntimePod(ctx context.Context, rp *runtime.Pod
 // housekeeping removes them.
 func (h *handler) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus) error {
 	h.setStatus(pod, podStatus, func(s *v1.PodStatus) { terminalPhase(pod, s) })
+	h.probes.RemovePod(pod)
 	if err := h.volumes.ReleasePod(ctx, pod.UID); err != nil {
 		return fmt.Errorf("nodekit: releasing the volumes of pod %s: %w", klogRef(pod), err)
 	}

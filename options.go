@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/syncloop"
@@ -107,6 +108,11 @@ type Options struct {
 	// requests exceed it (reason OutOfcpu, OutOfmemory). Defaults to the
 	// machine's CPUs and memory.
 	Capacity v1.ResourceList
+
+	// Probes configures the liveness, readiness and startup probes. Its
+	// Runtime (for exec probes) defaults to Runtime; Statuses is the
+	// agent's.
+	Probes probe.Options
 
 	// RuntimeManager configures the pod-level runtime manager (container
 	// restart back-off 10s doubling to 300s, log directory, ...).
