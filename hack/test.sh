@@ -8,8 +8,13 @@
 # end-to-end tests in test/e2e, and stops and removes both when it exits.
 # Otherwise the end-to-end tests skip and say why.
 #
-# NODEKIT_E2E=0 skips the containerds even as root; NODEKIT_CONTAINERD2=0
-# skips only the 2.x one (its first build takes minutes).
+# It also builds (once, cached: about 10 minutes cold) and starts a real
+# kube-apiserver and etcd with hack/apiserver.sh and exports
+# NODEKIT_KUBECONFIG for the integration tests in test/integration.
+#
+# NODEKIT_E2E=0 skips the containerds and the API server even as root;
+# NODEKIT_CONTAINERD2=0 skips only the 2.x containerd (its first build takes
+# minutes), NODEKIT_APISERVER=0 only the API server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
@@ -21,12 +26,17 @@ t_all=$(now)
 if [ "$(id -u)" -eq 0 ] && [ "$(uname -s)" = Linux ] && [ "${NODEKIT_E2E:-1}" != 0 ]; then
 	cd_sh=hack/containerd.sh
 	started=()
+	apiserver_dir=
 	cleanup() {
 		local t; t=$(now)
 		for name in "${started[@]}"; do
 			$cd_sh stop --name "$name" || true
 		done
 		step "$t" "stop containerds"
+		if [ -n "$apiserver_dir" ]; then
+			t=$(now); hack/apiserver.sh stop --dir "$apiserver_dir" || true; step "$t" "stop kube-apiserver"
+			rm -rf "$(dirname "$apiserver_dir")"
+		fi
 	}
 	trap cleanup EXIT
 	trap 'exit 130' INT TERM
@@ -47,6 +57,15 @@ if [ "$(id -u)" -eq 0 ] && [ "$(uname -s)" = Linux ] && [ "${NODEKIT_E2E:-1}" !=
 		NODEKIT_CRI2_ENDPOINT=$($cd_sh start --version 2 --name "test-2-$$")
 		export NODEKIT_CRI2_ENDPOINT
 		step "$t" "start containerd 2.x"
+	fi
+	if [ "${NODEKIT_APISERVER:-1}" != 0 ]; then
+		t=$(now); hack/apiserver.sh build; step "$t" "build kube-apiserver, etcd"
+		t=$(now)
+		apiserver_dir=$(mktemp -d)/apiserver
+		hack/apiserver.sh start --dir "$apiserver_dir" >&2
+		eval "$(hack/apiserver.sh env --dir "$apiserver_dir")"
+		export NODEKIT_KUBECONFIG
+		step "$t" "start kube-apiserver"
 	fi
 	# The end-to-end tests start their own throw-away instances with the
 	# same script (e.g. to stop one for a while).
