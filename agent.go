@@ -20,6 +20,7 @@ import (
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/sources"
+	"github.com/nodekit/nodekit/sources/apiserver"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
 	"github.com/nodekit/nodekit/volume"
@@ -44,6 +45,7 @@ type Agent struct {
 	volumes  *volume.Manager
 	probes   *probe.Manager
 	cgroups  *cgroup.PodManager
+	node     *node.Controller // nil for a standalone agent
 	handler  *handler
 	// capacity is Options.Capacity or, read at the start of Run, the
 	// machine's; admission reads it from the sync loop.
@@ -72,6 +74,11 @@ func New(opts Options) (*Agent, error) {
 	for _, s := range opts.Sources {
 		if err := a.config.Add(s.Name, s.Source); err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)
+		}
+	}
+	if opts.KubeClient != nil {
+		if err := a.joinCluster(); err != nil {
+			return nil, err
 		}
 	}
 
@@ -212,6 +219,52 @@ func New(opts Options) (*Agent, error) {
 	return a, nil
 }
 
+// joinCluster adds the API server's pods as a source and the Node
+// controller.
+func (a *Agent) joinCluster() error {
+	srcOpts := a.opts.APISource
+	srcOpts.NodeName = a.opts.NodeName
+	if srcOpts.Logger.GetSink() == nil {
+		srcOpts.Logger = a.log
+	}
+	src, err := apiserver.New(a.opts.KubeClient, srcOpts)
+	if err != nil {
+		return fmt.Errorf("nodekit: %w", err)
+	}
+	if err := a.config.Add(sources.APIServerSource, src); err != nil {
+		return fmt.Errorf("nodekit: %w", err)
+	}
+
+	nodeOpts := a.opts.Node
+	nodeOpts.NodeName = a.opts.NodeName
+	nodeOpts.MaxPods = a.opts.MaxPods
+	if nodeOpts.Capacity == nil {
+		nodeOpts.Capacity = a.opts.Capacity
+	}
+	if nodeOpts.Logger.GetSink() == nil {
+		nodeOpts.Logger = a.log
+	}
+	if nodeOpts.Health == nil {
+		// Ready as the kubelet: the runtime answers and the PLEG relists.
+		nodeOpts.Health = func() error { return a.runtimeHealthy(nil) }
+	}
+	if nodeOpts.RuntimeVersion == nil {
+		rt := a.opts.Runtime
+		nodeOpts.RuntimeVersion = func(ctx context.Context) (string, error) {
+			v, err := rt.Version(ctx, "v1")
+			if err != nil {
+				return "", err
+			}
+			return v.GetRuntimeName() + "://" + v.GetRuntimeVersion(), nil
+		}
+	}
+	a.node, err = node.New(a.opts.KubeClient, nodeOpts)
+	if err != nil {
+		return fmt.Errorf("nodekit: %w", err)
+	}
+	return nil
+}
+
 // Run runs the agent until ctx ends. It returns nil then, after every
 // goroutine it started has exited; pods keep running in the runtime, so a
 // restarted agent finds them again. Run may be called only once.
@@ -250,6 +303,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("probes", a.probes.Run)
 	run("pod workers", a.workers.Run)
 	run("sources", a.config.Run)
+	if a.node != nil {
+		run("node", a.node.Run)
+	}
 	run("sync loop", a.loop.Run)
 	err := g.Wait()
 	a.log.Info("Node agent stopped")

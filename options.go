@@ -10,11 +10,15 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/sources"
+	"github.com/nodekit/nodekit/sources/apiserver"
 	"github.com/nodekit/nodekit/syncloop"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/hostpath"
@@ -34,13 +38,28 @@ type Options struct {
 	// NodeName is the name of the node the agent runs. Defaults to the
 	// host name, lower-cased.
 	NodeName string
-	// Sources deliver the pods to run. At least one is required.
+	// Sources deliver the pods to run. At least one is required unless
+	// KubeClient is set, which adds the API server's pods as the source
+	// named "api".
 	Sources []NamedSource
 	// Runtime runs the sandboxes and containers. Required.
 	Runtime runtime.RuntimeService
 	// Images pulls and inspects images. Defaults to Runtime when it also
 	// implements runtime.ImageService.
 	Images runtime.ImageService
+
+	// KubeClient joins the agent to a cluster: it runs the pods bound to
+	// NodeName (source "api"), registers the Node, reports its status and
+	// renews its Lease. Defaults to nil: a standalone agent.
+	KubeClient kubernetes.Interface
+	// Node configures the Node registration, status and Lease (status every
+	// 10s, reported at least every 5m, Lease of 40s renewed every 10s).
+	// NodeName, MaxPods, Health and RuntimeVersion are the agent's. Used
+	// only with KubeClient.
+	Node node.Options
+	// APISource configures the API-server pod source. NodeName is the
+	// agent's. Used only with KubeClient.
+	APISource apiserver.Options
 
 	// Logger receives the agent's logs. Defaults to discarding them.
 	Logger logr.Logger
@@ -138,8 +157,8 @@ func (o *Options) setDefaults() error {
 		}
 		o.NodeName = strings.ToLower(h)
 	}
-	if len(o.Sources) == 0 {
-		return errors.New("nodekit: Options.Sources is empty; at least one pod source is required")
+	if len(o.Sources) == 0 && o.KubeClient == nil {
+		return errors.New("nodekit: Options.Sources is empty and there is no KubeClient; at least one pod source is required")
 	}
 	seen := map[string]bool{}
 	for i, s := range o.Sources {
@@ -148,6 +167,9 @@ func (o *Options) setDefaults() error {
 		}
 		if seen[s.Name] {
 			return fmt.Errorf("nodekit: two sources named %q", s.Name)
+		}
+		if s.Name == sources.APIServerSource && o.KubeClient != nil {
+			return fmt.Errorf("nodekit: the source name %q is the API server's, which KubeClient adds", s.Name)
 		}
 		seen[s.Name] = true
 	}

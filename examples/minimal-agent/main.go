@@ -19,6 +19,8 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
@@ -36,17 +38,18 @@ func main() {
 		url       = flag.String("manifest-url", "", "URL of a Pod or PodList to run too")
 		nodeName  = flag.String("node-name", "", "node name (defaults to the host name)")
 		endpoint  = flag.String("runtime-endpoint", "", "CRI endpoint, e.g. unix:///run/containerd/containerd.sock (default: the in-memory runtime)")
+		kubecfg   = flag.String("kubeconfig", "", "kubeconfig of a cluster to join as a node (default: standalone)")
 		verbosity = flag.Int("v", 0, "log verbosity (0: state changes, 1: pod lifecycle, 4: every sync)")
 	)
 	flag.Parse()
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.Level(-*verbosity)}))
-	if err := run(log, *manifests, *url, *nodeName, *endpoint); err != nil {
+	if err := run(log, *manifests, *url, *nodeName, *endpoint, *kubecfg); err != nil {
 		log.Error(err, "minimal-agent failed")
 		os.Exit(1)
 	}
 }
 
-func run(log logr.Logger, manifests, url, nodeName, endpoint string) error {
+func run(log logr.Logger, manifests, url, nodeName, endpoint, kubeconfig string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if nodeName == "" {
@@ -94,7 +97,20 @@ func run(log logr.Logger, manifests, url, nodeName, endpoint string) error {
 		cgroups.Disabled = true // it runs no processes
 	}
 
+	var client kubernetes.Interface
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return err
+		}
+		cfg.QPS, cfg.Burst = 50, 100 // the kubelet's
+		if client, err = kubernetes.NewForConfig(cfg); err != nil {
+			return err
+		}
+	}
+
 	agent, err := nodekit.New(nodekit.Options{
+		KubeClient:     client,
 		NodeName:       nodeName,
 		Sources:        srcs,
 		Runtime:        rt,
