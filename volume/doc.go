@@ -5,6 +5,10 @@
 // the pods' directories under the agent's root, and turns a container's
 // volumeMounts into host mounts for the runtime.
 //
+// Packages configmap, secret, downwardapi and projected are the plugins of
+// API data (with service-account tokens), written atomically and kept up
+// to date by calling SetUp again (their RequiresRefresh method).
+//
 // # Usage
 //
 //	hp, err := hostpath.New(hostpath.Options{AllowedHostPaths: allowed})
