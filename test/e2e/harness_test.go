@@ -23,6 +23,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/sources"
@@ -107,6 +108,34 @@ func testNamespace(t *testing.T) string {
 // cleanupContext is for clean-ups, which run after t.Context is done.
 func cleanupContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 2*time.Minute)
+}
+
+// testCgroupRoot returns a node cgroup root of the test's own for its
+// agents, nodekit-e2e-XXXXXX: never the agent's default, kubepods, which
+// belongs to whatever else runs pods on the host. When the test ends it
+// removes the root and everything left below it (pod cgroups of pods that
+// were still running when the agent stopped), killing what still runs
+// there. Call it before cleanupNamespace, so that its clean-up runs after
+// the pods were removed through CRI.
+func testCgroupRoot(t *testing.T) string {
+	t.Helper()
+	root := unique("nodekit-e2e")
+	t.Cleanup(func() {
+		ctx, cancel := cleanupContext()
+		defer cancel()
+		mgr, err := cgroup.Open("")
+		if err != nil {
+			t.Errorf("removing the test's cgroup root %s: %v", root, err)
+			return
+		}
+		if err := mgr.Destroy(ctx, root); err != nil {
+			t.Errorf("removing the test's cgroup root %s: %v", root, err)
+		}
+		if mgr.Exists(root) {
+			t.Errorf("the test's cgroup root %s is still there", root)
+		}
+	})
+	return root
 }
 
 // removeNamespace stops and removes, through CRI, every sandbox and
@@ -251,6 +280,8 @@ type agentConfig struct {
 	nodeName    string
 	manifests   string // manifest directory
 	podLogsDir  string
+	rootDir     string // Options.RootDir
+	cgroupRoot  string // Options.Cgroups.Root
 	runtime     runtime.RuntimeService
 	images      runtime.ImageService
 	logs        *logBuffer
@@ -268,7 +299,8 @@ type agentRun struct {
 	mu       sync.Mutex
 	statuses map[string]v1.PodStatus // by namespace/name
 	phases   map[string][]v1.PodPhase
-	waiting  map[string]map[string]bool // pod → waiting reasons seen
+	waiting  map[string]map[string]bool      // pod → waiting reasons seen
+	ready    map[string][]v1.ConditionStatus // pod → its Ready condition, each change
 }
 
 // startAgent starts an agent that reads static pods from cfg.manifests,
@@ -280,6 +312,7 @@ func startAgent(t *testing.T, cfg agentConfig) *agentRun {
 		statuses: map[string]v1.PodStatus{},
 		phases:   map[string][]v1.PodPhase{},
 		waiting:  map[string]map[string]bool{},
+		ready:    map[string][]v1.ConditionStatus{},
 	}
 	if cfg.logs == nil {
 		cfg.logs = &logBuffer{}
@@ -297,6 +330,8 @@ func startAgent(t *testing.T, cfg agentConfig) *agentRun {
 		Images:              cfg.images,
 		Logger:              log,
 		RuntimeStatusPeriod: time.Second,
+		RootDir:             cfg.rootDir,
+		Cgroups:             cgroup.PodManagerOptions{Root: cfg.cgroupRoot},
 		RuntimeManager: runtime.ManagerOptions{
 			PodLogsDir: cfg.podLogsDir,
 			BackOff:    runtime.BackOffOptions{Initial: time.Second, Max: 8 * time.Second},
@@ -347,6 +382,14 @@ func (r *agentRun) observe(pod *v1.Pod, s v1.PodStatus) {
 	if ph := r.phases[key]; len(ph) == 0 || ph[len(ph)-1] != s.Phase {
 		r.phases[key] = append(ph, s.Phase)
 	}
+	for _, c := range s.Conditions {
+		if c.Type != v1.PodReady {
+			continue
+		}
+		if rh := r.ready[key]; len(rh) == 0 || rh[len(rh)-1] != c.Status {
+			r.ready[key] = append(rh, c.Status)
+		}
+	}
 	for _, c := range slices.Concat(s.InitContainerStatuses, s.ContainerStatuses) {
 		if w := c.State.Waiting; w != nil && w.Reason != "" {
 			if r.waiting[key] == nil {
@@ -355,6 +398,14 @@ func (r *agentRun) observe(pod *v1.Pod, s v1.PodStatus) {
 			r.waiting[key][w.Reason] = true
 		}
 	}
+}
+
+// readyHistory returns the values pod's Ready condition took, in order,
+// each change once.
+func (r *agentRun) readyHistory(pod string) []v1.ConditionStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.ready[pod])
 }
 
 func (r *agentRun) status(pod string) (v1.PodStatus, bool) {

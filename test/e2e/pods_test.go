@@ -21,16 +21,18 @@ import (
 )
 
 // fixture is what every test starts from: a CRI client of a containerd, a
-// namespace and node name of the test's own, a manifest directory and a
-// pod log directory.
+// namespace and node name of the test's own, a manifest directory, a pod
+// log directory, and the agent's root directory and cgroup root.
 type fixture struct {
-	t        *testing.T
-	endpoint string
-	cri      *cri.Client
-	ns       string
-	node     string
-	dir      string
-	logsDir  string
+	t          *testing.T
+	endpoint   string
+	cri        *cri.Client
+	ns         string
+	node       string
+	dir        string
+	logsDir    string
+	rootDir    string // Options.RootDir: pod directories and volumes
+	cgroupRoot string // Options.Cgroups.Root, e.g. nodekit-e2e-1a2b3c
 }
 
 // newFixture connects to the containerd the environment variable names
@@ -54,7 +56,9 @@ func newFixtureAt(t *testing.T, endpoint string) *fixture {
 		node:     unique("node"),
 		dir:      t.TempDir(),
 		logsDir:  t.TempDir(),
+		rootDir:  t.TempDir(),
 	}
+	f.cgroupRoot = testCgroupRoot(t)
 	cleanupNamespace(t, f.cri, f.ns)
 	return f
 }
@@ -75,6 +79,8 @@ func (f *fixture) agentWith(rs runtime.RuntimeService, description string, custo
 		nodeName:    f.node,
 		manifests:   f.dir,
 		podLogsDir:  f.logsDir,
+		rootDir:     f.rootDir,
+		cgroupRoot:  f.cgroupRoot,
 		runtime:     rs,
 		images:      f.cri,
 		customize:   customize,
