@@ -24,8 +24,12 @@ import (
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
 	"github.com/nodekit/nodekit/volume"
+	"github.com/nodekit/nodekit/volume/configmap"
+	"github.com/nodekit/nodekit/volume/downwardapi"
 	"github.com/nodekit/nodekit/volume/emptydir"
 	"github.com/nodekit/nodekit/volume/hostpath"
+	"github.com/nodekit/nodekit/volume/projected"
+	"github.com/nodekit/nodekit/volume/secret"
 )
 
 // Agent is a node agent assembled from nodekit's parts. Create it with New
@@ -150,6 +154,32 @@ func New(opts Options) (*Agent, error) {
 			return nil, fmt.Errorf("nodekit: %w", err)
 		}
 		volOpts.Plugins = []volume.Plugin{hp, emptydir.New(emptydir.Options{Logger: log})}
+		// The downward API of a volume reports the node's allocatable
+		// resources: the Node's when joined, else the capacity.
+		allocatable := func() v1.ResourceList {
+			if a.node != nil {
+				if n, ok := a.node.Node(); ok && n.Status.Allocatable != nil {
+					return n.Status.Allocatable
+				}
+			}
+			return a.capacity
+		}
+		volOpts.Plugins = append(volOpts.Plugins, downwardapi.New(downwardapi.Options{NodeAllocatable: allocatable, Logger: log}))
+		if opts.KubeClient != nil {
+			cm, err := configmap.NewForClient(opts.KubeClient, configmap.Options{Logger: log})
+			if err != nil {
+				return nil, fmt.Errorf("nodekit: %w", err)
+			}
+			sec, err := secret.NewForClient(opts.KubeClient, secret.Options{Logger: log})
+			if err != nil {
+				return nil, fmt.Errorf("nodekit: %w", err)
+			}
+			proj, err := projected.NewForClient(opts.KubeClient, projected.Options{NodeAllocatable: allocatable, Logger: log})
+			if err != nil {
+				return nil, fmt.Errorf("nodekit: %w", err)
+			}
+			volOpts.Plugins = append(volOpts.Plugins, cm, sec, proj)
+		}
 	}
 	a.volumes, err = volume.NewManager(volOpts)
 	if err != nil {

@@ -110,8 +110,11 @@ type Options struct {
 	// Defaults to /var/lib/nodekit.
 	RootDir string
 	// Volumes configures the volume manager (reconcile every 100ms, wait
-	// at most 2m3s for a pod's volumes). Its Plugins default to hostPath
-	// (configured by HostPath) and emptyDir; its RootDir is RootDir.
+	// at most 2m3s for a pod's volumes, refresh configMap, secret,
+	// downwardAPI and projected volumes every 1m). Its Plugins default to
+	// hostPath (configured by HostPath), emptyDir and downwardAPI, plus
+	// configMap, secret and projected (service-account tokens included)
+	// with KubeClient; its RootDir is RootDir.
 	Volumes volume.Options
 	// HostPath configures the hostPath plugin: AllowedHostPaths restricts
 	// the host paths pods may mount (nil allows all, as the kubelet).

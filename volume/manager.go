@@ -51,6 +51,12 @@ type Options struct {
 	// ReconcilePeriod is the pause between two passes of Run over every
 	// pod. Defaults to 100ms (the kubelet's reconciler period).
 	ReconcilePeriod time.Duration
+	// RefreshPeriod is how often the volumes of plugins that implement
+	// Refresher (configMap, secret, downwardAPI, projected) are set up
+	// again with the latest pod, so that their content follows their
+	// source; AddPod with a new version of the pod makes it due at once.
+	// Defaults to 1m (the kubelet's sync frequency); negative disables it.
+	RefreshPeriod time.Duration
 	// WaitTimeout bounds WaitForPodVolumes. Defaults to 2m3s (the kubelet's
 	// podAttachAndMountTimeout).
 	WaitTimeout time.Duration
@@ -81,6 +87,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.WaitTimeout == 0 {
 		o.WaitTimeout = 2*time.Minute + 3*time.Second
+	}
+	if o.RefreshPeriod == 0 {
+		o.RefreshPeriod = time.Minute
 	}
 	if o.ReconcilePeriod < 0 || o.WaitTimeout < 0 {
 		return o, fmt.Errorf("volume: ReconcilePeriod (%v) and WaitTimeout (%v) must be positive", o.ReconcilePeriod, o.WaitTimeout)
@@ -145,6 +154,10 @@ type podEntry struct {
 	// (creating or removing its directories).
 	podFailure *failure
 	dirsMade   bool
+	// refreshAt is when the refreshable volumes are next set up again;
+	// refreshErrs the last refresh error of each, logged once.
+	refreshAt   time.Time
+	refreshErrs map[string]string
 	// dead: removed from Manager.pods; whoever locked it looks again.
 	dead bool
 }
@@ -239,8 +252,50 @@ func (m *Manager) reconcileAll(ctx context.Context) {
 		if e == nil {
 			continue
 		}
+		m.refreshPod(ctx, e, time.Now())
 		m.reconcilePod(ctx, e, false)
 		m.unlockPod(e)
+	}
+}
+
+// refreshPod sets up again, with the latest pod, the mounted volumes whose
+// plugin is a Refresher asking for it, when the pod's refresh is due. A
+// failed refresh leaves the volume set up as it was. e.op is held.
+func (m *Manager) refreshPod(ctx context.Context, e *podEntry, now time.Time) {
+	type item struct {
+		vol *v1.Volume
+		mv  mounted
+	}
+	var todo []item
+	m.mu.Lock()
+	pod := e.pod
+	if pod != nil && m.opts.RefreshPeriod > 0 && !now.Before(e.refreshAt) {
+		e.refreshAt = now.Add(m.opts.RefreshPeriod)
+		for i := range pod.Spec.Volumes {
+			vol := &pod.Spec.Volumes[i]
+			mv, ok := e.mounted[vol.Name]
+			if r, isRefresher := mv.plugin.(Refresher); ok && isRefresher && r.RequiresRefresh(vol) {
+				todo = append(todo, item{vol, mv})
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, it := range todo {
+		_, err := it.mv.plugin.SetUp(ctx, SetUpRequest{Pod: pod, Volume: it.vol, Dir: it.mv.dir})
+		m.mu.Lock()
+		prev, had := e.refreshErrs[it.vol.Name]
+		if err == nil {
+			delete(e.refreshErrs, it.vol.Name)
+		} else {
+			if e.refreshErrs == nil {
+				e.refreshErrs = map[string]string{}
+			}
+			e.refreshErrs[it.vol.Name] = err.Error()
+		}
+		m.mu.Unlock()
+		if err != nil && (!had || prev != err.Error()) {
+			m.log.V(1).Info("Refreshing volume failed; it keeps its content", "pod", podRef(pod), "podUID", e.uid, "volume", it.vol.Name, "err", err.Error())
+		}
 	}
 }
 
@@ -252,6 +307,11 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 	if e == nil {
 		e = &podEntry{uid: pod.UID, mounted: map[string]mounted{}, failed: map[string]*failure{}}
 		m.pods[pod.UID] = e
+	}
+	if e.pod != pod {
+		// A new version of the pod (labels for the downward API, say):
+		// refresh what depends on it.
+		e.refreshAt = time.Time{}
 	}
 	e.pod = pod
 	m.mu.Unlock()

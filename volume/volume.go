@@ -213,3 +213,14 @@ type markedError struct{ err, class error }
 
 func (e *markedError) Error() string   { return e.err.Error() }
 func (e *markedError) Unwrap() []error { return []error{e.err, e.class} }
+
+// Refresher is a Plugin whose volumes follow a source that changes
+// (configMap, secret, downwardAPI, projected): the Manager calls SetUp
+// again, with the latest pod and the same directory, every
+// Options.RefreshPeriod and when the pod changes. SetUp must then update
+// the content in place (atomically) and return the same mount. A failed
+// refresh leaves the volume set up as it was.
+type Refresher interface {
+	Plugin
+	RequiresRefresh(vol *v1.Volume) bool
+}
