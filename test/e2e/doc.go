@@ -28,7 +28,12 @@
 // An agent owns its runtime: its housekeeping stops every pod it does not
 // know. The tests therefore run one after the other, never in parallel, and
 // nothing else should create kubelet-labelled pods on the same containerd
-// while they run. Each test uses its own node name and namespace, removes
-// what it created through CRI even when it fails, and checks that nothing
-// of its own is left.
+// while they run. Each test uses its own node name and namespace, its own
+// agent root directory (a temporary directory) and its own node cgroup root
+// (nodekit-e2e-XXXXXX, never the agent's default kubepods), removes what it
+// created through CRI and then that cgroup root even when it fails, and
+// checks that nothing of its own is left.
+//
+// The cgroup test reads cgroup v1 limits and skips on a host without the
+// v1 memory and cpu controllers.
 package e2e
