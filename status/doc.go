@@ -1,10 +1,56 @@
-// Package status keeps the API status of every pod the agent runs: the
-// v1.PodStatus the agent would report, versioned, with the kubelet's merge
-// rules (a terminal phase is final, the start time is kept), and tells an
-// observer of each change.
+// Package status keeps the API status of every pod the agent runs and
+// writes it to the API server: the kubelet's status manager.
+//
+// The Manager holds one v1.PodStatus per pod, versioned, merged with the
+// kubelet's local rules (a terminal phase is final, the start time is
+// kept, unchanged conditions keep their transition times), and tells an
+// observer of each change. With a client, Run writes them:
+//
+//   - one writer goroutine; SetPodStatus marks the pod dirty and wakes it
+//     through a channel of capacity 1, so any number of changes made
+//     before it runs go out as one write, the latest. A resync every 10 s
+//     writes what is still unwritten (failed writes) and what drifted;
+//   - each write reads the pod (for a static pod: its mirror pod, found by
+//     the static pod's name and config.hash), skips it if its UID changed
+//     (the pod was replaced) or it is bound to another node, merges the
+//     status held into the stored one (conditions the agent does not own
+//     are kept; a terminal phase is held back while containers could still
+//     run) and sends the difference as a strategic-merge PATCH of the
+//     status subresource with the pod's UID and resource version as
+//     preconditions, never a full update. A PATCH refused because the pod
+//     changed is retried on the pod read again, so the merge always
+//     applies to what it read;
+//   - versions: the writer takes the newest version when it runs and
+//     records the version written; an older status is never sent after a
+//     newer one. A stored terminal phase is never replaced by a
+//     non-terminal one, whoever wrote it;
+//   - when a pod has a deletion timestamp, its containers cannot run any
+//     more and its written status is terminal (or shows no running
+//     container), the pod is deleted with grace period 0 and its UID as a
+//     precondition, which completes a graceful deletion.
+//
+// # Usage
+//
+//	m := status.NewManager(status.Options{
+//		Client:                     client,
+//		NodeName:                   node,
+//		CouldHaveRunningContainers: workers.CouldHaveRunningContainers,
+//		MirrorPod:                  mirrors.MirrorPod,
+//		Logger:                     log,
+//	})
+//	go m.Run(ctx)
+//	m.SetPodStatus(pod, status)
 //
 // # Concurrency
 //
 // Manager is safe for concurrent use. The observer is called without the
-// manager's lock held, in the order of the changes of each pod.
+// manager's lock held, in the order of the changes of each pod. The
+// functions in Options are called with the lock held and must not call
+// back into the Manager. SetPodStatus never waits for the API server.
+//
+// # Errors
+//
+// API errors are logged and the pod is written again at the next resync;
+// an API server that does not answer ends the writer's run early, leaving
+// the remaining pods to the next resync. Stats counts the requests.
 package status

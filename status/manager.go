@@ -2,63 +2,210 @@ package status
 
 import (
 	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodekit/nodekit/mirror"
 )
 
 // Observer is told of every change of a pod's status. It must not block.
 type Observer func(pod *v1.Pod, status v1.PodStatus)
 
-// Options for NewManager.
+// The defaults of Options.
+const (
+	DefaultResyncPeriod   = 10 * time.Second
+	DefaultWriteDelay     = 100 * time.Millisecond
+	DefaultRequestTimeout = 10 * time.Second
+)
+
+// Options for NewManager. The zero value holds the statuses locally and
+// writes nothing.
 type Options struct {
-	// Observer, when set, is called after each change.
+	// Observer, when set, is called after each change. Defaults to none.
 	Observer Observer
+	// Client writes the statuses to the API server (Run does). Defaults to
+	// nil: the statuses are only held, and Run just waits for its context.
+	Client kubernetes.Interface
+	// NodeName is the node the agent runs as: the status of a pod the API
+	// server shows bound to another node is never written. Defaults to ""
+	// (no check).
+	NodeName string
+	// ResyncPeriod is how often every status is checked against what was
+	// written (and, with APIPod or MirrorPod, against what the API server
+	// shows), and written again when they differ: failed writes are
+	// retried, drift is repaired. Defaults to 10s (the kubelet's); zero or
+	// negative means the default.
+	ResyncPeriod time.Duration
+	// WriteDelay is how long the writer waits after a status changed before
+	// it writes, so that the statuses a pod start produces in quick
+	// succession (Pending, then Running and Ready) go out in one PATCH.
+	// Defaults to 100ms; negative writes at once.
+	WriteDelay time.Duration
+	// RequestTimeout bounds each API request. Defaults to 10s; zero or
+	// negative means the default.
+	RequestTimeout time.Duration
+	// CouldHaveRunningContainers reports whether containers of the pod may
+	// still run; the agent passes its pod workers' answer. While it is true
+	// a terminal phase is not written (the phase written stays what it was)
+	// and a pod being deleted is not deleted. Defaults to deciding from the
+	// status held: containers may run until its phase is terminal or every
+	// container status in it is terminated.
+	CouldHaveRunningContainers func(uid types.UID) bool
+	// MirrorPod returns the mirror pod of a static pod as the agent last saw
+	// it (mirror.Manager.MirrorPod): a static pod's status is written to its
+	// mirror pod, and only once MirrorPod returns one; the resync compares
+	// the status with the mirror's. Defaults to reading the mirror pod by
+	// the static pod's name at each write.
+	MirrorPod func(static *v1.Pod) (*v1.Pod, bool)
+	// APIPod returns a pod (not static) as the agent last saw it in the API
+	// server, typically from the API source's watch through the agent's pod
+	// manager; the resync compares its status with the one held and
+	// writes again when they differ (someone else changed it). Defaults to
+	// none: the resync compares with what this manager wrote only.
+	APIPod func(uid types.UID) (*v1.Pod, bool)
+	// Logger receives the manager's logs. Defaults to discarding them.
+	Logger logr.Logger
 }
 
-// Manager holds the statuses. The zero value is not usable; call
-// NewManager.
+func (o *Options) setDefaults() {
+	if o.ResyncPeriod <= 0 {
+		o.ResyncPeriod = DefaultResyncPeriod
+	}
+	if o.WriteDelay == 0 {
+		o.WriteDelay = DefaultWriteDelay
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+}
+
+// Stats counts the API requests a Manager sent, failed ones included.
+type Stats struct {
+	// Gets of a pod whose status was to be written.
+	Gets uint64
+	// Patches of the status subresource.
+	Patches uint64
+	// Deletes of pods that finished terminating.
+	Deletes uint64
+	// Conflicts are PATCHes the API server refused because the pod changed
+	// since it was read; each was retried with the pod read again.
+	Conflicts uint64
+	// Failures are requests that failed otherwise (the API server down, a
+	// timeout, a refusal); retried at the next resync.
+	Failures uint64
+}
+
+// Writes is the number of requests that change the API server's state.
+func (s Stats) Writes() uint64 { return s.Patches + s.Deletes }
+
+// Manager holds the status of every pod the agent runs and, with a
+// client, writes it to the API server. Build it with NewManager; Run
+// writes.
 type Manager struct {
 	opts Options
+	log  logr.Logger
 
-	mu       sync.Mutex
-	statuses map[types.UID]versioned
+	mu   sync.Mutex
+	pods map[types.UID]*entry
 	// notify serialises observer calls so that they arrive in order.
 	notify sync.Mutex
+	// wake has capacity 1: any number of changes before the writer runs
+	// wake it once.
+	wake    chan struct{}
+	running atomic.Bool
+
+	gets, patches, deletes, conflicts, failures atomic.Uint64
 }
 
-type versioned struct {
+// entry is one pod's status and what the writer did with it. All fields
+// are guarded by Manager.mu; the writer's fields are changed by the writer
+// goroutine only.
+type entry struct {
+	// pod is the pod as last given to SetPodStatus.
+	pod     *v1.Pod
 	status  v1.PodStatus
 	version uint64
+	// dirty: the writer is to look at the pod at its next run.
+	dirty bool
+
+	// written is the last version written (or found in the API server).
+	written uint64
+	// api is the object holding the status (the pod, or a static pod's
+	// mirror) as last read or returned by a PATCH; nil when it must be
+	// read again.
+	api *v1.Pod
+	// heldBack: the last write kept a terminal phase back because
+	// containers could still run.
+	heldBack bool
+	// gone: the pod is not in the API server any more (deleted, or
+	// replaced by another UID); its status is never written again.
+	gone bool
 }
 
-// NewManager returns an empty Manager.
+// NewManager returns an empty Manager. It does no I/O and starts no
+// goroutine.
 func NewManager(opts Options) *Manager {
-	return &Manager{opts: opts, statuses: make(map[types.UID]versioned)}
+	opts.setDefaults()
+	return &Manager{
+		opts: opts,
+		log:  opts.Logger.WithName("status"),
+		pods: make(map[types.UID]*entry),
+		wake: make(chan struct{}, 1),
+	}
 }
 
 // GetPodStatus returns the pod's current status.
 func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s, ok := m.statuses[uid]
-	return s.status, ok
+	e, ok := m.pods[uid]
+	if !ok {
+		return v1.PodStatus{}, false
+	}
+	return e.status, true
 }
 
-// SetPodStatus records status for pod, merged with the one held: the start
-// time is kept once set, a terminal phase (Succeeded, Failed) is never left,
-// and the transition times of unchanged conditions are kept. It reports
-// whether anything changed.
+// SetPodStatus records status for pod, merged with the one held (for a
+// pod not held yet: with the pod's own status, or its mirror pod's, as the
+// API server showed it): the start time is kept once set, a terminal phase
+// (Succeeded, Failed) is never left, and the transition times of
+// conditions whose status did not change are kept (a changed one without a
+// time gets the current time). It reports whether anything changed. With
+// a client, a change (and any call for a pod being deleted, or whose
+// terminal phase was held back) wakes the writer; SetPodStatus never waits
+// for the API server.
 func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool {
+	status = *status.DeepCopy()
 	m.mu.Lock()
-	old, ok := m.statuses[pod.UID]
-	status = merge(old.status, ok, status)
-	if ok && apiequality.Semantic.DeepEqual(old.status, status) {
+	e, ok := m.pods[pod.UID]
+	if !ok {
+		e = &entry{}
+		m.pods[pod.UID] = e
+		status = merge(m.initialStatus(pod), status, time.Now())
+	} else {
+		status = merge(e.status, status, time.Now())
+	}
+	e.pod = pod
+	changed := !ok || !apiequality.Semantic.DeepEqual(e.status, status)
+	if changed {
+		e.status = status
+		e.version++
+	}
+	if m.opts.Client != nil && !e.gone && (changed || pod.DeletionTimestamp != nil || e.heldBack) {
+		e.dirty = true
+		m.poke()
+	}
+	if !changed {
 		m.mu.Unlock()
 		return false
 	}
-	m.statuses[pod.UID] = versioned{status: status, version: old.version + 1}
 	// Take the notify lock before releasing mu so that observers see the
 	// changes of a pod in the order they were made.
 	m.notify.Lock()
@@ -70,28 +217,90 @@ func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool {
 	return true
 }
 
+// initialStatus is what a pod's first status merges with: the status the
+// API server showed (the mirror pod's for a static pod), so that the start
+// time and transition times survive a restart of the agent.
+func (m *Manager) initialStatus(pod *v1.Pod) v1.PodStatus {
+	if mirror.IsStaticPod(pod) {
+		if m.opts.MirrorPod != nil {
+			if mp, ok := m.opts.MirrorPod(pod); ok {
+				return mp.Status
+			}
+		}
+		return v1.PodStatus{}
+	}
+	return pod.Status
+}
+
+// poke wakes the writer without blocking.
+func (m *Manager) poke() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Requeue asks the writer to write the pod's status again, reading the
+// pod from the API server first: for example after its mirror pod was
+// created. It does nothing for an unknown pod or without a client.
+func (m *Manager) Requeue(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.pods[uid]
+	if !ok || m.opts.Client == nil || e.gone {
+		return
+	}
+	e.api, e.dirty = nil, true
+	m.poke()
+}
+
 // Version returns the number of changes recorded for the pod.
 func (m *Manager) Version(uid types.UID) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.statuses[uid].version
+	if e, ok := m.pods[uid]; ok {
+		return e.version
+	}
+	return 0
+}
+
+// WrittenVersion returns the version of the pod's status last written to
+// the API server (or found there already), 0 before any.
+func (m *Manager) WrittenVersion(uid types.UID) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.pods[uid]; ok {
+		return e.written
+	}
+	return 0
 }
 
 // DeletePodStatus forgets the pod.
 func (m *Manager) DeletePodStatus(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.statuses, uid)
+	delete(m.pods, uid)
 }
 
 // RemoveOrphans forgets every pod not in keep.
 func (m *Manager) RemoveOrphans(keep map[types.UID]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for uid := range m.statuses {
+	for uid := range m.pods {
 		if !keep[uid] {
-			delete(m.statuses, uid)
+			delete(m.pods, uid)
 		}
+	}
+}
+
+// Stats returns the API requests sent so far.
+func (m *Manager) Stats() Stats {
+	return Stats{
+		Gets:      m.gets.Load(),
+		Patches:   m.patches.Load(),
+		Deletes:   m.deletes.Load(),
+		Conflicts: m.conflicts.Load(),
+		Failures:  m.failures.Load(),
 	}
 }
 
@@ -100,26 +309,30 @@ func IsTerminal(phase v1.PodPhase) bool {
 	return phase == v1.PodSucceeded || phase == v1.PodFailed
 }
 
-func merge(old v1.PodStatus, hadOld bool, status v1.PodStatus) v1.PodStatus {
-	if !hadOld {
-		return status
-	}
+// merge is the local merge of a new status with the one held.
+func merge(old v1.PodStatus, status v1.PodStatus, now time.Time) v1.PodStatus {
 	if IsTerminal(old.Phase) {
 		status.Phase = old.Phase
 		if status.Reason == "" {
 			status.Reason, status.Message = old.Reason, old.Message
 		}
 	}
-	if old.StartTime != nil {
+	if old.StartTime != nil && !old.StartTime.IsZero() {
 		status.StartTime = old.StartTime
 	}
-	// Keep the transition time of conditions whose status did not change.
+	// Keep the transition time of conditions whose status did not change;
+	// a new or changed condition without one gets now.
 	for i := range status.Conditions {
 		c := &status.Conditions[i]
+		kept := false
 		for _, o := range old.Conditions {
-			if o.Type == c.Type && o.Status == c.Status {
+			if o.Type == c.Type && o.Status == c.Status && !o.LastTransitionTime.IsZero() {
 				c.LastTransitionTime = o.LastTransitionTime
+				kept = true
 			}
+		}
+		if !kept && c.LastTransitionTime.IsZero() {
+			c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
 		}
 	}
 	return status

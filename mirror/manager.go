@@ -1,0 +1,330 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodekit/nodekit/sources"
+)
+
+// Options configures a Manager.
+type Options struct {
+	// NodeName is the node the agent runs as: mirror pods are bound to it
+	// and owned by its Node object. Required.
+	NodeName string
+	// Node returns the Node object the agent registered (for example
+	// node.Controller.Node), whose UID the owner reference of each mirror
+	// pod names; false while there is none. Defaults to reading the Node
+	// from the API server, once per Sync that creates a mirror pod.
+	Node func() (*v1.Node, bool)
+	// OnCreate, when set, is called after a mirror pod was created, with the
+	// static pod and the mirror pod: the agent asks its status manager to
+	// write the static pod's status to it at once. It must not block.
+	// Defaults to nothing.
+	OnCreate func(static, mirror *v1.Pod)
+	// RequestTimeout bounds each API request. Defaults to 10s.
+	RequestTimeout time.Duration
+	// Logger receives the manager's logs. Defaults to discarding them.
+	Logger logr.Logger
+}
+
+func (o *Options) setDefaults() error {
+	if o.NodeName == "" {
+		return errors.New("mirror: Options.NodeName is required")
+	}
+	if o.RequestTimeout < 0 {
+		return fmt.Errorf("mirror: Options.RequestTimeout %v is negative", o.RequestTimeout)
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = 10 * time.Second
+	}
+	return nil
+}
+
+// Stats counts the API requests a Manager sent, failed ones included.
+type Stats struct {
+	// Lists of the node's pods.
+	Lists uint64
+	// Gets of the Node or of a pod that already existed.
+	Gets uint64
+	// Creates of mirror pods.
+	Creates uint64
+	// Deletes of stale, deleted or orphaned mirror pods.
+	Deletes uint64
+}
+
+// Writes is the number of requests that change the API server's state.
+func (s Stats) Writes() uint64 { return s.Creates + s.Deletes }
+
+// Manager keeps a mirror pod in the API server for each static pod of the
+// node. Build it with New; the agent's housekeeping calls Sync. Its
+// methods are safe for concurrent use; calls of Sync are serialised.
+type Manager struct {
+	client kubernetes.Interface
+	opts   Options
+	log    logr.Logger
+
+	// syncMu serialises Sync.
+	syncMu sync.Mutex
+	// listed is set after the first successful list; Sync skips the list
+	// while there is nothing to keep or remove. Only Sync touches it.
+	listed bool
+	// blocked are the static pods whose name a pod that is not a mirror
+	// holds, already logged. Only Sync touches it.
+	blocked map[string]bool
+
+	mu sync.Mutex
+	// mirrors are the node's mirror pods by full name, as last listed,
+	// created or deleted.
+	mirrors map[string]*v1.Pod
+
+	lists, gets, creates, deletes atomic.Uint64
+}
+
+// New returns a Manager that creates mirror pods through client. It does
+// no I/O and starts no goroutine.
+func New(client kubernetes.Interface, opts Options) (*Manager, error) {
+	if client == nil {
+		return nil, errors.New("mirror: client is required")
+	}
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Manager{
+		client:  client,
+		opts:    opts,
+		log:     opts.Logger.WithName("mirror").WithValues("node", opts.NodeName),
+		mirrors: make(map[string]*v1.Pod),
+		blocked: make(map[string]bool),
+	}, nil
+}
+
+// MirrorPod returns the current mirror pod of the static pod as last seen
+// (listed or created): one whose config.mirror annotation matches the
+// static pod's hash and that is not being deleted. The pod must not be
+// modified.
+func (m *Manager) MirrorPod(static *v1.Pod) (*v1.Pod, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mp, ok := m.mirrors[FullName(static)]
+	if !ok || mp.DeletionTimestamp != nil || !IsMirrorPodOf(mp, static) {
+		return nil, false
+	}
+	return mp, true
+}
+
+// Stats returns the requests sent so far.
+func (m *Manager) Stats() Stats {
+	return Stats{Lists: m.lists.Load(), Gets: m.gets.Load(), Creates: m.creates.Load(), Deletes: m.deletes.Load()}
+}
+
+// Sync makes the node's mirror pods match staticPods, the static pods the
+// agent runs: it lists the pods bound to the node, deletes each mirror pod
+// that is being deleted (a user deleted it) or stale (its config.mirror
+// hash is not its static pod's config.hash) and creates the missing ones,
+// then deletes the mirror pods whose static pod is gone. Pods in staticPods
+// that are not static are ignored. Deletions use grace period 0 and the
+// mirror's UID as a precondition; a pod with a static pod's name that is
+// not a mirror pod is never touched.
+//
+// While there are no static pods and the last list found no mirror pods,
+// Sync sends no request. It returns the errors of the requests that
+// failed; the next Sync tries again.
+func (m *Manager) Sync(ctx context.Context, staticPods []*v1.Pod) error {
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
+
+	want := make(map[string]*v1.Pod, len(staticPods))
+	for _, p := range staticPods {
+		if IsStaticPod(p) {
+			want[FullName(p)] = p
+		}
+	}
+	m.mu.Lock()
+	known := len(m.mirrors)
+	m.mu.Unlock()
+	if m.listed && len(want) == 0 && known == 0 {
+		return nil
+	}
+
+	mirrors, others, err := m.list(ctx)
+	if err != nil {
+		return err
+	}
+	m.listed = true
+	m.mu.Lock()
+	m.mirrors = mirrors
+	m.mu.Unlock()
+
+	var errs []error
+	blocked := make(map[string]bool)
+	defer func() { m.blocked = blocked }()
+	var node *v1.Node
+	nodeRead := false
+	for name, static := range want {
+		cur, ok := mirrors[name]
+		if ok && (cur.DeletionTimestamp != nil || !IsMirrorPodOf(cur, static)) {
+			m.log.V(1).Info("Deleting mirror pod to replace it", "pod", name, "podUID", cur.UID,
+				"deleting", cur.DeletionTimestamp != nil, "mirrorHash", cur.Annotations[sources.AnnotationMirror], "hash", podHash(static))
+			if err := m.delete(ctx, cur); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			ok = false
+		}
+		if ok {
+			continue
+		}
+		if others[name] {
+			if !m.blocked[name] {
+				m.log.Info("A pod that is not a mirror pod holds the static pod's name; not creating its mirror pod", "pod", name)
+			}
+			blocked[name] = true
+			continue
+		}
+		if !nodeRead {
+			node, err = m.node(ctx)
+			nodeRead = true
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if node == nil {
+			continue
+		}
+		if node.DeletionTimestamp != nil {
+			m.log.V(1).Info("Node is being deleted; not creating mirror pod", "pod", name)
+			continue
+		}
+		if err := m.create(ctx, static, node.UID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for name, mp := range mirrors {
+		if _, ok := want[name]; ok {
+			continue
+		}
+		m.log.V(1).Info("Deleting orphaned mirror pod", "pod", name, "podUID", mp.UID)
+		if err := m.delete(ctx, mp); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// list returns the mirror pods bound to the node by full name, and the full
+// names of its other pods.
+func (m *Manager) list(ctx context.Context) (map[string]*v1.Pod, map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.RequestTimeout)
+	defer cancel()
+	m.lists.Add(1)
+	list, err := m.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", m.opts.NodeName).String(),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("mirror: listing the pods of node %s: %w", m.opts.NodeName, err)
+	}
+	mirrors := make(map[string]*v1.Pod)
+	others := make(map[string]bool)
+	for i := range list.Items {
+		p := &list.Items[i]
+		if IsMirrorPod(p) {
+			mirrors[FullName(p)] = p
+		} else {
+			others[FullName(p)] = true
+		}
+	}
+	return mirrors, others, nil
+}
+
+// node returns the Node for the owner references; nil when it is not
+// registered.
+func (m *Manager) node(ctx context.Context) (*v1.Node, error) {
+	if m.opts.Node != nil {
+		n, ok := m.opts.Node()
+		if !ok {
+			m.log.V(1).Info("Node not registered yet; not creating mirror pods")
+			return nil, nil
+		}
+		return n, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.opts.RequestTimeout)
+	defer cancel()
+	m.gets.Add(1)
+	n, err := m.client.CoreV1().Nodes().Get(ctx, m.opts.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		m.log.V(1).Info("Node not registered yet; not creating mirror pods")
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mirror: reading node %s: %w", m.opts.NodeName, err)
+	}
+	return n, nil
+}
+
+func (m *Manager) create(ctx context.Context, static *v1.Pod, nodeUID types.UID) error {
+	name := FullName(static)
+	ctx, cancel := context.WithTimeout(ctx, m.opts.RequestTimeout)
+	defer cancel()
+	m.creates.Add(1)
+	created, err := m.client.CoreV1().Pods(static.Namespace).Create(ctx, newMirrorPod(static, m.opts.NodeName, nodeUID), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// The list was older than the pod; take the pod if it is the
+		// mirror wanted, else leave it to the next Sync.
+		m.gets.Add(1)
+		got, gerr := m.client.CoreV1().Pods(static.Namespace).Get(ctx, static.Name, metav1.GetOptions{})
+		if gerr != nil || !IsMirrorPodOf(got, static) || got.DeletionTimestamp != nil {
+			return fmt.Errorf("mirror: creating the mirror pod of %s: %w", name, err)
+		}
+		m.setMirror(name, got)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mirror: creating the mirror pod of %s: %w", name, err)
+	}
+	m.log.V(1).Info("Created mirror pod", "pod", name, "podUID", created.UID, "staticPodUID", static.UID)
+	m.setMirror(name, created)
+	if m.opts.OnCreate != nil {
+		m.opts.OnCreate(static, created)
+	}
+	return nil
+}
+
+// delete deletes the mirror pod at once (grace period 0) if it still has
+// its UID. A pod already gone or replaced counts as deleted.
+func (m *Manager) delete(ctx context.Context, mp *v1.Pod) error {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.RequestTimeout)
+	defer cancel()
+	m.deletes.Add(1)
+	err := m.client.CoreV1().Pods(mp.Namespace).Delete(ctx, mp.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: new(int64),
+		Preconditions:      metav1.NewUIDPreconditions(string(mp.UID)),
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("mirror: deleting mirror pod %s: %w", FullName(mp), err)
+	}
+	m.mu.Lock()
+	if cur, ok := m.mirrors[FullName(mp)]; ok && cur.UID == mp.UID {
+		delete(m.mirrors, FullName(mp))
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *Manager) setMirror(name string, mp *v1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mirrors[name] = mp
+}

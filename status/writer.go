@@ -1,0 +1,392 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/mirror"
+)
+
+// maxAttempts bounds the reads and PATCHes of one pod in one run of the
+// writer when its PATCHes conflict.
+const maxAttempts = 3
+
+// Run writes the statuses to the API server until ctx ends, then returns
+// nil. It is the manager's only writer: one goroutine (the caller's),
+// woken by SetPodStatus (after WriteDelay) and every ResyncPeriod. For each
+// pod to write it reads the pod (a static pod's mirror pod), skips it if
+// the UID is not the one it has (the pod was replaced) or it is bound to
+// another node, merges the status held into the stored one and sends the
+// difference as a strategic-merge PATCH of the status subresource, with
+// the UID and resource version read as preconditions. A pod with a
+// deletion timestamp whose containers cannot run any more and whose
+// written status shows none running is then deleted with grace period 0
+// and its UID as a precondition. Errors are logged and the pods retried at
+// the next resync; an API server that does not answer ends the run early.
+//
+// Without a client Run only waits for ctx. Run may be called once.
+func (m *Manager) Run(ctx context.Context) error {
+	if !m.running.CompareAndSwap(false, true) {
+		return errors.New("status: Run called twice")
+	}
+	if m.opts.Client == nil {
+		<-ctx.Done()
+		return nil
+	}
+	m.log.V(1).Info("Writing pod statuses to the API server", "resyncPeriod", m.opts.ResyncPeriod)
+	resync := time.NewTicker(m.opts.ResyncPeriod)
+	defer resync.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.wake:
+			if m.opts.WriteDelay > 0 {
+				t := time.NewTimer(m.opts.WriteDelay)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return nil
+				case <-t.C:
+				}
+			}
+			m.syncBatch(ctx, false)
+		case <-resync.C:
+			m.syncBatch(ctx, true)
+		}
+	}
+}
+
+// syncBatch writes the dirty pods and, with all, every pod whose status
+// differs from what was written or from what the API server shows.
+func (m *Manager) syncBatch(ctx context.Context, all bool) {
+	var uids []types.UID
+	var check []snapshot
+	m.mu.Lock()
+	for uid, e := range m.pods {
+		switch {
+		case e.gone:
+			e.dirty = false
+		case e.dirty || all && (e.version > e.written || e.heldBack || e.pod.DeletionTimestamp != nil):
+			e.dirty = false
+			uids = append(uids, uid)
+		case all:
+			check = append(check, snapshot{uid: uid, e: e, pod: e.pod, status: e.status, api: e.api})
+		}
+	}
+	m.mu.Unlock()
+	// Comparing with the API server's view encodes statuses: do it
+	// without holding the lock.
+	for _, s := range check {
+		if m.drifted(s) {
+			m.mu.Lock()
+			if m.pods[s.uid] == s.e {
+				s.e.api = nil
+			}
+			m.mu.Unlock()
+			uids = append(uids, s.uid)
+		}
+	}
+	slices.Sort(uids)
+	for i, uid := range uids {
+		if ctx.Err() != nil {
+			return
+		}
+		err := m.syncPod(ctx, uid)
+		if err == nil {
+			continue
+		}
+		if !isAPIStatus(err) {
+			// The API server does not answer: leave the rest to the next
+			// resync rather than wait for each of them.
+			m.log.Error(err, "Writing pod statuses failed; retrying at the next resync", "pods", len(uids)-i)
+			return
+		}
+		m.log.Error(err, "Writing pod status failed; retrying at the next resync", "podUID", uid)
+	}
+}
+
+// snapshot is what the resync compares of a pod whose status was written.
+type snapshot struct {
+	uid    types.UID
+	e      *entry
+	pod    *v1.Pod
+	status v1.PodStatus
+	api    *v1.Pod
+}
+
+func isAPIStatus(err error) bool {
+	var s apierrors.APIStatus
+	return errors.As(err, &s)
+}
+
+// drifted reports, for the resync, whether a pod whose status was written
+// must be written again: a static pod has a new mirror pod, or the API
+// server shows (through Options.APIPod or Options.MirrorPod) a status
+// other than the one held would give.
+func (m *Manager) drifted(s snapshot) bool {
+	var view *v1.Pod
+	if mirror.IsStaticPod(s.pod) {
+		if m.opts.MirrorPod == nil {
+			return false
+		}
+		mp, ok := m.opts.MirrorPod(s.pod)
+		if !ok {
+			return false
+		}
+		if s.api == nil || s.api.UID != mp.UID {
+			return true
+		}
+		view = mp
+	} else if m.opts.APIPod != nil {
+		p, ok := m.opts.APIPod(s.uid)
+		if !ok || p.UID != s.uid {
+			return false
+		}
+		view = p
+	}
+	if view == nil || (s.api != nil && view.ResourceVersion == s.api.ResourceVersion) {
+		return false
+	}
+	merged, _, stale := mergeForAPI(view.Status, s.status, m.couldRun(s.uid, s.status), time.Now())
+	if stale {
+		return false
+	}
+	patch, err := statusPatch(view, merged)
+	if err != nil || patch == nil {
+		return false
+	}
+	m.log.V(3).Info("Pod status differs in the API server", "pod", fullName(s.pod), "podUID", s.uid)
+	return true
+}
+
+// couldRun is Options.CouldHaveRunningContainers, or the default decided
+// from status.
+func (m *Manager) couldRun(uid types.UID, status v1.PodStatus) bool {
+	if m.opts.CouldHaveRunningContainers != nil {
+		return m.opts.CouldHaveRunningContainers(uid)
+	}
+	return !IsTerminal(status.Phase) && !allTerminated(status)
+}
+
+// allTerminated reports whether every container status is terminated
+// (true when there are none).
+func allTerminated(s v1.PodStatus) bool {
+	for _, cs := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
+		for _, c := range cs {
+			if c.State.Terminated == nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// anyRunning reports whether a container status shows a running container.
+func anyRunning(s v1.PodStatus) bool {
+	for _, cs := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
+		for _, c := range cs {
+			if c.State.Running != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func fullName(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// syncPod writes one pod's status and deletes the pod when it finished
+// terminating. It returns the error of a request that failed.
+func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
+	m.mu.Lock()
+	e, ok := m.pods[uid]
+	if !ok || e.gone {
+		m.mu.Unlock()
+		return nil
+	}
+	pod, status, version, api := e.pod, e.status, e.version, e.api
+	m.mu.Unlock()
+	log := m.log.WithValues("pod", fullName(pod), "podUID", uid)
+
+	static := mirror.IsStaticPod(pod)
+	if static && m.opts.MirrorPod != nil {
+		mp, ok := m.opts.MirrorPod(pod)
+		if !ok {
+			log.V(4).Info("Static pod has no mirror pod yet; its status waits")
+			return nil
+		}
+		if api != nil && api.UID != mp.UID {
+			api = nil
+		}
+	}
+	if api != nil && pod.DeletionTimestamp != nil && api.DeletionTimestamp == nil {
+		// The pod was deleted after it was read: read it again.
+		api = nil
+	}
+
+	couldRun := m.couldRun(uid, status)
+	var heldBack bool
+	for attempt := 1; ; attempt++ {
+		if api == nil {
+			got, err := m.get(ctx, pod)
+			if apierrors.IsNotFound(err) {
+				if static {
+					log.V(4).Info("Static pod has no mirror pod yet; its status waits")
+				} else {
+					log.V(3).Info("Pod is not in the API server any more; its status is not written")
+					m.markGone(uid, e)
+				}
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			api = got
+		}
+		if reason := m.foreign(pod, api, static); reason != "" {
+			log.V(3).Info("Not writing pod status", "reason", reason, "apiUID", api.UID)
+			if !static {
+				m.markGone(uid, e)
+			}
+			return nil
+		}
+		merged, held, stale := mergeForAPI(api.Status, status, couldRun, time.Now())
+		if stale {
+			log.V(1).Info("The API server holds a terminal phase and the status held is not terminal; not overwriting it", "phase", api.Status.Phase, "version", version)
+			break
+		}
+		heldBack = held
+		patch, err := statusPatch(api, merged)
+		if err != nil {
+			return err
+		}
+		if patch == nil {
+			break
+		}
+		got, err := m.patch(ctx, api, patch)
+		if apierrors.IsConflict(err) && attempt < maxAttempts {
+			log.V(3).Info("Pod changed since it was read; reading it again")
+			api = nil
+			continue
+		}
+		if apierrors.IsNotFound(err) && !static {
+			m.markGone(uid, e)
+			return nil
+		}
+		if err != nil {
+			m.forget(e)
+			return err
+		}
+		log.V(3).Info("Wrote pod status", "version", version, "phase", got.Status.Phase, "heldBack", held)
+		api = got
+		break
+	}
+
+	m.mu.Lock()
+	if m.pods[uid] == e {
+		e.api = api
+		e.heldBack = heldBack
+		e.written = max(e.written, version)
+	}
+	m.mu.Unlock()
+
+	if static || api.DeletionTimestamp == nil || !IsTerminal(api.Status.Phase) && anyRunning(api.Status) {
+		return nil
+	}
+	if m.couldRun(uid, status) {
+		return nil
+	}
+	return m.deletePod(ctx, uid, e, api, log)
+}
+
+// foreign says why the API object is not the one to write pod's status
+// to, or "" when it is.
+func (m *Manager) foreign(pod, api *v1.Pod, static bool) string {
+	switch {
+	case static && !mirror.IsMirrorPod(api):
+		return "a pod that is not a mirror pod holds the static pod's name"
+	case static && !mirror.IsMirrorPodOf(api, pod):
+		return "the mirror pod is stale"
+	case static && api.DeletionTimestamp != nil:
+		return "the mirror pod is being deleted"
+	case !static && api.UID != pod.UID:
+		return "the pod was replaced"
+	case m.opts.NodeName != "" && api.Spec.NodeName != m.opts.NodeName:
+		return "the pod is bound to another node"
+	}
+	return ""
+}
+
+func (m *Manager) markGone(uid types.UID, e *entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pods[uid] == e {
+		e.gone, e.api, e.dirty = true, nil, false
+	}
+}
+
+// forget drops the object read, so that the next write reads it again.
+func (m *Manager) forget(e *entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e.api = nil
+}
+
+func (m *Manager) get(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.RequestTimeout)
+	defer cancel()
+	m.gets.Add(1)
+	got, err := m.opts.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		m.failures.Add(1)
+		return nil, fmt.Errorf("status: reading pod %s: %w", fullName(pod), err)
+	}
+	return got, err
+}
+
+func (m *Manager) patch(ctx context.Context, api *v1.Pod, patch []byte) (*v1.Pod, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.RequestTimeout)
+	defer cancel()
+	m.patches.Add(1)
+	got, err := m.opts.Client.CoreV1().Pods(api.Namespace).Patch(ctx, api.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	switch {
+	case err == nil:
+		return got, nil
+	case apierrors.IsConflict(err):
+		m.conflicts.Add(1)
+		return nil, err
+	case apierrors.IsNotFound(err):
+		return nil, err
+	}
+	m.failures.Add(1)
+	return nil, fmt.Errorf("status: patching the status of pod %s: %w", fullName(api), err)
+}
+
+// deletePod deletes the pod that finished terminating, with grace period
+// 0 and its UID as a precondition.
+func (m *Manager) deletePod(ctx context.Context, uid types.UID, e *entry, api *v1.Pod, log logr.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.RequestTimeout)
+	defer cancel()
+	m.deletes.Add(1)
+	err := m.opts.Client.CoreV1().Pods(api.Namespace).Delete(ctx, api.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: new(int64),
+		Preconditions:      metav1.NewUIDPreconditions(string(api.UID)),
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		m.failures.Add(1)
+		return fmt.Errorf("status: deleting pod %s: %w", fullName(api), err)
+	}
+	log.V(1).Info("Pod terminated; deleted it from the API server")
+	m.markGone(uid, e)
+	return nil
+}

@@ -1,0 +1,688 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodekit/nodekit/sources"
+	"github.com/nodekit/nodekit/status/statustest"
+)
+
+const (
+	testNode                     = "node-a"
+	gate     v1.PodConditionType = "example.com/gate"
+)
+
+// boundPod is a pod bound to testNode as the API server holds it after the
+// scheduler: PodScheduled and a readiness gate's condition set.
+func boundPod(name string, uid types.UID) *v1.Pod {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: uid,
+			Annotations: map[string]string{sources.AnnotationSource: sources.APIServerSource}},
+		Spec: v1.PodSpec{NodeName: testNode, Containers: []v1.Container{{Name: "c", Image: "img"}}},
+		Status: v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{
+			{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: t0},
+			{Type: gate, Status: v1.ConditionTrue, LastTransitionTime: t0},
+		}},
+	}
+}
+
+// staticPod is a static pod from a file with its hash.
+func staticPod(name, hash string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID(hash),
+			Annotations: map[string]string{sources.AnnotationSource: sources.FileSource, sources.AnnotationHash: hash}},
+		Spec: v1.PodSpec{NodeName: testNode, Containers: []v1.Container{{Name: "c", Image: "img"}}},
+	}
+}
+
+func mirrorOf(static *v1.Pod, hash string) *v1.Pod {
+	m := static.DeepCopy()
+	m.UID = ""
+	m.Annotations[sources.AnnotationMirror] = hash
+	m.Status = v1.PodStatus{Phase: v1.PodPending}
+	return m
+}
+
+// podStatus is the status the agent generates: phase, one container in
+// the state given, owned conditions.
+func podStatus(phase v1.PodPhase, state string, ready bool) v1.PodStatus {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC))
+	cs := v1.ContainerStatus{Name: "c", Image: "img"}
+	switch state {
+	case "waiting":
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: "ContainerCreating"}
+	case "running":
+		cs.State.Running = &v1.ContainerStateRunning{StartedAt: t0}
+		cs.ContainerID = "fake://c1"
+	case "exited":
+		cs.State.Terminated = &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: t0, FinishedAt: t0}
+		cs.ContainerID = "fake://c1"
+	}
+	cs.Ready = ready
+	r := v1.ConditionFalse
+	if ready {
+		r = v1.ConditionTrue
+	}
+	return v1.PodStatus{
+		Phase:             phase,
+		PodIP:             "10.1.0.5",
+		PodIPs:            []v1.PodIP{{IP: "10.1.0.5"}},
+		StartTime:         &t0,
+		ContainerStatuses: []v1.ContainerStatus{cs},
+		Conditions: []v1.PodCondition{
+			{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue},
+			{Type: v1.PodInitialized, Status: v1.ConditionTrue},
+			{Type: v1.PodReady, Status: r},
+			{Type: v1.ContainersReady, Status: r},
+			{Type: v1.PodScheduled, Status: v1.ConditionTrue},
+		},
+	}
+}
+
+// run starts m.Run in the bubble; stop cancels it and checks it returned
+// nil.
+func run(t *testing.T, m *Manager) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+	}
+}
+
+// settle lets the writer run after a change (its WriteDelay) and waits
+// until it is idle.
+func settle() {
+	time.Sleep(DefaultWriteDelay)
+	synctest.Wait()
+}
+
+// patches returns the bodies of the status PATCHes sent.
+func patches(t *testing.T, f *statustest.FakeAPI) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, a := range f.PodActions("patch") {
+		pa := a.(k8stesting.PatchAction)
+		if pa.GetSubresource() != "status" {
+			t.Errorf("PATCH of subresource %q, want status", pa.GetSubresource())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(pa.GetPatch(), &m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func storedStatus(t *testing.T, f *statustest.FakeAPI, name string) v1.PodStatus {
+	t.Helper()
+	p := f.Pod("default", name)
+	if p == nil {
+		t.Fatalf("pod %s not in the API server", name)
+	}
+	return p.Status
+}
+
+func conditionStatus(s v1.PodStatus, ct v1.PodConditionType) v1.ConditionStatus {
+	if c := findCondition(s.Conditions, ct); c != nil {
+		return c.Status
+	}
+	return ""
+}
+
+func TestWritePatchesStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pod := boundPod("web", "uid-web")
+		f := statustest.NewFakeAPI(pod)
+		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		defer run(t, m)()
+
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
+		settle()
+
+		got := storedStatus(t, f, "web")
+		if got.Phase != v1.PodRunning || got.PodIP != "10.1.0.5" || len(got.ContainerStatuses) != 1 || got.ContainerStatuses[0].State.Running == nil {
+			t.Errorf("stored status = %+v, want Running with the pod IP and a running container", got)
+		}
+		for ct, want := range map[v1.PodConditionType]v1.ConditionStatus{v1.PodReady: v1.ConditionTrue, v1.PodScheduled: v1.ConditionTrue, gate: v1.ConditionTrue} {
+			if s := conditionStatus(got, ct); s != want {
+				t.Errorf("condition %s = %q, want %q", ct, s, want)
+			}
+		}
+		ps := patches(t, f)
+		if len(ps) != 1 {
+			t.Fatalf("%d PATCHes, want 1", len(ps))
+		}
+		meta, _ := ps[0]["metadata"].(map[string]any)
+		if meta["uid"] != "uid-web" || meta["resourceVersion"] == nil {
+			t.Errorf("PATCH metadata = %v, want the pod's uid and resourceVersion as preconditions", meta)
+		}
+		if diff := cmp.Diff(Stats{Gets: 1, Patches: 1}, m.Stats()); diff != "" {
+			t.Errorf("stats (-want +got):\n%s", diff)
+		}
+		if m.WrittenVersion(pod.UID) != m.Version(pod.UID) {
+			t.Errorf("written version %d, want %d", m.WrittenVersion(pod.UID), m.Version(pod.UID))
+		}
+
+		// Nothing changed: the resync writes nothing.
+		time.Sleep(DefaultResyncPeriod)
+		synctest.Wait()
+		if n := len(f.PodActions("patch")); n != 1 {
+			t.Errorf("%d PATCHes after an idle resync, want 1", n)
+		}
+	})
+}
+
+func TestCoalescesChanges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pod := boundPod("web", "uid-web")
+		f := statustest.NewFakeAPI(pod)
+		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		defer run(t, m)()
+
+		m.SetPodStatus(pod, podStatus(v1.PodPending, "waiting", false))
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", false))
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
+		settle()
+
+		if n := len(f.PodActions("patch")); n != 1 {
+			t.Errorf("%d PATCHes, want 1 for three changes", n)
+		}
+		if s := conditionStatus(storedStatus(t, f, "web"), v1.PodReady); s != v1.ConditionTrue {
+			t.Errorf("stored Ready = %q, want the latest status (True)", s)
+		}
+	})
+}
+
+// TestNewerStatusWhilePatchInFlight holds the first PATCH in flight while
+// two newer statuses are set: the writer then sends the newest, never the
+// one in between, and the stored status ends with the newest.
+func TestNewerStatusWhilePatchInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pod := boundPod("web", "uid-web")
+		f := statustest.NewFakeAPI(pod)
+		entered, release := make(chan struct{}), make(chan struct{})
+		var first sync.Once
+		f.BeforeWrite(func(a k8stesting.Action) {
+			first.Do(func() {
+				close(entered)
+				<-release
+			})
+		})
+		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		defer run(t, m)()
+
+		m.SetPodStatus(pod, podStatus(v1.PodPending, "waiting", false)) // version 1
+		time.Sleep(DefaultWriteDelay)
+		<-entered
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", false)) // version 2
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))  // version 3
+		close(release)
+		settle()
+
+		ps := patches(t, f)
+		var phases []string
+		for _, p := range ps {
+			st, _ := p["status"].(map[string]any)
+			ph, _ := st["phase"].(string)
+			ready := ""
+			if cs, ok := st["conditions"].([]any); ok {
+				for _, c := range cs {
+					if c := c.(map[string]any); c["type"] == "Ready" {
+						ready = c["status"].(string)
+					}
+				}
+			}
+			phases = append(phases, ph+"/"+ready)
+		}
+		// The first PATCH carries no phase: Pending is stored already.
+		if diff := cmp.Diff([]string{"/False", "Running/True"}, phases); diff != "" {
+			t.Errorf("PATCHes (phase/Ready) (-want +got):\n%s", diff)
+		}
+		got := storedStatus(t, f, "web")
+		if got.Phase != v1.PodRunning || conditionStatus(got, v1.PodReady) != v1.ConditionTrue {
+			t.Errorf("stored status phase %s Ready %s, want Running and True", got.Phase, conditionStatus(got, v1.PodReady))
+		}
+		if w := m.WrittenVersion(pod.UID); w != 3 {
+			t.Errorf("written version %d, want 3", w)
+		}
+	})
+}
+
+// TestTwoWritersNeverRegress races two managers on one pod: the one
+// holding the older status (Running) reads the pod, then its PATCH is held
+// until the other wrote the newer one (Succeeded). The resource version
+// precondition makes the older PATCH fail; read again, the stored terminal
+// phase is kept.
+func TestTwoWritersNeverRegress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pod := boundPod("job", "uid-job")
+		f := statustest.NewFakeAPI(pod)
+		entered, release := make(chan struct{}), make(chan struct{})
+		var held sync.Once
+		f.BeforeWrite(func(a k8stesting.Action) {
+			if pa, ok := a.(k8stesting.PatchAction); ok && strings.Contains(string(pa.GetPatch()), `"phase":"Running"`) {
+				held.Do(func() {
+					close(entered)
+					<-release
+				})
+			}
+		})
+		older := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t).WithName("older")})
+		newer := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t).WithName("newer")})
+		defer run(t, older)()
+		defer run(t, newer)()
+
+		older.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
+		time.Sleep(DefaultWriteDelay)
+		<-entered
+		newer.SetPodStatus(pod, podStatus(v1.PodSucceeded, "exited", false))
+		settle()
+		if ph := storedStatus(t, f, "job").Phase; ph != v1.PodSucceeded {
+			t.Fatalf("stored phase %s after the newer write, want Succeeded", ph)
+		}
+		close(release)
+		settle()
+
+		got := storedStatus(t, f, "job")
+		if got.Phase != v1.PodSucceeded || got.ContainerStatuses[0].State.Terminated == nil {
+			t.Errorf("stored status phase %s container %+v, want Succeeded with a terminated container", got.Phase, got.ContainerStatuses[0].State)
+		}
+		if c := older.Stats().Conflicts; c != 1 {
+			t.Errorf("older writer: %d conflicts, want 1", c)
+		}
+		// The older writer stays quiet at its resyncs.
+		n := len(f.PodActions("patch"))
+		time.Sleep(2 * DefaultResyncPeriod)
+		synctest.Wait()
+		if got := len(f.PodActions("patch")); got != n {
+			t.Errorf("%d more PATCHes after the race, want none", got-n)
+		}
+	})
+}
+
+func TestPodReplacedIsNotWritten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mine := boundPod("web", "uid-mine")
+		f := statustest.NewFakeAPI(mine)
+		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		defer run(t, m)()
+		m.SetPodStatus(mine, podStatus(v1.PodRunning, "running", true))
+		settle()
+
+		// The pod is deleted and created again under the same name.
+		if err := f.CoreV1().Pods("default").Delete(t.Context(), "web", *metav1.NewDeleteOptions(0)); err != nil {
+			t.Fatal(err)
+		}
+		other := boundPod("web", "")
+		if _, err := f.CoreV1().Pods("default").Create(t.Context(), other, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		m.SetPodStatus(mine, podStatus(v1.PodSucceeded, "exited", false))
+		settle()
+		time.Sleep(DefaultResyncPeriod)
+		synctest.Wait()
+
+		if got := storedStatus(t, f, "web"); got.Phase != v1.PodPending || len(got.ContainerStatuses) != 0 {
+			t.Errorf("new pod's status = phase %s, %d containers; want it untouched (Pending, none)", got.Phase, len(got.ContainerStatuses))
+		}
+		for _, p := range patches(t, f)[1:] {
+			if meta := p["metadata"].(map[string]any); meta["uid"] != "uid-mine" {
+				t.Errorf("PATCH with uid %v, want only uid-mine", meta["uid"])
+			}
+		}
+		// The pod is known gone: no more requests.
+		n := len(f.PodActions(""))
+		m.SetPodStatus(mine, podStatus(v1.PodFailed, "exited", false))
+		settle()
+		time.Sleep(DefaultResyncPeriod)
+		synctest.Wait()
+		if got := len(f.PodActions("")); got != n {
+			t.Errorf("%d requests for a replaced pod, want none", got-n)
+		}
+	})
+}
+
+func TestConflictIsRetriedOnTheNewPod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pod := boundPod("web", "uid-web")
+		f := statustest.NewFakeAPI(pod)
+		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		defer run(t, m)()
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", false))
+		settle()
+
+		// A controller sets a condition of its own meanwhile.
+		body := `{"status":{"conditions":[{"type":"example.com/other","status":"True"}]}}`
+		if _, err := f.CoreV1().Pods("default").Patch(t.Context(), "web", types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
+		settle()
+
+		got := storedStatus(t, f, "web")
+		if conditionStatus(got, v1.PodReady) != v1.ConditionTrue || conditionStatus(got, "example.com/other") != v1.ConditionTrue || conditionStatus(got, gate) != v1.ConditionTrue {
+			t.Errorf("stored conditions %+v, want Ready and both foreign conditions True", got.Conditions)
+		}
+		if diff := cmp.Diff(Stats{Gets: 2, Patches: 3, Conflicts: 1}, m.Stats()); diff != "" {
+			t.Errorf("stats (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestOtherNodesPodIsNotWritten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pod := boundPod("web", "uid-web")
+		pod.Spec.NodeName = "node-b"
+		f := statustest.NewFakeAPI(pod)
+		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		defer run(t, m)()
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
+		settle()
+		if n := len(f.PodActions("patch")); n != 0 {
+			t.Errorf("%d PATCHes of another node's pod, want 0", n)
+		}
+	})
+}
+
+// TestDeletion covers when a pod being deleted is deleted (grace period 0,
+// UID precondition) and when its terminal phase is held back.
+func TestDeletion(t *testing.T) {
+	tests := []struct {
+		name       string
+		deleting   bool
+		couldRun   bool
+		status     v1.PodStatus
+		wantPhase  v1.PodPhase // stored; "" when deleted
+		wantDelete bool
+	}{{
+		name: "deleted once terminated", deleting: true, couldRun: false,
+		status: podStatus(v1.PodSucceeded, "exited", false), wantDelete: true,
+	}, {
+		name: "kept while containers could run; terminal phase held back", deleting: true, couldRun: true,
+		status: podStatus(v1.PodSucceeded, "exited", false), wantPhase: v1.PodRunning,
+	}, {
+		name: "not deleted without a deletion timestamp", deleting: false, couldRun: false,
+		status: podStatus(v1.PodSucceeded, "exited", false), wantPhase: v1.PodSucceeded,
+	}, {
+		name: "not deleted while the status shows a running container", deleting: true, couldRun: false,
+		status: podStatus(v1.PodRunning, "running", true), wantPhase: v1.PodRunning,
+	}, {
+		name: "deleted when no container runs, phase not terminal", deleting: true, couldRun: false,
+		status: podStatus(v1.PodPending, "waiting", false), wantDelete: true,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pod := boundPod("web", "uid-web")
+				pod.Status.Phase = v1.PodRunning
+				f := statustest.NewFakeAPI(pod)
+				if tt.deleting {
+					if err := f.CoreV1().Pods("default").Delete(t.Context(), "web", metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					pod = f.Pod("default", "web")
+				}
+				m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t),
+					CouldHaveRunningContainers: func(types.UID) bool { return tt.couldRun }})
+				defer run(t, m)()
+				m.SetPodStatus(pod, tt.status)
+				settle()
+
+				dels := f.PodActions("delete")
+				if tt.deleting {
+					dels = dels[1:] // the user's
+				}
+				if got := len(dels) == 1; got != tt.wantDelete {
+					t.Fatalf("deleted = %v (%d DELETEs), want %v", got, len(dels), tt.wantDelete)
+				}
+				if tt.wantDelete {
+					opts := dels[0].(k8stesting.DeleteAction).GetDeleteOptions()
+					if opts.GracePeriodSeconds == nil || *opts.GracePeriodSeconds != 0 || opts.Preconditions == nil || opts.Preconditions.UID == nil || *opts.Preconditions.UID != "uid-web" {
+						t.Errorf("DELETE options %+v, want grace period 0 and UID precondition uid-web", opts)
+					}
+					if p := f.Pod("default", "web"); p != nil {
+						t.Errorf("pod still in the API server: %+v", p.ObjectMeta)
+					}
+					return
+				}
+				if ph := storedStatus(t, f, "web").Phase; ph != tt.wantPhase {
+					t.Errorf("stored phase %s, want %s", ph, tt.wantPhase)
+				}
+			})
+		})
+	}
+}
+
+// TestGracefulDeletionSequence follows the agent: the pod is deleted, its
+// containers stop (terminal status, containers could still run), then the
+// pod workers report it terminated and the agent sets the same status
+// again: the terminal phase is written, then the pod deleted.
+func TestGracefulDeletionSequence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pod := boundPod("web", "uid-web")
+		f := statustest.NewFakeAPI(pod)
+		var couldRun atomic.Bool
+		couldRun.Store(true)
+		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t),
+			CouldHaveRunningContainers: func(types.UID) bool { return couldRun.Load() }})
+		defer run(t, m)()
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
+		settle()
+
+		if err := f.CoreV1().Pods("default").Delete(t.Context(), "web", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deleted := f.Pod("default", "web")
+		m.SetPodStatus(deleted, podStatus(v1.PodSucceeded, "exited", false))
+		settle()
+		if ph := storedStatus(t, f, "web").Phase; ph != v1.PodRunning {
+			t.Fatalf("stored phase %s while containers could run, want Running", ph)
+		}
+
+		couldRun.Store(false)
+		m.SetPodStatus(deleted, podStatus(v1.PodSucceeded, "exited", false))
+		settle()
+
+		if p := f.Pod("default", "web"); p != nil {
+			t.Fatalf("pod still in the API server, phase %s", p.Status.Phase)
+		}
+		var verbs []string
+		for _, a := range f.PodActions("") {
+			if a.GetVerb() != "get" {
+				verbs = append(verbs, a.GetVerb())
+			}
+		}
+		// Running, Succeeded-held-back (container exited), Succeeded, then
+		// the grace-0 delete after the user's.
+		if diff := cmp.Diff([]string{"patch", "delete", "patch", "patch", "delete"}, verbs); diff != "" {
+			t.Errorf("requests (-want +got):\n%s", diff)
+		}
+		last := patches(t, f)[2]
+		if ph := last["status"].(map[string]any)["phase"]; ph != "Succeeded" {
+			t.Errorf("last PATCH phase %v, want Succeeded before the delete", ph)
+		}
+	})
+}
+
+// TestAPIServerDown: with the API server not answering, SetPodStatus
+// returns at once, the writer gives up the batch at the first failure, and
+// the resync writes once it answers again.
+func TestAPIServerDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var pods []runtime.Object
+		for _, n := range []string{"a", "b", "c"} {
+			pods = append(pods, boundPod(n, types.UID("uid-"+n)))
+		}
+		f := statustest.NewFakeAPI(pods...)
+		var down atomic.Bool
+		down.Store(true)
+		f.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if down.Load() {
+				return true, nil, &url.Error{Op: "Get", URL: "https://127.0.0.1:6443", Err: errors.New("connection refused")}
+			}
+			return false, nil, nil
+		})
+		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		defer run(t, m)()
+
+		for _, p := range pods {
+			m.SetPodStatus(p.(*v1.Pod), podStatus(v1.PodRunning, "running", true))
+		}
+		settle()
+		if s := m.Stats(); s.Gets != 1 || s.Failures != 1 {
+			t.Errorf("stats while down %+v, want one failed GET (batch given up)", s)
+		}
+
+		down.Store(false)
+		time.Sleep(DefaultResyncPeriod)
+		synctest.Wait()
+		for _, n := range []string{"a", "b", "c"} {
+			if ph := storedStatus(t, f, n).Phase; ph != v1.PodRunning {
+				t.Errorf("pod %s phase %s after the API server came back, want Running", n, ph)
+			}
+		}
+	})
+}
+
+func TestResyncRepairsDrift(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pod := boundPod("web", "uid-web")
+		f := statustest.NewFakeAPI(pod)
+		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t),
+			APIPod: func(types.UID) (*v1.Pod, bool) {
+				p := f.Pod("default", "web")
+				return p, p != nil
+			}})
+		defer run(t, m)()
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
+		settle()
+
+		body := `{"status":{"phase":"Pending","conditions":[{"type":"Ready","status":"False"}]}}`
+		if _, err := f.CoreV1().Pods("default").Patch(t.Context(), "web", types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(DefaultResyncPeriod)
+		synctest.Wait()
+		got := storedStatus(t, f, "web")
+		if got.Phase != v1.PodRunning || conditionStatus(got, v1.PodReady) != v1.ConditionTrue {
+			t.Errorf("stored phase %s Ready %s after the resync, want Running and True", got.Phase, conditionStatus(got, v1.PodReady))
+		}
+	})
+}
+
+func TestStaticPodStatusGoesToMirror(t *testing.T) {
+	tests := []struct {
+		name string
+		// mirrorHash is the API mirror pod's hash; "" for none.
+		mirrorHash string
+		// hook: Options.MirrorPod is set (returning the API's mirror).
+		hook      bool
+		wantPatch bool
+	}{
+		{name: "mirror pod read by name", mirrorHash: "h1", wantPatch: true},
+		{name: "mirror pod from the hook", mirrorHash: "h1", hook: true, wantPatch: true},
+		{name: "no mirror pod yet", mirrorHash: ""},
+		{name: "no mirror pod yet, hook", mirrorHash: "", hook: true},
+		{name: "stale mirror pod", mirrorHash: "h0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				static := staticPod("etcd-node-a", "h1")
+				var objs []runtime.Object
+				if tt.mirrorHash != "" {
+					objs = append(objs, mirrorOf(static, tt.mirrorHash))
+				}
+				f := statustest.NewFakeAPI(objs...)
+				opts := Options{Client: f, NodeName: testNode, Logger: testr.New(t)}
+				if tt.hook {
+					opts.MirrorPod = func(s *v1.Pod) (*v1.Pod, bool) {
+						p := f.Pod(s.Namespace, s.Name)
+						return p, p != nil && p.Annotations[sources.AnnotationMirror] == s.Annotations[sources.AnnotationHash]
+					}
+				}
+				m := NewManager(opts)
+				defer run(t, m)()
+				m.SetPodStatus(static, podStatus(v1.PodRunning, "running", true))
+				settle()
+
+				ps := patches(t, f)
+				if got := len(ps) == 1; got != tt.wantPatch {
+					t.Fatalf("%d PATCHes, want patched %v", len(ps), tt.wantPatch)
+				}
+				if tt.hook && tt.mirrorHash == "" && len(f.PodActions("")) != 0 {
+					t.Errorf("%d requests without a mirror pod, want none", len(f.PodActions("")))
+				}
+				if !tt.wantPatch {
+					return
+				}
+				mp := f.Pod("default", "etcd-node-a")
+				if meta := ps[0]["metadata"].(map[string]any); meta["uid"] != string(mp.UID) {
+					t.Errorf("PATCH uid %v, want the mirror pod's %s", meta["uid"], mp.UID)
+				}
+				if mp.Status.Phase != v1.PodRunning {
+					t.Errorf("mirror pod phase %s, want Running", mp.Status.Phase)
+				}
+			})
+		})
+	}
+}
+
+// TestStaticPodMirrorCreatedLater: the status waits for the mirror pod and
+// is written once Requeue says it exists.
+func TestStaticPodMirrorCreatedLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		static := staticPod("etcd-node-a", "h1")
+		f := statustest.NewFakeAPI()
+		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		defer run(t, m)()
+		m.SetPodStatus(static, podStatus(v1.PodRunning, "running", true))
+		settle()
+		if _, err := f.CoreV1().Pods("default").Create(t.Context(), mirrorOf(static, "h1"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		m.Requeue(static.UID)
+		settle()
+		if ph := storedStatus(t, f, "etcd-node-a").Phase; ph != v1.PodRunning {
+			t.Errorf("mirror pod phase %s, want Running", ph)
+		}
+	})
+}
+
+func TestRunWithoutClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewManager(Options{})
+		stop := run(t, m)
+		m.SetPodStatus(boundPod("web", "u"), podStatus(v1.PodRunning, "running", true))
+		synctest.Wait()
+		stop()
+		if err := m.Run(t.Context()); err == nil {
+			t.Error("second Run() = nil, want an error")
+		}
+	})
+}
