@@ -42,6 +42,27 @@
 // reasons from the last failed start of each container). QOSClass and
 // PodPhase are exported for the agent's own use.
 //
+// # Events
+//
+// With ManagerOptions.Recorder set (any client-go record.EventRecorder),
+// the Manager records the kubelet's events, with its reasons, types and
+// messages, on the pod with the container's field path
+// (spec.containers{name}, spec.initContainers{name}): Pulling, Pulled
+// ("Container image "x" already present on machine", "Successfully pulled
+// image "x" in 1.2s"), Failed ("Failed to pull image ...", then "Error:
+// ErrImagePull"; "Error: <runtime message>" when a container cannot be
+// configured, created or started), BackOff (image pull, Normal; restart,
+// Warning: "Back-off restarting failed container c in pod name_ns(uid)"),
+// InspectFailed, ErrImageNeverPull, Created ("Created container: c"),
+// Started ("Started container c"), Killing ("Stopping container c", or why
+// SyncPod stops it: "Container c failed liveness probe, will be
+// restarted"); and on the pod itself SandboxChanged, FailedCreatePodSandBox
+// (not for a pod being deleted) and FailedPodSandBoxStatus. Orphans (KillPod
+// without a pod) and containers no longer in the spec get no events, as
+// with the kubelet. The Pulled message of a pull leaves out the kubelet's
+// "(… including waiting). Image size: … bytes." (the Manager neither
+// queues pulls nor asks the image's size).
+//
 // Differences from the kubelet, on purpose or not yet done:
 //   - Probes are not run here. A running container is Ready when it has no
 //     readiness probe and no startup probe; the probe manager overrides it.

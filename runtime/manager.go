@@ -51,6 +51,13 @@ type ManagerOptions struct {
 	// are derived from them: the probe manager sets the containers' Ready
 	// and Started flags from its results there.
 	PodStatusHook func(pod *v1.Pod, status *v1.PodStatus)
+	// Recorder, when set, receives the kubelet's events of the pods'
+	// lifecycle (Pulling, Pulled, Failed, BackOff, Created, Started,
+	// Killing, SandboxChanged, FailedCreatePodSandBox), recorded on the pod
+	// with the container's field path (spec.containers{name}). Pass the
+	// record.EventRecorder of a client-go EventBroadcaster. Defaults to nil:
+	// no events.
+	Recorder EventRecorder
 }
 
 func (o *ManagerOptions) setDefaults() error {
@@ -89,6 +96,7 @@ type Manager struct {
 	is   ImageService
 	opts ManagerOptions
 	log  logr.Logger
+	ev   events
 	now  func() time.Time
 
 	mu             sync.Mutex
@@ -122,6 +130,7 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 		is:          is,
 		opts:        opts,
 		log:         opts.Logger.WithName("runtime"),
+		ev:          events{rec: opts.Recorder},
 		now:         time.Now,
 		runtimeName: "cri",
 		containerBO: newBackOff(opts.BackOff),

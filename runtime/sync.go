@@ -51,6 +51,9 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 	actions := computePodActions(pod, status, m.opts.Unhealthy)
 	log.V(4).Info("computed pod actions", "actions", actions.String())
 	defer func() { m.recordReasons(pod.UID, result) }()
+	if actions.CreateSandbox && actions.SandboxID != "" {
+		m.ev.pod(pod, v1.EventTypeNormal, EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
+	}
 
 	if actions.KillPod {
 		if m.killPodForSync(ctx, pod, status, &result) != nil {
@@ -62,7 +65,7 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 	} else {
 		for _, k := range actions.ContainersToKill {
 			log.V(1).Info("killing container", "container", k.Name, "containerID", k.ID, "message", k.Message)
-			err := m.stopContainer(ctx, pod, k.ID, k.Container, k.Reason, nil)
+			err := m.stopContainer(ctx, pod, k.ID, k.Container, k.Reason, k.Message, nil)
 			result.add(ActionResult{Action: ActionKillContainer, Target: k.Name, Err: err})
 			if err != nil {
 				return result
@@ -92,6 +95,11 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 		}
 		id, err := m.rs.RunPodSandbox(ctx, cfg, m.opts.RuntimeHandler)
 		if err != nil {
+			if pod.DeletionTimestamp == nil {
+				// As the kubelet, no event for a pod being deleted: the
+				// failure is likely its deletion's.
+				m.ev.pod(pod, v1.EventTypeWarning, EventFailedCreatePodSandBox, "Failed to create pod sandbox: "+err.Error())
+			}
 			result.add(ActionResult{Action: ActionCreatePodSandbox, Target: podFullName(pod),
 				Err: fmt.Errorf("%w: %w", ErrCreatePodSandbox, err), Message: err.Error()})
 			return result
@@ -102,6 +110,7 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 			err = errors.New("empty sandbox status")
 		}
 		if err != nil {
+			m.ev.pod(pod, v1.EventTypeWarning, EventFailedPodSandBoxStatus, "Unable to get pod sandbox status: "+err.Error())
 			result.add(ActionResult{Action: ActionCreatePodSandbox, Target: id,
 				Err: fmt.Errorf("%w: status of new sandbox: %w", ErrCreatePodSandbox, err), Message: err.Error()})
 			return result
@@ -209,7 +218,7 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, running *Pod, overri
 			spec = findContainerSpec(pod, c.Name)
 		}
 		wg.Go(func() {
-			err := m.stopContainer(ctx, pod, c.ID, spec, "", override)
+			err := m.stopContainer(ctx, pod, c.ID, spec, "", "", override)
 			mu.Lock()
 			res = append(res, ActionResult{Action: ActionKillContainer, Target: c.Name, Err: err})
 			mu.Unlock()
@@ -283,8 +292,17 @@ func (m *Manager) gracePeriod(ctx context.Context, pod *v1.Pod, id string, spec 
 	return max(g, minimum)
 }
 
-func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, id string, spec *v1.Container, reason killReason, override *int64) error {
+// stopContainer stops one container within its grace period, after
+// recording a Killing event with message ("Stopping container <name>" when
+// empty) when the container is in the pod's spec.
+func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, id string, spec *v1.Container, reason killReason, message string, override *int64) error {
 	grace := m.gracePeriod(ctx, pod, id, spec, reason, override)
+	if spec != nil {
+		if message == "" {
+			message = "Stopping container " + spec.Name
+		}
+		m.ev.container(pod, spec, id, v1.EventTypeNormal, EventKilling, message)
+	}
 	m.log.V(4).Info("stopping container", "containerID", id, "gracePeriod", grace)
 	if err := m.rs.StopContainer(ctx, id, grace); err != nil && !IsNotFound(err) {
 		return fmt.Errorf("%w: stop container %s: %w", ErrKillContainer, id, err)
@@ -367,6 +385,8 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 		m.gcBackOffsLocked(now)
 		m.mu.Unlock()
 		if in {
+			m.ev.container(pod, c, "", v1.EventTypeWarning, EventBackOff,
+				fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.Name, podFullName(pod)))
 			ar.Message = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, podFullName(pod))
 			ar.Err = fmt.Errorf("%w: %s", ErrCrashLoopBackOff, ar.Message)
 			ar.RetryAt = exited.FinishedAt.Add(delay)
@@ -376,6 +396,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 
 	imageRef, msg, err := m.ensureImage(ctx, pod, c, sandboxCfg)
 	if err != nil {
+		m.ev.container(pod, c, "", v1.EventTypeWarning, EventFailed, "Error: "+Reason(err))
 		ar.Err, ar.Message = err, msg
 		if errors.Is(err, ErrImagePullBackOff) {
 			m.mu.Lock()
@@ -395,21 +416,26 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 	}
 	cfg, err := m.containerConfig(pod, spec, restartCount, imageRef, podIPs, mounts)
 	if err != nil {
+		m.ev.container(pod, c, "", v1.EventTypeWarning, EventFailed, "Error: "+err.Error())
 		ar.Message = err.Error()
 		ar.Err = fmt.Errorf("%w: %w", ErrCreateContainerConfig, err)
 		return ar
 	}
 	id, err := m.rs.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
 	if err != nil {
+		m.ev.container(pod, c, id, v1.EventTypeWarning, EventFailed, "Error: "+errorMessage(err))
 		ar.Message = err.Error()
 		ar.Err = fmt.Errorf("%w: %w", ErrCreateContainer, err)
 		return ar
 	}
+	m.ev.container(pod, c, id, v1.EventTypeNormal, EventCreated, "Created container: "+c.Name)
 	if err := m.rs.StartContainer(ctx, id); err != nil {
+		m.ev.container(pod, c, id, v1.EventTypeWarning, EventFailed, "Error: "+errorMessage(err))
 		ar.Message = err.Error()
 		ar.Err = fmt.Errorf("%w: start container %s: %w", ErrRunContainer, id, err)
 		return ar
 	}
+	m.ev.container(pod, c, id, v1.EventTypeNormal, EventStarted, "Started container "+c.Name)
 	m.log.V(1).Info("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "containerID", id, "restartCount", restartCount)
 	return ar
 }
@@ -435,9 +461,12 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		resp, err := m.is.ImageStatus(ctx, spec, false)
 		if err != nil {
 			msg := fmt.Sprintf("Failed to inspect image %q: %v", c.Image, err)
+			m.ev.container(pod, c, "", v1.EventTypeWarning, EventInspectFailed, msg)
 			return "", msg, fmt.Errorf("%w: %s", ErrImageInspect, msg)
 		}
 		if img := resp.GetImage(); img != nil {
+			m.ev.container(pod, c, "", v1.EventTypeNormal, EventPulled,
+				fmt.Sprintf("Container image %q already present on machine", c.Image))
 			if img.GetId() != "" {
 				return img.GetId(), "", nil
 			}
@@ -445,6 +474,7 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		}
 		if policy == v1.PullNever {
 			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+			m.ev.container(pod, c, "", v1.EventTypeWarning, EventErrImageNeverPull, msg)
 			return "", msg, fmt.Errorf("%w: %s", ErrImageNeverPull, msg)
 		}
 	}
@@ -454,17 +484,25 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	m.mu.Unlock()
 	if in {
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		m.ev.container(pod, c, "", v1.EventTypeNormal, EventBackOff, msg)
 		return "", msg, fmt.Errorf("%w: %s", ErrImagePullBackOff, msg)
 	}
+	m.ev.container(pod, c, "", v1.EventTypeNormal, EventPulling, fmt.Sprintf("Pulling image %q", c.Image))
 	ref, err := m.is.PullImage(ctx, spec, nil, sandboxCfg)
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	end := m.now()
 	if err != nil {
-		m.imageBO.next(pod.UID, c.Image, m.now(), false)
 		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
+		m.ev.container(pod, c, "", v1.EventTypeWarning, EventFailed, msg)
+		m.mu.Lock()
+		m.imageBO.next(pod.UID, c.Image, end, false)
+		m.mu.Unlock()
 		return "", msg, fmt.Errorf("%w: %s", ErrImagePull, msg)
 	}
+	m.ev.container(pod, c, "", v1.EventTypeNormal, EventPulled,
+		fmt.Sprintf("Successfully pulled image %q in %v", c.Image, end.Sub(now).Truncate(time.Millisecond)))
+	m.mu.Lock()
 	m.imageBO.remove(pod.UID, c.Image)
+	m.mu.Unlock()
 	if ref == "" {
 		ref = c.Image
 	}
