@@ -77,8 +77,21 @@
 // start over with a new container; probe times are aligned (see above;
 // Alignment < 0 turns it off); an HTTP probe uses no proxy; a probe whose
 // host would be empty (no pod IP) is an error instead of a probe of the
-// local host; events are not recorded (failures are logged at V(1));
-// errored probes are reported to Metrics as Unknown.
+// local host; errored probes are reported to Metrics as Unknown; a
+// redirect to another host records no ProbeWarning event (the Prober
+// reports it as a plain success).
+//
+// # Events
+//
+// With Options.Recorder set (any client-go record.EventRecorder), every
+// failed probe records a Warning event Unhealthy on the pod, with the
+// container's field path (spec.containers{name}, or
+// spec.initContainers{name} for a sidecar), as the kubelet does:
+// "Liveness probe failed: <output>" (Readiness, Startup), or "Liveness
+// probe errored and resulted in unknown state: <error>" for a probe that
+// could not be run. Failures below the failure threshold record events
+// too; a liveness or startup worker on hold records none. The
+// recorder's correlator aggregates the repeats.
 //
 // # Concurrency
 //

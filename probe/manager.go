@@ -43,6 +43,13 @@ type Options struct {
 	// at most Alignment later than the kubelet would run it. Defaults to
 	// 50ms; a negative value disables it.
 	Alignment time.Duration
+	// Recorder, when set, receives an Unhealthy Warning event for each
+	// failed probe, as the kubelet records them ("Liveness probe failed:
+	// <output>"), on the pod with the container's field path
+	// (spec.containers{name}). Pass the record.EventRecorder of a
+	// client-go EventBroadcaster; its correlator aggregates repeated
+	// events. Defaults to nil: no events.
+	Recorder EventRecorder
 }
 
 // DefaultAlignment is the default of Options.Alignment.

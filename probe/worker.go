@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -197,6 +198,7 @@ func (w *worker) doProbe(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return false
 	}
+	ran := result
 	if err != nil {
 		result = Unknown
 	} else if result != Success {
@@ -208,9 +210,15 @@ func (w *worker) doProbe(ctx context.Context) bool {
 	switch {
 	case err != nil:
 		w.log.V(1).Info("Probe errored", "err", err.Error())
+		w.event(fmt.Sprintf("%s probe errored and resulted in unknown state: %v", w.key.typ.eventName(), err))
 		return true
 	case result == Failure:
 		w.log.V(1).Info("Probe failed", "output", out)
+		if ran == Failure {
+			// As the kubelet: an Unknown result without an error counts
+			// as a failure but records no event.
+			w.event(fmt.Sprintf("%s probe failed: %s", w.key.typ.eventName(), out))
+		}
 	default:
 		if v := w.log.V(4); v.Enabled() {
 			v.Info("Probe succeeded", "output", out)
@@ -235,6 +243,11 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		w.onHold, w.streak = true, 0
 	}
 	return true
+}
+
+// event records an Unhealthy event on the worker's container.
+func (w *worker) event(message string) {
+	recordContainerEvent(w.m.opts.Recorder, w.pod, w.container, v1.EventTypeWarning, EventUnhealthy, message)
 }
 
 // set records the container's result and publishes it when it changed,
