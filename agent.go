@@ -50,6 +50,7 @@ type Agent struct {
 	probes   *probe.Manager
 	cgroups  *cgroup.PodManager
 	node     *node.Controller // nil for a standalone agent
+	recorder recorder
 	handler  *handler
 	// capacity is Options.Capacity or, read at the start of Run, the
 	// machine's; admission reads it from the sync loop.
@@ -92,6 +93,9 @@ func New(opts Options) (*Agent, error) {
 		probeOpts.Runtime = opts.Runtime
 	}
 	probeOpts.Statuses = a.statuses.GetPodStatus
+	if probeOpts.Recorder == nil {
+		probeOpts.Recorder = &a.recorder
+	}
 	if probeOpts.Logger.GetSink() == nil {
 		probeOpts.Logger = log
 	}
@@ -106,6 +110,9 @@ func New(opts Options) (*Agent, error) {
 	}
 	if rmOpts.Unhealthy == nil {
 		rmOpts.Unhealthy = a.probes.Unhealthy
+	}
+	if rmOpts.Recorder == nil {
+		rmOpts.Recorder = &a.recorder
 	}
 	if rmOpts.PodStatusHook == nil {
 		rmOpts.PodStatusHook = a.probes.UpdatePodStatus
@@ -208,6 +215,7 @@ func New(opts Options) (*Agent, error) {
 		cache:    a.cache,
 		queue:    a.queue,
 		cgroups:  a.cgroups,
+		events:   &a.recorder,
 		admit:    append([]AdmitHandler{maxPods(opts.MaxPods), resources(a.cgroups, func() v1.ResourceList { return a.capacity })}, opts.Admit...),
 		rejected: make(map[types.UID]bool),
 	}
@@ -326,6 +334,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.cgroups.EnsureNode(); err != nil {
 		return fmt.Errorf("nodekit: setting up the node's cgroups (set Options.Cgroups.Disabled on a host the agent does not own): %w", err)
 	}
+	defer a.startEvents(ctx)()
 	a.checkRuntime(ctx)
 	run("runtime status", a.watchRuntime)
 	run("pleg", a.events.Run)

@@ -35,6 +35,7 @@ type handler struct {
 	volumes  *volume.Manager
 	probes   *probe.Manager
 	cgroups  *cgroup.PodManager
+	events   EventRecorder
 	cache    pleg.Cache
 	queue    *podworker.Queue
 	workers  *podworker.Workers
@@ -279,6 +280,7 @@ func (h *handler) SyncPod(ctx context.Context, updateType podworker.UpdateType, 
 			return false, err
 		}
 		h.log.Error(err, "Unable to attach or mount volumes for pod; skipping pod", "pod", klogRef(pod), "podUID", pod.UID)
+		h.events.Event(runtime.PodReference(pod, ""), v1.EventTypeWarning, volume.ReasonFailedMount, "Unable to attach or mount volumes: "+err.Error())
 		h.setStatus(pod, podStatus, func(s *v1.PodStatus) {
 			s.Reason, s.Message = volume.ReasonFailedMount, err.Error()
 		})

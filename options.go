@@ -147,6 +147,11 @@ type Options struct {
 	// names pods to sync.
 	Extra []syncloop.Channel
 
+	// Events receives the pod lifecycle events. Defaults to the API
+	// server's events (through client-go's broadcaster) with KubeClient,
+	// and to none without.
+	Events EventRecorder
+
 	// OnPodStatus, when set, is called after each change of a pod's status
 	// (phase, conditions, containers). It must not block.
 	OnPodStatus func(pod *v1.Pod, status v1.PodStatus)

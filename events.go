@@ -1,0 +1,52 @@
+package nodekit
+
+import (
+	"context"
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// EventRecorder receives the pod lifecycle events (Pulled, Created,
+// Started, Killing, BackOff, Unhealthy, FailedMount, ...). client-go's
+// record.EventRecorder (and its FakeRecorder) is one.
+type EventRecorder = runtime.EventRecorder
+
+// recorder forwards events to the recorder of the running agent: the
+// parts get it at construction, the broadcaster behind it starts with Run.
+// Events before Run, or with no recorder, are dropped.
+type recorder struct {
+	to atomic.Pointer[EventRecorder]
+}
+
+func (r *recorder) set(rec EventRecorder) { r.to.Store(&rec) }
+
+// Event implements EventRecorder.
+func (r *recorder) Event(object apiruntime.Object, eventtype, reason, message string) {
+	if to := r.to.Load(); to != nil && *to != nil {
+		(*to).Event(object, eventtype, reason, message)
+	}
+}
+
+// startEvents sets up where events go: Options.Events when set, else, for
+// an agent joined to a cluster, the API server through client-go's
+// broadcaster. The returned function stops the broadcaster.
+func (a *Agent) startEvents(ctx context.Context) (stop func()) {
+	if a.opts.Events != nil {
+		a.recorder.set(a.opts.Events)
+		return func() {}
+	}
+	if a.opts.KubeClient == nil {
+		return func() {}
+	}
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.opts.KubeClient.CoreV1().Events("")})
+	a.recorder.set(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: a.opts.NodeName}))
+	return b.Shutdown
+}
