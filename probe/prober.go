@@ -7,11 +7,12 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nodekit/nodekit/internal/expansion"
 )
 
 // Type is a kind of probe: liveness, readiness or startup.
@@ -248,10 +249,7 @@ func withDefaults(p *v1.Probe) *v1.Probe {
 // as the kubelet expands exec probe commands; $$ escapes a $ and an
 // unknown reference is kept.
 func expandStatic(s string, env []v1.EnvVar) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	lookup := func(name string) (string, bool) {
+	return expansion.Expand(s, func(name string) (string, bool) {
 		v, ok := "", false
 		for _, e := range env { // the last definition wins
 			if e.Name == name {
@@ -259,34 +257,7 @@ func expandStatic(s string, env []v1.EnvVar) string {
 			}
 		}
 		return v, ok
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
-			}
-			if v, ok := lookup(s[i+2 : i+2+end]); ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
+	})
 }
 
 // dialer is the dialer of HTTP, TCP and gRPC probes: no TCP keep-alive

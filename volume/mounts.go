@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/internal/expansion"
 	"github.com/nodekit/nodekit/volume/internal/hostfs"
 )
 
@@ -230,39 +231,8 @@ func (m *Manager) subPath(uid types.UID, volName, container string, index int, v
 	return target, nil
 }
 
-// expand replaces $(VAR) by the value of VAR when defined; $$ escapes a $.
-// It is the kubelet's expansion.Expand, as the runtime applies it to
-// commands and environment values.
+// expand replaces $(VAR) by the value of VAR when defined; $$ escapes a $,
+// as the runtime expands commands and environment values.
 func expand(s string, vars map[string]string) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := vars[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
+	return expansion.Expand(s, expansion.Map(vars))
 }
