@@ -10,9 +10,11 @@
 //     through a channel of capacity 1, so any number of changes made
 //     before it runs go out as one write, the latest. A resync every 10 s
 //     writes what is still unwritten (failed writes) and what drifted;
-//   - each write reads the pod (for a static pod: its mirror pod, found by
-//     the static pod's name and config.hash), skips it if its UID changed
-//     (the pod was replaced) or it is bound to another node, merges the
+//   - each write starts from the pod as last read or written, or as the
+//     agent got it from the API server, and reads it when it has none (for
+//     a static pod: its mirror pod, found by the static pod's name and
+//     config.hash); it skips the pod if its UID changed (the pod was
+//     replaced) or it is bound to another node, merges the
 //     status held into the stored one (conditions the agent does not own
 //     are kept; a terminal phase is held back while containers could still
 //     run) and sends the difference as a strategic-merge PATCH of the

@@ -141,6 +141,9 @@ type entry struct {
 	// mirror) as last read or returned by a PATCH; nil when it must be
 	// read again.
 	api *v1.Pod
+	// reread: the next write reads the object from the API server rather
+	// than start from a copy it was given (the resync saw it differ).
+	reread bool
 	// heldBack: the last write kept a terminal phase back because
 	// containers could still run.
 	heldBack bool
@@ -250,7 +253,7 @@ func (m *Manager) Requeue(uid types.UID) {
 	if !ok || m.opts.Client == nil || e.gone {
 		return
 	}
-	e.api, e.dirty = nil, true
+	e.api, e.reread, e.dirty = nil, true, true
 	m.poke()
 }
 

@@ -23,7 +23,9 @@ const maxAttempts = 3
 // Run writes the statuses to the API server until ctx ends, then returns
 // nil. It is the manager's only writer: one goroutine (the caller's),
 // woken by SetPodStatus (after WriteDelay) and every ResyncPeriod. For each
-// pod to write it reads the pod (a static pod's mirror pod), skips it if
+// pod to write it takes the pod as last read or written, or as given to
+// SetPodStatus when that is an API object, and reads it (a static pod's
+// mirror pod) when it has neither; it skips it if
 // the UID is not the one it has (the pod was replaced) or it is bound to
 // another node, merges the status held into the stored one and sends the
 // difference as a strategic-merge PATCH of the status subresource, with
@@ -90,7 +92,9 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) {
 		if m.drifted(s) {
 			m.mu.Lock()
 			if m.pods[s.uid] == s.e {
-				s.e.api = nil
+				// What the agent saw may be older than what was
+				// written: read the pod.
+				s.e.api, s.e.reread = nil, true
 			}
 			m.mu.Unlock()
 			uids = append(uids, s.uid)
@@ -214,7 +218,7 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 		m.mu.Unlock()
 		return nil
 	}
-	pod, status, version, api := e.pod, e.status, e.version, e.api
+	pod, status, version, api, reread := e.pod, e.status, e.version, e.api, e.reread
 	m.mu.Unlock()
 	log := m.log.WithValues("pod", fullName(pod), "podUID", uid)
 
@@ -225,13 +229,21 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 			log.V(4).Info("Static pod has no mirror pod yet; its status waits")
 			return nil
 		}
-		if api != nil && api.UID != mp.UID {
-			api = nil
+		if (api == nil && !reread) || (api != nil && api.UID != mp.UID) {
+			// Write on the mirror pod as last seen; the preconditions
+			// refuse the PATCH if it is not current.
+			api = mp
 		}
 	}
 	if api != nil && pod.DeletionTimestamp != nil && api.DeletionTimestamp == nil {
-		// The pod was deleted after it was read: read it again.
+		// The pod was deleted after it was read.
 		api = nil
+	}
+	if api == nil && !reread && !static && pod.ResourceVersion != "" {
+		// The pod as the agent got it from the API server is as good a
+		// base as a fresh read: the resource version precondition
+		// refuses the PATCH if it is not current.
+		api = pod
 	}
 
 	couldRun := m.couldRun(uid, status)
@@ -252,6 +264,9 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 				return err
 			}
 			api = got
+			m.mu.Lock()
+			e.reread = false
+			m.mu.Unlock()
 		}
 		if reason := m.foreign(pod, api, static); reason != "" {
 			log.V(3).Info("Not writing pod status", "reason", reason, "apiUID", api.UID)
