@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/mirror"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podworker"
@@ -50,6 +51,7 @@ type Agent struct {
 	probes   *probe.Manager
 	cgroups  *cgroup.PodManager
 	node     *node.Controller // nil for a standalone agent
+	mirrors  *mirror.Manager  // nil for a standalone agent
 	recorder recorder
 	handler  *handler
 	// capacity is Options.Capacity or, read at the start of Run, the
@@ -87,7 +89,27 @@ func New(opts Options) (*Agent, error) {
 		}
 	}
 
-	a.statuses = status.NewManager(status.Options{Observer: opts.OnPodStatus})
+	a.pods = newPodManager()
+	statusOpts := status.Options{Observer: opts.OnPodStatus}
+	if opts.KubeClient != nil {
+		a.mirrors, err = mirror.New(opts.KubeClient, mirror.Options{
+			NodeName: opts.NodeName,
+			Node:     a.node.Node,
+			OnCreate: func(static, _ *v1.Pod) { a.statuses.Requeue(static.UID) },
+			Logger:   log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("nodekit: %w", err)
+		}
+		statusOpts.Client = opts.KubeClient
+		statusOpts.NodeName = opts.NodeName
+		statusOpts.Logger = log
+		// The workers come later; the closure reads them when called.
+		statusOpts.CouldHaveRunningContainers = func(uid types.UID) bool { return a.workers.CouldHaveRunningContainers(uid) }
+		statusOpts.MirrorPod = a.mirrors.MirrorPod
+		statusOpts.APIPod = a.pods.GetPodByUID
+	}
+	a.statuses = status.NewManager(statusOpts)
 	probeOpts := opts.Probes
 	if probeOpts.Runtime == nil {
 		probeOpts.Runtime = opts.Runtime
@@ -202,7 +224,6 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
 
-	a.pods = newPodManager()
 	a.queue = podworker.NewQueue()
 	a.handler = &handler{
 		log:      log,
@@ -216,6 +237,8 @@ func New(opts Options) (*Agent, error) {
 		queue:    a.queue,
 		cgroups:  a.cgroups,
 		events:   &a.recorder,
+		mirrors:  a.mirrors,
+		hostIPs:  a.hostIPs,
 		admit:    append([]AdmitHandler{maxPods(opts.MaxPods), resources(a.cgroups, func() v1.ResourceList { return a.capacity })}, opts.Admit...),
 		rejected: make(map[types.UID]bool),
 	}
@@ -303,6 +326,25 @@ func (a *Agent) joinCluster() error {
 	return nil
 }
 
+// hostIPs are the node's internal addresses, for pod statuses: the Node's
+// when the agent joined a cluster.
+func (a *Agent) hostIPs() []string {
+	if a.node == nil {
+		return nil
+	}
+	n, ok := a.node.Node()
+	if !ok {
+		return nil
+	}
+	var ips []string
+	for _, addr := range n.Status.Addresses {
+		if addr.Type == v1.NodeInternalIP {
+			ips = append(ips, addr.Address)
+		}
+	}
+	return ips
+}
+
 // Run runs the agent until ctx ends. It returns nil then, after every
 // goroutine it started has exited; pods keep running in the runtime, so a
 // restarted agent finds them again. Run may be called only once.
@@ -340,6 +382,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("pleg", a.events.Run)
 	run("volume manager", a.volumes.Run)
 	run("probes", a.probes.Run)
+	run("status manager", a.statuses.Run)
 	run("pod workers", a.workers.Run)
 	run("sources", a.config.Run)
 	if a.node != nil {

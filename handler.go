@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/mirror"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/probe"
@@ -36,10 +37,14 @@ type handler struct {
 	probes   *probe.Manager
 	cgroups  *cgroup.PodManager
 	events   EventRecorder
-	cache    pleg.Cache
-	queue    *podworker.Queue
-	workers  *podworker.Workers
-	admit    []AdmitHandler
+	mirrors  *mirror.Manager // nil for a standalone agent
+	// hostIPs returns the node's addresses for pod statuses; nil when
+	// unknown.
+	hostIPs func() []string
+	cache   pleg.Cache
+	queue   *podworker.Queue
+	workers *podworker.Workers
+	admit   []AdmitHandler
 
 	mu sync.Mutex
 	// rejected holds the pods admission turned away; they are never handed
@@ -60,6 +65,7 @@ func (h *handler) isRejected(uid types.UID) bool {
 
 // HandlePodAdditions admits the pods, oldest first, and starts them.
 func (h *handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
+	pods = h.pods.splitMirrors(pods, false)
 	slices.SortStableFunc(pods, func(a, b *v1.Pod) int {
 		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
 	})
@@ -122,6 +128,7 @@ func (h *handler) reject(pod *v1.Pod, r AdmitResult) {
 
 // HandlePodUpdates records the new pods and syncs them.
 func (h *handler) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
+	pods = h.pods.splitMirrors(pods, false)
 	for _, pod := range pods {
 		h.pods.addOrUpdate(pod)
 		if h.isRejected(pod.UID) {
@@ -134,6 +141,7 @@ func (h *handler) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
 
 // HandlePodRemoves forgets the pods and stops them.
 func (h *handler) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
+	pods = h.pods.splitMirrors(pods, true)
 	for _, pod := range pods {
 		h.pods.remove(pod)
 		if h.isRejected(pod.UID) {
@@ -147,6 +155,7 @@ func (h *handler) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 // HandlePodReconcile records pods whose status alone changed at their
 // source; a pod its source says is terminal is synced so that it stops.
 func (h *handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
+	pods = h.pods.splitMirrors(pods, false)
 	for _, pod := range pods {
 		h.pods.addOrUpdate(pod)
 		if !h.isRejected(pod.UID) && status.IsTerminal(pod.Status.Phase) {
@@ -203,6 +212,17 @@ func (h *handler) HandlePodCleanups(ctx context.Context) error {
 	}
 	if err := h.cleanupCgroups(ctx, keep, workers); err != nil {
 		errs = append(errs, err)
+	}
+	if h.mirrors != nil {
+		var static []*v1.Pod
+		for _, p := range desired {
+			if mirror.IsStaticPod(p) && !h.isRejected(p.UID) {
+				static = append(static, p)
+			}
+		}
+		if err := h.mirrors.Sync(ctx, static); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, rp := range all {
 		if _, known := workers[rp.ID]; known {
@@ -363,6 +383,14 @@ func (h *handler) refresh(ctx context.Context, pod *v1.Pod, edit func(*v1.PodSta
 
 func (h *handler) setStatus(pod *v1.Pod, podStatus *runtime.PodStatus, edit func(*v1.PodStatus)) v1.PodStatus {
 	s := h.runtime.APIPodStatus(pod, podStatus)
+	if h.hostIPs != nil {
+		if ips := h.hostIPs(); len(ips) > 0 {
+			s.HostIP = ips[0]
+			for _, ip := range ips {
+				s.HostIPs = append(s.HostIPs, v1.HostIP{IP: ip})
+			}
+		}
+	}
 	if s.StartTime == nil {
 		now := metav1.Now()
 		s.StartTime = &now

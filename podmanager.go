@@ -5,6 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/mirror"
 )
 
 // podManager holds the pods the agent should run, by UID and by full name.
@@ -14,11 +16,38 @@ type podManager struct {
 	mu     sync.RWMutex
 	byUID  map[types.UID]*v1.Pod
 	byName map[string]*v1.Pod
+	// mirrors are the API server's mirror pods of static pods, by full
+	// name: never run, only reported to.
+	mirrors map[string]*v1.Pod
 }
 
 func newPodManager() *podManager {
-	return &podManager{byUID: make(map[types.UID]*v1.Pod), byName: make(map[string]*v1.Pod)}
+	return &podManager{byUID: make(map[types.UID]*v1.Pod), byName: make(map[string]*v1.Pod), mirrors: make(map[string]*v1.Pod)}
 }
+
+// splitMirrors records the mirror pods among pods (or forgets them, when
+// remove) and returns the others.
+func (m *podManager) splitMirrors(pods []*v1.Pod, remove bool) []*v1.Pod {
+	out := pods[:0:0]
+	for _, p := range pods {
+		if !mirror.IsMirrorPod(p) {
+			out = append(out, p)
+			continue
+		}
+		m.mu.Lock()
+		if remove {
+			if cur, ok := m.mirrors[fullName(p)]; ok && cur.UID == p.UID {
+				delete(m.mirrors, fullName(p))
+			}
+		} else {
+			m.mirrors[fullName(p)] = p
+		}
+		m.mu.Unlock()
+	}
+	return out
+}
+
+// GetPodByUID implements syncloop.PodGetter.
 
 func fullName(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
@@ -41,7 +70,6 @@ func (m *podManager) remove(pod *v1.Pod) {
 	}
 }
 
-// GetPodByUID implements syncloop.PodGetter.
 func (m *podManager) GetPodByUID(uid types.UID) (*v1.Pod, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()

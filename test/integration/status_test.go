@@ -14,16 +14,11 @@ import (
 	"github.com/go-logr/logr/testr"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/cgroup"
-	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/status"
 )
 
@@ -300,105 +295,6 @@ func TestGracefulDeletion(t *testing.T) {
 	t.Logf("deleted %v after the graceful delete (grace period 30s); requests: %+v", time.Since(begin).Round(time.Millisecond), m.Stats())
 	if m.Stats().Deletes != 1 {
 		t.Errorf("%d DELETEs, want 1", m.Stats().Deletes)
-	}
-}
-
-// TestAgentStatusWrites runs the agent on the in-memory runtime, joined to
-// the API server, with a writing status manager fed by its OnPodStatus:
-// pods created for the node become Running and Ready in the API server, a
-// pod of another node is never touched, and deleted pods are removed by
-// the grace-0 delete. It reports the status writes per pod start.
-func TestAgentStatusWrites(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		delay time.Duration
-	}{{"default write delay", 0}, {"writes at once", -1}} {
-		t.Run(tc.name, func(t *testing.T) { testAgentStatusWrites(t, tc.delay) })
-	}
-}
-
-func testAgentStatusWrites(t *testing.T, delay time.Duration) {
-	const n = 20
-	c := client(t)
-	nodeName := uniqueName("status-agent")
-	cleanupNode(t, c, nodeName)
-	writer := runStatusManager(t, "status", status.Options{Client: c, NodeName: nodeName, WriteDelay: delay})
-	rt := runtimetest.New(runtimetest.Options{Images: []string{"registry.example/busybox:1"}})
-	t.Cleanup(rt.Close)
-	agent, err := nodekit.New(nodekit.Options{
-		NodeName:       nodeName,
-		KubeClient:     c,
-		Runtime:        rt,
-		RootDir:        t.TempDir(),
-		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},
-		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
-		Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
-		Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 0}).WithName("agent"),
-		OnPodStatus:    func(pod *v1.Pod, s v1.PodStatus) { writer.SetPodStatus(pod, s) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runInBackground(t, "agent", agent.Run)
-
-	other := createPod(t, c, newPod(uniqueName("other"), uniqueName("other-node")))
-	begin := time.Now()
-	var pods []*v1.Pod
-	for i := range n {
-		pods = append(pods, createPod(t, c, newPod(fmt.Sprintf("%s-%d", nodeName, i), nodeName)))
-	}
-	eventually(t, 30*time.Second, "every pod Running and Ready in the API server", func() error {
-		list, err := c.CoreV1().Pods(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
-		if err != nil {
-			return err
-		}
-		ready := 0
-		for _, p := range list.Items {
-			if p.Status.Phase == v1.PodRunning && podCondition(p.Status, v1.PodReady) == v1.ConditionTrue && p.Status.PodIP != "" && len(p.Status.ContainerStatuses) == 1 {
-				ready++
-			}
-		}
-		if ready != n {
-			return fmt.Errorf("%d of %d Running and Ready", ready, n)
-		}
-		return nil
-	})
-	elapsed := time.Since(begin)
-	time.Sleep(time.Second) // let late writes show
-	st := writer.Stats()
-	t.Logf("%d pods Running and Ready in the API server in %v; status requests per pod start: %.2f writes (PATCH), %.2f reads (GET); totals %+v",
-		n, elapsed.Round(time.Millisecond), float64(st.Writes())/n, float64(st.Gets)/n, st)
-
-	got, err := c.CoreV1().Pods(other.Namespace).Get(t.Context(), other.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Status.Phase != v1.PodPending || len(got.Status.ContainerStatuses) != 0 || got.ResourceVersion != other.ResourceVersion {
-		t.Errorf("another node's pod was touched: %+v", got.Status)
-	}
-
-	// kubectl delete: graceful, 30 s.
-	begin = time.Now()
-	for _, p := range pods {
-		if err := c.CoreV1().Pods(p.Namespace).Delete(t.Context(), p.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually(t, 25*time.Second, "every deleted pod gone from the API server", func() error {
-		list, err := c.CoreV1().Pods(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
-		if err != nil {
-			return err
-		}
-		if len(list.Items) != 0 {
-			return fmt.Errorf("%d pods left, first %s phase %s", len(list.Items), list.Items[0].Name, list.Items[0].Status.Phase)
-		}
-		return nil
-	})
-	end := writer.Stats()
-	t.Logf("%d pods deleted (grace 0 by the status manager) %v after kubectl-style deletion; requests for the deletion per pod: %.2f PATCH, %.2f DELETE, %.2f GET",
-		n, time.Since(begin).Round(time.Millisecond), float64(end.Patches-st.Patches)/n, float64(end.Deletes-st.Deletes)/n, float64(end.Gets-st.Gets)/n)
-	if end.Deletes != n {
-		t.Errorf("%d DELETEs, want %d", end.Deletes, n)
 	}
 }
 
