@@ -350,6 +350,7 @@ func TestConfigSeenOnlyAfterUpdatesSent(t *testing.T) {
 		go func() { done <- c.Run(ctx) }()
 
 		aIn <- []*v1.Pod{testPod("a")} // fills the buffer
+		synctest.Wait()                // once a's ADD is in it
 		bIn <- []*v1.Pod{testPod("b")} // its ADD cannot be sent yet
 		synctest.Wait()
 		if !c.SeenSource("a") || c.SeenSource("b") || c.SourcesReady() {
