@@ -1,0 +1,102 @@
+// Command hollow-nodes runs many nodekit agents in one process against one
+// API server, each with a node name of its own and the in-memory runtime:
+// "hollow" nodes for scale tests. Pods bound to them run in memory only,
+// and their statuses, Nodes and Leases are written to the API server as a
+// real agent would.
+//
+//	go run ./examples/hollow-nodes --kubeconfig ~/.kube/config --nodes 50
+//
+// It stops, leaving the Nodes registered, on SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+func main() {
+	var (
+		kubecfg   = flag.String("kubeconfig", "", "kubeconfig of the cluster to join (required)")
+		nodes     = flag.Int("nodes", 10, "number of hollow nodes")
+		prefix    = flag.String("prefix", "hollow-node", "node names are <prefix>-<i>")
+		verbosity = flag.Int("v", 0, "log verbosity (0: state changes, 1: pod lifecycle, 4: every sync)")
+	)
+	flag.Parse()
+	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.Level(-*verbosity)}))
+	if *kubecfg == "" || *nodes < 1 {
+		fmt.Fprintln(os.Stderr, "hollow-nodes: --kubeconfig is required and --nodes must be at least 1")
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(log, *kubecfg, *nodes, *prefix); err != nil {
+		log.Error(err, "hollow-nodes failed")
+		os.Exit(1)
+	}
+}
+
+func run(log logr.Logger, kubeconfig string, n int, prefix string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	// One client for every agent: one connection pool, and one rate
+	// limiter sized as n kubelets' (50 QPS, burst 100 each).
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 50*float32(n), 100*n
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+
+	dir, err := os.MkdirTemp("", "hollow-nodes-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	g, ctx := errgroup.WithContext(ctx)
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		rt := runtimetest.New(runtimetest.Options{}) // pulls any image, runs nothing
+		defer rt.Close()
+		agent, err := nodekit.New(nodekit.Options{
+			NodeName:       name,
+			KubeClient:     client,
+			Runtime:        rt,
+			RootDir:        filepath.Join(dir, name, "root"),
+			RuntimeManager: runtime.ManagerOptions{PodLogsDir: filepath.Join(dir, name, "logs")},
+			Cgroups:        cgroup.PodManagerOptions{Disabled: true}, // no processes to confine
+			// A fixed capacity: the host's, n times over, would mislead the
+			// scheduler.
+			Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
+			Logger:   log,
+		})
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return agent.Run(ctx) })
+	}
+	log.Info("Hollow nodes running", "nodes", n, "first", prefix+"-0", "dir", dir)
+	return g.Wait()
+}
