@@ -303,7 +303,7 @@ func (a *Agent) joinCluster() error {
 		nodeOpts.Capacity = a.opts.Capacity
 	}
 	if nodeOpts.Logger.GetSink() == nil {
-		nodeOpts.Logger = a.log
+		nodeOpts.Logger = a.opts.Logger // the node package names the node itself
 	}
 	if nodeOpts.Health == nil {
 		// Ready as the kubelet: the runtime answers and the PLEG relists.

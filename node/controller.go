@@ -262,12 +262,39 @@ func (s *statusLoop) readRuntimeVersion(ctx context.Context) string {
 func (s *statusLoop) run(ctx context.Context) {
 	t := time.NewTicker(s.c.opts.StatusUpdateFrequency)
 	defer t.Stop()
+	s.update(ctx)
+	s.untilHealthy(ctx)
 	for {
-		s.update(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		s.update(ctx)
+	}
+}
+
+// untilHealthy is the kubelet's fast status update after start-up: while
+// Health fails (the agent's first relist has not happened yet), it checks
+// it every 100ms, for at most StatusUpdateFrequency, and updates the
+// status as soon as it passes, so that a new Node is Ready at once rather
+// than at the next tick.
+func (s *statusLoop) untilHealthy(ctx context.Context) {
+	if s.c.opts.Health() == nil {
+		return
+	}
+	deadline := time.Now().Add(s.c.opts.StatusUpdateFrequency)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.c.opts.Health() == nil {
+			s.update(ctx)
+			return
 		}
 	}
 }

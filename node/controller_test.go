@@ -428,3 +428,33 @@ func TestNoGoroutineLeft(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestReadySoonAfterStart: a Node registered while the agent is not healthy
+// yet (no relist done) is reported Ready as soon as the health check
+// passes, not at the next status tick.
+func TestReadySoonAfterStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newClient()
+		var healthy atomic.Bool
+		stop := start(t, newController(t, c, node.Options{
+			Health: func() error {
+				if healthy.Load() {
+					return nil
+				}
+				return errors.New("pleg: no relist has completed yet")
+			},
+		}))
+		synctest.Wait()
+		if s, _ := ready(getNode(t, c)); s != v1.ConditionFalse {
+			t.Fatalf("Ready = %s at registration, want False", s)
+		}
+		time.Sleep(300 * time.Millisecond)
+		healthy.Store(true)
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		if s, msg := ready(getNode(t, c)); s != v1.ConditionTrue {
+			t.Errorf("Ready = %s %q 200ms after the agent became healthy, want True", s, msg)
+		}
+		stop()
+	})
+}
