@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,7 +36,7 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 		if c.counts == nil {
 			c.counts = map[string]int{}
 		}
-		c.counts[r.Method+" "+resourceOf(r.URL.Path)]++
+		c.counts[requestKind(r)]++
 		c.mu.Unlock()
 		return rt.RoundTrip(r)
 	})
@@ -57,27 +56,6 @@ func (c *requestCounter) snapshot() map[string]int {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// resourceOf names the resource of an API path: "pods", "pods/status",
-// "events", "nodes/status", "leases", ...
-func resourceOf(path string) string {
-	parts := strings.FieldsFunc(path, func(r rune) bool { return r == '/' })
-	for i, p := range parts {
-		if p == "namespaces" && i+2 < len(parts) {
-			if rest := parts[i+2:]; len(rest) >= 3 {
-				return rest[0] + "/" + rest[2]
-			}
-			return parts[i+2]
-		}
-	}
-	if len(parts) >= 5 && parts[0] == "api" { // /api/v1/nodes/NAME/status
-		return parts[2] + "/" + parts[4]
-	}
-	if len(parts) > 0 {
-		return parts[len(parts)-1]
-	}
-	return path
-}
 
 // countingClient returns a clientset for the test API server whose
 // requests c counts.
