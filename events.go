@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -45,7 +46,8 @@ func (a *Agent) startEvents(ctx context.Context) (stop func()) {
 	if a.opts.KubeClient == nil {
 		return func() {}
 	}
-	b := record.NewBroadcaster(record.WithContext(ctx))
+	// client-go's broadcaster logs through the logger in its context.
+	b := record.NewBroadcaster(record.WithContext(logr.NewContext(ctx, a.log.WithName("events"))))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.opts.KubeClient.CoreV1().Events("")})
 	a.recorder.set(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: a.opts.NodeName}))
 	return b.Shutdown
