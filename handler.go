@@ -420,19 +420,14 @@ func (h *handler) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatus
 	return nil
 }
 
-// terminalPhase gives a pod whose containers all stopped its final phase:
-// Succeeded when every container exited 0, Failed otherwise.
+// terminalPhase gives a pod whose containers all stopped for good its final
+// phase: the kubelet's phase of a terminal pod (Succeeded when every
+// container exited 0), and Failed for one whose containers never ran.
 func terminalPhase(pod *v1.Pod, s *v1.PodStatus) {
 	if status.IsTerminal(s.Phase) {
 		return
 	}
-	s.Phase = v1.PodSucceeded
-	for _, c := range s.ContainerStatuses {
-		if c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 {
-			s.Phase = v1.PodFailed
-		}
-	}
-	if len(s.ContainerStatuses) < len(pod.Spec.Containers) {
+	if s.Phase = runtime.PodPhase(pod, s, true); !status.IsTerminal(s.Phase) {
 		s.Phase = v1.PodFailed
 	}
 }
