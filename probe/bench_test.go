@@ -4,6 +4,7 @@ package probe_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -46,18 +47,33 @@ func cpuTime() (user, sys time.Duration) {
 // second, against one local httptest server, in real time: a 1 s warm-up,
 // then a 4 s measurement. It reports the process's CPU time (user + system,
 // the test server included) per probe execution and the goroutines per
-// probe worker (sampled every 10 ms; min and median, as in-flight probes
+// probe worker (sampled every 100 ms; min and median, as in-flight probes
 // and server connections add transient ones), with the default probe
-// alignment (50ms) and without (probe times spread as the kubelet's). Run
-// it with
+// alignment (50ms) and without (probe times spread as the kubelet's).
+// "noop-prober" runs the same workers with a prober that answers at once:
+// the manager's own share of the figure. Run it with
 //
 //	go test -run '^$' -bench ManagerHTTP200 -benchtime 1x ./probe/
+//
+// BenchmarkLoopbackFloor gives what the connection alone costs on the
+// machine.
 func BenchmarkManagerHTTP200(b *testing.B) {
-	b.Run("aligned", func(b *testing.B) { benchmarkHTTP(b, 0) })
-	b.Run("unaligned", func(b *testing.B) { benchmarkHTTP(b, -1) })
+	b.Run("aligned", func(b *testing.B) { benchmarkHTTP(b, probe.DefaultAlignment, nil) })
+	b.Run("unaligned", func(b *testing.B) { benchmarkHTTP(b, -1, nil) })
+	b.Run("noop-prober", func(b *testing.B) {
+		benchmarkHTTP(b, probe.DefaultAlignment, func(hit func()) probe.Prober {
+			return probe.ProberFunc(func(context.Context, probe.Request) (probe.Result, string, error) {
+				hit()
+				return probe.Success, "", nil
+			})
+		})
+	})
 }
 
-func benchmarkHTTP(b *testing.B, alignment time.Duration) {
+// benchmarkHTTP runs the workers with the given alignment and, when
+// newProber is not nil, its prober (which calls hit for each execution)
+// instead of the default one.
+func benchmarkHTTP(b *testing.B, alignment time.Duration, newProber func(hit func()) probe.Prober) {
 	const (
 		workers = 200
 		warmUp  = time.Second
@@ -71,6 +87,10 @@ func benchmarkHTTP(b *testing.B, alignment time.Duration) {
 	defer srv.Close()
 	u, _ := url.Parse(srv.URL)
 	port, _ := strconv.Atoi(u.Port())
+	var prober probe.Prober
+	if newProber != nil {
+		prober = newProber(func() { hits.Add(1) })
+	}
 
 	started := true
 	status := v1.PodStatus{
@@ -88,6 +108,7 @@ func benchmarkHTTP(b *testing.B, alignment time.Duration) {
 		Statuses:  func(types.UID) (v1.PodStatus, bool) { return status, true },
 		Metrics:   metrics,
 		Alignment: alignment,
+		Prober:    prober,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -129,7 +150,7 @@ func benchmarkHTTP(b *testing.B, alignment time.Duration) {
 	deadline := time.Now().Add(measure)
 	for time.Now().Before(deadline) {
 		samples = append(samples, sysruntime.NumGoroutine()-before)
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	user1, sys1 := cpuTime()
 	hits1, ok1 := hits.Load(), metrics.success.Load()
@@ -155,4 +176,39 @@ func benchmarkHTTP(b *testing.B, alignment time.Duration) {
 	b.Logf("%d probe executions (%d successes) in %v: CPU user %v + system %v (%.1f µs/probe); goroutines per worker min %.3f median %.3f max %.3f; failures %d",
 		execs, ok1-ok0, measure, user, sys, cpuPerProbe, perWorkerMin, perWorkerMedian,
 		float64(samples[len(samples)-1])/workers, metrics.other.Load())
+}
+
+// BenchmarkLoopbackFloor measures, in a tight loop, the process CPU of one
+// loopback TCP connection through the net package, dialled and closed by
+// the client and accepted and closed by a server goroutine: the floor
+// under an HTTP probe with the kubelet's semantics (a connection per
+// probe), before any byte of HTTP.
+func BenchmarkLoopbackFloor(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	d := net.Dialer{KeepAlive: -1}
+	user0, sys0 := cpuTime()
+	b.ResetTimer()
+	for b.Loop() {
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+	}
+	b.StopTimer()
+	user1, sys1 := cpuTime()
+	b.ReportMetric(float64((user1-user0+sys1-sys0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
 }

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -22,19 +20,6 @@ const maxRedirects = 10
 // errTooManyRedirects is the net/http client's message, which the kubelet
 // reports.
 var errTooManyRedirects = errors.New("stopped after 10 redirects")
-
-func newTransport() *http.Transport {
-	return &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return dialer(time.Time{}).DialContext(ctx, network, addr) // the request's context holds the timeout
-		},
-		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the kubelet does not verify probe targets either
-		TLSHandshakeTimeout: 10 * time.Second,
-		DisableKeepAlives:   true,
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: -1,
-	}
-}
 
 // checkRedirect follows redirects to the same host, up to maxRedirects; a
 // redirect to another host is not followed: the 3xx response is the

@@ -121,10 +121,13 @@ type ProberOptions struct {
 	// header. Defaults to DefaultUserAgent.
 	UserAgent string
 	// Transport sends HTTP probes (through net/http's client, with the
-	// kubelet's redirect policy). Defaults to the kubelet's transport:
-	// keep-alives off (every probe opens its own connection), the probe
-	// dialer (no TCP keep-alive, one-second linger), no certificate
-	// verification for HTTPS probes; unlike the kubelet's, no proxy.
+	// kubelet's redirect policy). Defaults to one with the kubelet's
+	// semantics: every probe opens its own connection (the probe dialer:
+	// no TCP keep-alive, one-second linger) and closes it after the
+	// response; no certificate verification for HTTPS probes; HTTP/1.1;
+	// unlike the kubelet's, no proxy. It writes the request and reads the
+	// response on the probing goroutine, without http.Transport's
+	// connection pool and per-connection goroutines.
 	Transport http.RoundTripper
 }
 
