@@ -75,6 +75,7 @@ func New(opts Options) (*Agent, error) {
 	}
 	log := opts.Logger.WithValues("node", opts.NodeName)
 	a := &Agent{opts: opts, log: log}
+	a.recorder.filter = opts.EventFilter
 	var err error
 
 	a.config = sources.NewConfig(sources.ConfigOptions{Logger: log})

@@ -49,3 +49,34 @@ func TestAgentEvents(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentEventFilter: with WarningEvents as the filter, the Warning
+// events reach the recorder and the Normal ones do not.
+func TestAgentEventFilter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
+		defer rt.Close()
+		rec := record.NewFakeRecorder(1000)
+		src := make(chanSource, 1)
+		startAgent(t, rt, nodekit.Options{Events: rec, EventFilter: nodekit.WarningEvents, Sources: []nodekit.NamedSource{{Name: "test", Source: src}}})
+		good := testPod("good", v1.RestartPolicyAlways, nil, "sleep 3600")
+		bad := testPod("bad", v1.RestartPolicyAlways, nil, "sleep 3600")
+		bad.Spec.Volumes = []v1.Volume{{Name: "x", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}}}
+		bad.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "x", MountPath: "/x"}}
+		src <- []*v1.Pod{good, bad}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		var got []string
+		for len(rec.Events) > 0 {
+			got = append(got, <-rec.Events)
+		}
+		if len(got) == 0 {
+			t.Fatal("no event recorded, want the FailedMount warning")
+		}
+		for _, e := range got {
+			if !strings.HasPrefix(e, "Warning FailedMount ") {
+				t.Errorf("event %q passed the WarningEvents filter", e)
+			}
+		}
+	})
+}

@@ -19,17 +19,27 @@ import (
 // record.EventRecorder (and its FakeRecorder) is one.
 type EventRecorder = runtime.EventRecorder
 
+// WarningEvents is an Options.EventFilter that keeps the Warning events
+// (BackOff, Unhealthy, FailedMount, Failed, ...) and drops the Normal ones
+// (Pulled, Created, Started, Killing, ...).
+func WarningEvents(eventtype, _ string) bool { return eventtype == v1.EventTypeWarning }
+
 // recorder forwards events to the recorder of the running agent: the
 // parts get it at construction, the broadcaster behind it starts with Run.
-// Events before Run, or with no recorder, are dropped.
+// Events before Run, with no recorder, or refused by the filter are
+// dropped.
 type recorder struct {
-	to atomic.Pointer[EventRecorder]
+	filter func(eventtype, reason string) bool // nil: keep all
+	to     atomic.Pointer[EventRecorder]
 }
 
 func (r *recorder) set(rec EventRecorder) { r.to.Store(&rec) }
 
 // Event implements EventRecorder.
 func (r *recorder) Event(object apiruntime.Object, eventtype, reason, message string) {
+	if r.filter != nil && !r.filter(eventtype, reason) {
+		return
+	}
 	if to := r.to.Load(); to != nil && *to != nil {
 		(*to).Event(object, eventtype, reason, message)
 	}

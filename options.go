@@ -151,6 +151,12 @@ type Options struct {
 	// server's events (through client-go's broadcaster) with KubeClient,
 	// and to none without.
 	Events EventRecorder
+	// EventFilter, when set, keeps the events for which it returns true
+	// and drops the others, whichever the recorder. WarningEvents keeps
+	// the Warning events only: with it a pod start writes only the pod's
+	// status to the API server, not the Normal Pulled, Created and Started
+	// events (three more writes), which suits nodes at scale.
+	EventFilter func(eventtype, reason string) bool
 
 	// OnPodStatus, when set, is called after each change of a pod's status
 	// (phase, conditions, containers). It must not block.

@@ -6,7 +6,11 @@
 //
 //	go run ./examples/hollow-nodes --kubeconfig ~/.kube/config --nodes 50
 //
-// It stops, leaving the Nodes registered, on SIGINT or SIGTERM.
+// The nodes write Warning events only (nodekit.WarningEvents), so that a
+// pod start costs the API server one write, the pod's status, rather than
+// four; --events=all writes the kubelet's Normal events (Pulled, Created,
+// Started, ...) too. It stops, leaving the Nodes registered, on SIGINT or
+// SIGTERM.
 package main
 
 import (
@@ -39,21 +43,31 @@ func main() {
 		nodes     = flag.Int("nodes", 10, "number of hollow nodes")
 		prefix    = flag.String("prefix", "hollow-node", "node names are <prefix>-<i>")
 		verbosity = flag.Int("v", 0, "log verbosity (0: state changes, 1: pod lifecycle, 4: every sync)")
+		events    = flag.String("events", "warning", "events written to the API server: warning (Warning events only) or all")
 	)
 	flag.Parse()
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.Level(-*verbosity)}))
+	var filter func(eventtype, reason string) bool
+	switch *events {
+	case "warning":
+		filter = nodekit.WarningEvents
+	case "all":
+	default:
+		fmt.Fprintf(os.Stderr, "hollow-nodes: --events is warning or all, not %q\n", *events)
+		os.Exit(2)
+	}
 	if *kubecfg == "" || *nodes < 1 {
 		fmt.Fprintln(os.Stderr, "hollow-nodes: --kubeconfig is required and --nodes must be at least 1")
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(log, *kubecfg, *nodes, *prefix); err != nil {
+	if err := run(log, *kubecfg, *nodes, *prefix, filter); err != nil {
 		log.Error(err, "hollow-nodes failed")
 		os.Exit(1)
 	}
 }
 
-func run(log logr.Logger, kubeconfig string, n int, prefix string) error {
+func run(log logr.Logger, kubeconfig string, n int, prefix string, eventFilter func(eventtype, reason string) bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -89,8 +103,9 @@ func run(log logr.Logger, kubeconfig string, n int, prefix string) error {
 			Cgroups:        cgroup.PodManagerOptions{Disabled: true}, // no processes to confine
 			// A fixed capacity: the host's, n times over, would mislead the
 			// scheduler.
-			Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
-			Logger:   log,
+			Capacity:    v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
+			EventFilter: eventFilter,
+			Logger:      log,
 		})
 		if err != nil {
 			return err
