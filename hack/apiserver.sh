@@ -204,9 +204,10 @@ start_etcd() {
 		--unsafe-no-fsync --quota-backend-bytes=2147483648 --log-level=warn \
 		>>"$DIR/etcd.log" 2>&1 </dev/null &
 	ETCD_PID=$!
-	for _ in $(seq 1 100); do
-		alive "$ETCD_PID" || return 1
-		if curl -fsS --max-time 1 "http://127.0.0.1:$client/health" >/dev/null 2>&1; then
+	local deadline=$((SECONDS + 30))
+	while [ "$SECONDS" -lt "$deadline" ]; do
+		alive "$ETCD_PID" || { log "etcd exited"; return 1; }
+		if curl --noproxy "*" -fsS --max-time 1 "http://127.0.0.1:$client/health" >/dev/null 2>&1; then
 			return 0
 		fi
 		sleep 0.1
@@ -240,8 +241,8 @@ start_apiserver() {
 	local url=https://127.0.0.1:$port
 	for _ in $(seq 1 600); do
 		alive "$APISERVER_PID" || return 1
-		if curl -fsS --max-time 2 --cacert "$DIR/pki/ca.crt" -H "Authorization: Bearer $token" "$url/readyz" >/dev/null 2>&1 &&
-			curl -fsS --max-time 2 --cacert "$DIR/pki/ca.crt" -H "Authorization: Bearer $token" "$url/api/v1/namespaces/default" >/dev/null 2>&1; then
+		if curl --noproxy "*" -fsS --max-time 2 --cacert "$DIR/pki/ca.crt" -H "Authorization: Bearer $token" "$url/readyz" >/dev/null 2>&1 &&
+			curl --noproxy "*" -fsS --max-time 2 --cacert "$DIR/pki/ca.crt" -H "Authorization: Bearer $token" "$url/api/v1/namespaces/default" >/dev/null 2>&1; then
 			return 0
 		fi
 		sleep 0.1
@@ -295,7 +296,8 @@ cmd_start() {
 				continue
 			fi
 			if ! start_etcd "$etcd_port" "$peer_port"; then
-				log "etcd did not become healthy (attempt $attempt), see $DIR/etcd.log"
+				log "etcd did not become healthy (attempt $attempt); the end of $DIR/etcd.log:"
+				tail -n 15 "$DIR/etcd.log" >&2 || true
 				stop_pid "$ETCD_PID" etcd
 				rm -rf "$DIR/etcd"
 				continue
