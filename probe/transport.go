@@ -22,7 +22,31 @@ import (
 // Request.Write and ReadResponse; the connection is closed with the
 // response body. Redirects are left to the http.Client in front of it.
 type connTransport struct {
-	tls *tls.Config
+	tls  *tls.Config
+	bufs sync.Pool // of *connBufs
+}
+
+// connBufs are the buffers of one exchange, reused by the next ones: a
+// probe allocates neither (Request.Write would allocate its writer).
+type connBufs struct {
+	r *bufio.Reader
+	w *bufio.Writer
+}
+
+func (t *connTransport) getBufs(conn net.Conn) *connBufs {
+	b, _ := t.bufs.Get().(*connBufs)
+	if b == nil {
+		return &connBufs{r: bufio.NewReader(conn), w: bufio.NewWriterSize(conn, 1024)}
+	}
+	b.r.Reset(conn)
+	b.w.Reset(conn)
+	return b
+}
+
+func (t *connTransport) putBufs(b *connBufs) {
+	b.r.Reset(nil)
+	b.w.Reset(nil)
+	t.bufs.Put(b)
 }
 
 func newTransport() http.RoundTripper {
@@ -81,15 +105,21 @@ func (t *connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		conn = tc
 	}
+	bufs := t.getBufs(conn)
 	out := *req // a RoundTripper must not modify the request
 	out.Close = true
-	if err := out.Write(conn); err != nil {
+	if err := out.Write(bufs.w); err != nil {
+		t.putBufs(bufs)
 		return fail(err)
 	}
-	br := bufio.NewReader(conn)
+	if err := bufs.w.Flush(); err != nil {
+		t.putBufs(bufs)
+		return fail(err)
+	}
 	for {
-		res, err := http.ReadResponse(br, req)
+		res, err := http.ReadResponse(bufs.r, req)
 		if err != nil {
+			t.putBufs(bufs)
 			return fail(err)
 		}
 		// Informational responses (100 Continue, 103 Early Hints) precede
@@ -97,12 +127,17 @@ func (t *connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if res.StatusCode >= 100 && res.StatusCode < 200 && res.StatusCode != http.StatusSwitchingProtocols {
 			continue
 		}
-		res.Body = &connBody{ReadCloser: res.Body, close: func() { stop(); closeConn() }}
+		res.Body = &connBody{ReadCloser: res.Body, close: func() {
+			stop()
+			closeConn()
+			t.putBufs(bufs)
+		}}
 		return res, nil
 	}
 }
 
-// connBody is a response body that closes its connection.
+// connBody is a response body that closes its connection and releases
+// its buffers, once.
 type connBody struct {
 	io.ReadCloser
 	close func()
@@ -110,6 +145,9 @@ type connBody struct {
 
 func (b *connBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.close()
+	if b.close != nil {
+		b.close()
+		b.close = nil
+	}
 	return err
 }
