@@ -314,3 +314,52 @@ func TestHTTPCancelled(t *testing.T) {
 		t.Errorf("cancelled probe = %v, %v; want an error, not a failure", r, err)
 	}
 }
+
+// TestHTTPInformational: a 103 Early Hints before the answer is skipped,
+// as http.Transport skips it.
+func TestHTTPInformational(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	host, port := hostPort(t, srv.URL)
+	got := run(t, probe.NewDefaultProber(probe.ProberOptions{}), httpRequest(host, port, nil))
+	if diff := cmp.Diff(outcome{probe.Failure, "HTTP probe failed with statuscode: 503", false}, got); diff != "" {
+		t.Errorf("probe (-want +got):\n%s", diff)
+	}
+}
+
+// TestHTTPSCancelledInHandshake: a server that accepts the connection but
+// never answers the TLS handshake holds the probe only until its context
+// ends.
+func TestHTTPSCancelledInHandshake(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // silent until the listener closes
+		}
+	}()
+	p := probe.NewDefaultProber(probe.ProberOptions{})
+	req := httpRequest("127.0.0.1", l.Addr().(*net.TCPAddr).Port, func(g *v1.HTTPGetAction) { g.Scheme = v1.URISchemeHTTPS })
+	req.Probe.TimeoutSeconds = 30
+	ctx, cancel := contextWithCancel(t)
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	r, _, err := p.Probe(ctx, req)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("a probe cancelled in its TLS handshake took %v", d)
+	}
+	if err == nil || r == probe.Failure {
+		t.Errorf("cancelled probe = %v, %v; want an error, not a failure", r, err)
+	}
+}

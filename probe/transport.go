@@ -74,19 +74,31 @@ func (t *connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if p := req.URL.Port(); p != "" {
 		port = p
 	}
-	conn, err := dialer(time.Time{}).DialContext(ctx, "tcp", net.JoinHostPort(req.URL.Hostname(), port))
+	raw, err := dialer(time.Time{}).DialContext(ctx, "tcp", net.JoinHostPort(req.URL.Hostname(), port))
 	if err != nil {
 		return nil, err
 	}
 	if d, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(d)
+		_ = raw.SetDeadline(d)
 	}
-	var once sync.Once
-	closeConn := func() { once.Do(func() { _ = conn.Close() }) }
-	stop := context.AfterFunc(ctx, closeConn)
-	fail := func(err error) (*http.Response, error) {
+	var (
+		once      sync.Once
+		bufs      *connBufs
+		conn      = raw
+		closeConn = func() { once.Do(func() { _ = raw.Close() }) }
+		stop      = context.AfterFunc(ctx, closeConn)
+	)
+	// release ends the exchange: the connection is closed, the buffers go
+	// back to the pool.
+	release := func() {
 		stop()
 		closeConn()
+		if bufs != nil {
+			t.putBufs(bufs)
+		}
+	}
+	fail := func(err error) (*http.Response, error) {
+		release()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -99,27 +111,24 @@ func (t *connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme == "https" {
 		cfg := t.tls.Clone()
 		cfg.ServerName = req.URL.Hostname()
-		tc := tls.Client(conn, cfg)
+		tc := tls.Client(raw, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return fail(err)
 		}
 		conn = tc
 	}
-	bufs := t.getBufs(conn)
+	bufs = t.getBufs(conn)
 	out := *req // a RoundTripper must not modify the request
 	out.Close = true
 	if err := out.Write(bufs.w); err != nil {
-		t.putBufs(bufs)
 		return fail(err)
 	}
 	if err := bufs.w.Flush(); err != nil {
-		t.putBufs(bufs)
 		return fail(err)
 	}
 	for {
 		res, err := http.ReadResponse(bufs.r, req)
 		if err != nil {
-			t.putBufs(bufs)
 			return fail(err)
 		}
 		// Informational responses (100 Continue, 103 Early Hints) precede
@@ -127,11 +136,7 @@ func (t *connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if res.StatusCode >= 100 && res.StatusCode < 200 && res.StatusCode != http.StatusSwitchingProtocols {
 			continue
 		}
-		res.Body = &connBody{ReadCloser: res.Body, close: func() {
-			stop()
-			closeConn()
-			t.putBufs(bufs)
-		}}
+		res.Body = &connBody{ReadCloser: res.Body, release: release}
 		return res, nil
 	}
 }
@@ -140,14 +145,14 @@ func (t *connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // its buffers, once.
 type connBody struct {
 	io.ReadCloser
-	close func()
+	release func()
 }
 
 func (b *connBody) Close() error {
 	err := b.ReadCloser.Close()
-	if b.close != nil {
-		b.close()
-		b.close = nil
+	if b.release != nil {
+		b.release()
+		b.release = nil
 	}
 	return err
 }
