@@ -120,11 +120,17 @@ cmd_build() {
 	exec 9>&-
 }
 
-# free_port prints a loopback TCP port nothing listens on.
+# free_port prints a loopback TCP port nothing listens on, below the
+# kernel's ephemeral range when it can: a port in that range can be held by
+# the local end of an outgoing connection, or by its TIME-WAIT for a minute
+# after a test that opened many, and then etcd cannot bind it.
 free_port() {
-	local p
+	local p lo=20000 hi=60000 eph
+	if eph=$(cat /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null) && [ "${eph%%[[:space:]]*}" -gt 12000 ]; then
+		lo=10000 hi=${eph%%[[:space:]]*}
+	fi
 	for _ in $(seq 1 100); do
-		p=$((20000 + RANDOM % 40000))
+		p=$((lo + RANDOM % (hi - lo)))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return 0
