@@ -96,8 +96,11 @@
 // # Concurrency
 //
 // A Manager is safe for concurrent use. Its workers are goroutines owned by
-// Run, one per worker and none between probes (the HTTP transport keeps no
-// idle connection); Run returns once they have all exited. RemovePod
+// Run, one per worker and none besides, even during a probe: the default
+// HTTP transport writes the request and reads the response on the
+// worker's goroutine and keeps no idle connection, unlike http.Transport,
+// which adds two goroutines per connection. Run returns once they have
+// all exited. RemovePod
 // cancels a worker's ongoing probe. A worker waits while its result
 // channel is full: the sync loop must keep reading the three channels.
 //
