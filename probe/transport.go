@@ -82,10 +82,10 @@ func (t *connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		_ = raw.SetDeadline(d)
 	}
 	var (
-		once      sync.Once
-		bufs      *connBufs
-		conn      = raw
-		closeConn = func() { once.Do(func() { _ = raw.Close() }) }
+		bufs *connBufs
+		conn = raw
+		// Closing twice (the context's end, then release) is harmless.
+		closeConn = func() { _ = raw.Close() }
 		stop      = context.AfterFunc(ctx, closeConn)
 	)
 	// release ends the exchange: the connection is closed, the buffers go
