@@ -131,14 +131,8 @@ func New(opts Options) (*Agent, error) {
 	if rmOpts.Logger.GetSink() == nil {
 		rmOpts.Logger = log
 	}
-	if rmOpts.Unhealthy == nil {
-		rmOpts.Unhealthy = a.probes.Unhealthy
-	}
 	if rmOpts.Recorder == nil {
 		rmOpts.Recorder = &a.recorder
-	}
-	if rmOpts.PodStatusHook == nil {
-		rmOpts.PodStatusHook = a.probes.UpdatePodStatus
 	}
 	rm, err := runtime.NewManager(opts.Runtime, opts.Images, rmOpts)
 	if err != nil {

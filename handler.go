@@ -17,6 +17,7 @@ import (
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/mirror"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
@@ -115,7 +116,7 @@ func (h *handler) canAdmit(pod *v1.Pod, active []*v1.Pod) AdmitResult {
 }
 
 func (h *handler) reject(pod *v1.Pod, r AdmitResult) {
-	h.log.Info("Pod rejected", "pod", klogRef(pod), "podUID", pod.UID, "reason", r.Reason, "message", r.Message)
+	h.log.Info("Pod rejected", "pod", podmodel.FullName(pod), "podUID", pod.UID, "reason", r.Reason, "message", r.Message)
 	h.mu.Lock()
 	h.rejected[pod.UID] = true
 	h.mu.Unlock()
@@ -216,7 +217,7 @@ func (h *handler) HandlePodCleanups(ctx context.Context) error {
 	if h.mirrors != nil {
 		var static []*v1.Pod
 		for _, p := range desired {
-			if mirror.IsStaticPod(p) && !h.isRejected(p.UID) {
+			if podmodel.IsStatic(p) && !h.isRejected(p.UID) {
 				static = append(static, p)
 			}
 		}
@@ -290,7 +291,7 @@ func hasRunning(p *runtime.Pod) bool {
 // SyncPod implements podworker.SyncFuncs: report the status, then drive the
 // runtime towards the pod's spec.
 func (h *handler) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod *v1.Pod, podStatus *runtime.PodStatus) (bool, error) {
-	apiStatus := h.setStatus(pod, podStatus, nil)
+	apiStatus := h.setStatus(pod, podStatus, false, nil)
 	if status.IsTerminal(apiStatus.Phase) {
 		return true, nil
 	}
@@ -299,20 +300,21 @@ func (h *handler) SyncPod(ctx context.Context, updateType podworker.UpdateType, 
 		if ctx.Err() != nil {
 			return false, err
 		}
-		h.log.Error(err, "Unable to attach or mount volumes for pod; skipping pod", "pod", klogRef(pod), "podUID", pod.UID)
+		h.log.Error(err, "Unable to attach or mount volumes for pod; skipping pod", "pod", podmodel.FullName(pod), "podUID", pod.UID)
 		h.events.Event(runtime.PodReference(pod, ""), v1.EventTypeWarning, volume.ReasonFailedMount, "Unable to attach or mount volumes: "+err.Error())
-		h.setStatus(pod, podStatus, func(s *v1.PodStatus) {
+		h.setStatus(pod, podStatus, false, func(s *v1.PodStatus) {
 			s.Reason, s.Message = volume.ReasonFailedMount, err.Error()
 		})
 		return false, err
 	}
 	cgroupParent, err := h.ensureCgroup(pod, updateType)
 	if err != nil {
-		h.log.Error(err, "Unable to create the pod's cgroup; skipping pod", "pod", klogRef(pod), "podUID", pod.UID)
+		h.log.Error(err, "Unable to create the pod's cgroup; skipping pod", "pod", podmodel.FullName(pod), "podUID", pod.UID)
 		return false, err
 	}
 	result := h.runtime.SyncPodWithOptions(ctx, pod, podStatus, runtime.SyncPodOptions{
 		CgroupParent: cgroupParent,
+		Unhealthy:    h.probes.Unhealthy,
 		Mounts: func(pod *v1.Pod, c *v1.Container, env map[string]string) ([]runtime.Mount, error) {
 			cms, err := h.volumes.ContainerMounts(pod, c, mounts, env)
 			if err != nil {
@@ -328,7 +330,7 @@ func (h *handler) SyncPod(ctx context.Context, updateType podworker.UpdateType, 
 	// Read the pod back at once, rather than waiting for the next relist,
 	// so that its status shows what this sync did. The cache takes it only
 	// if nothing newer arrived meanwhile.
-	h.refresh(ctx, pod, nil)
+	h.refresh(ctx, pod, false, nil)
 	return false, h.syncError(pod, result)
 }
 
@@ -368,29 +370,32 @@ func (h *handler) syncError(pod *v1.Pod, result runtime.SyncResult) error {
 
 // refresh reads the pod's status from the runtime, stores it in the cache
 // and reports the API status.
-func (h *handler) refresh(ctx context.Context, pod *v1.Pod, edit func(*v1.PodStatus)) {
+func (h *handler) refresh(ctx context.Context, pod *v1.Pod, terminal bool, edit func(*v1.PodStatus)) {
 	ts := time.Now()
 	st, err := h.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
 		if ctx.Err() == nil {
-			h.log.Error(err, "Reading pod status", "pod", klogRef(pod), "podUID", pod.UID)
+			h.log.Error(err, "Reading pod status", "pod", podmodel.FullName(pod), "podUID", pod.UID)
 		}
 		return
 	}
 	h.cache.Set(pod.UID, st, nil, ts)
-	h.setStatus(pod, st, edit)
+	h.setStatus(pod, st, terminal, edit)
 }
 
-func (h *handler) setStatus(pod *v1.Pod, podStatus *runtime.PodStatus, edit func(*v1.PodStatus)) v1.PodStatus {
-	s := h.runtime.APIPodStatus(pod, podStatus)
-	if h.hostIPs != nil {
-		if ips := h.hostIPs(); len(ips) > 0 {
-			s.HostIP = ips[0]
-			for _, ip := range ips {
-				s.HostIPs = append(s.HostIPs, v1.HostIP{IP: ip})
-			}
-		}
+func (h *handler) setStatus(pod *v1.Pod, podStatus *runtime.PodStatus, terminal bool, edit func(*v1.PodStatus)) v1.PodStatus {
+	in := status.Input{
+		Pod:         pod,
+		Runtime:     podStatus,
+		RuntimeName: h.runtime.RuntimeName(),
+		Probes:      h.probes,
+		Waiting:     h.runtime,
+		Terminal:    terminal,
 	}
+	if h.hostIPs != nil {
+		in.HostIPs = h.hostIPs()
+	}
+	s := status.Generate(in)
 	if s.StartTime == nil {
 		now := metav1.Now()
 		s.StartTime = &now
@@ -407,29 +412,12 @@ func (h *handler) setStatus(pod *v1.Pod, podStatus *runtime.PodStatus, edit func
 // the pod within the grace period.
 func (h *handler) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus, gracePeriod int64, edit func(*v1.PodStatus)) error {
 	h.probes.StopLivenessAndStartup(pod)
-	h.setStatus(pod, podStatus, edit)
+	h.setStatus(pod, podStatus, false, edit)
 	if err := h.runtime.KillPod(ctx, pod, runtime.RunningPod(podStatus), &gracePeriod); err != nil {
-		return fmt.Errorf("nodekit: stopping pod %s: %w", klogRef(pod), err)
+		return fmt.Errorf("nodekit: stopping pod %s: %w", podmodel.FullName(pod), err)
 	}
-	h.refresh(ctx, pod, func(s *v1.PodStatus) {
-		terminalPhase(pod, s)
-		if edit != nil {
-			edit(s)
-		}
-	})
+	h.refresh(ctx, pod, true, edit)
 	return nil
-}
-
-// terminalPhase gives a pod whose containers all stopped for good its final
-// phase: the kubelet's phase of a terminal pod (Succeeded when every
-// container exited 0), and Failed for one whose containers never ran.
-func terminalPhase(pod *v1.Pod, s *v1.PodStatus) {
-	if status.IsTerminal(s.Phase) {
-		return
-	}
-	if s.Phase = runtime.PodPhase(pod, s, true); !status.IsTerminal(s.Phase) {
-		s.Phase = v1.PodFailed
-	}
 }
 
 // SyncTerminatingRuntimePod implements podworker.SyncFuncs: stop a pod known
@@ -446,18 +434,16 @@ func (h *handler) SyncTerminatingRuntimePod(ctx context.Context, rp *runtime.Pod
 // stay (for their exit codes) until the pod is gone from its source, when
 // housekeeping removes them.
 func (h *handler) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus) error {
-	h.setStatus(pod, podStatus, func(s *v1.PodStatus) { terminalPhase(pod, s) })
+	h.setStatus(pod, podStatus, true, nil)
 	h.probes.RemovePod(pod)
 	if err := h.volumes.ReleasePod(ctx, pod.UID); err != nil {
-		return fmt.Errorf("nodekit: releasing the volumes of pod %s: %w", klogRef(pod), err)
+		return fmt.Errorf("nodekit: releasing the volumes of pod %s: %w", podmodel.FullName(pod), err)
 	}
 	if err := h.cgroups.DestroyPod(ctx, pod.UID); err != nil {
-		return fmt.Errorf("nodekit: removing the cgroup of pod %s: %w", klogRef(pod), err)
+		return fmt.Errorf("nodekit: removing the cgroup of pod %s: %w", podmodel.FullName(pod), err)
 	}
 	if err := h.cgroups.UpdateQoS(h.activePods()); err != nil {
 		h.log.Error(err, "Updating the QoS cgroups")
 	}
 	return nil
 }
-
-func klogRef(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }

@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekit/nodekit/mirror"
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // podManager holds the pods the agent should run, by UID and by full name.
@@ -30,17 +30,17 @@ func newPodManager() *podManager {
 func (m *podManager) splitMirrors(pods []*v1.Pod, remove bool) []*v1.Pod {
 	out := pods[:0:0]
 	for _, p := range pods {
-		if !mirror.IsMirrorPod(p) {
+		if !podmodel.IsMirror(p) {
 			out = append(out, p)
 			continue
 		}
 		m.mu.Lock()
 		if remove {
-			if cur, ok := m.mirrors[fullName(p)]; ok && cur.UID == p.UID {
-				delete(m.mirrors, fullName(p))
+			if cur, ok := m.mirrors[podmodel.FullName(p)]; ok && cur.UID == p.UID {
+				delete(m.mirrors, podmodel.FullName(p))
 			}
 		} else {
-			m.mirrors[fullName(p)] = p
+			m.mirrors[podmodel.FullName(p)] = p
 		}
 		m.mu.Unlock()
 	}
@@ -49,14 +49,12 @@ func (m *podManager) splitMirrors(pods []*v1.Pod, remove bool) []*v1.Pod {
 
 // GetPodByUID implements syncloop.PodGetter.
 
-func fullName(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
-
 // addOrUpdate records pod, replacing the pod with the same UID.
 func (m *podManager) addOrUpdate(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.byUID[pod.UID] = pod
-	m.byName[fullName(pod)] = pod
+	m.byName[podmodel.FullName(pod)] = pod
 }
 
 func (m *podManager) remove(pod *v1.Pod) {
@@ -65,8 +63,8 @@ func (m *podManager) remove(pod *v1.Pod) {
 	delete(m.byUID, pod.UID)
 	// Another UID may hold the name already (a static pod replaced by its
 	// edited manifest).
-	if p, ok := m.byName[fullName(pod)]; ok && p.UID == pod.UID {
-		delete(m.byName, fullName(pod))
+	if p, ok := m.byName[podmodel.FullName(pod)]; ok && p.UID == pod.UID {
+		delete(m.byName, podmodel.FullName(pod))
 	}
 }
 

@@ -63,9 +63,7 @@
 // # Differences from the kubelet
 //
 // No systemd driver (cgroupfs only), no hugetlb limits, no CPU manager
-// cpusets. The QoS class of a pod with pod-level resources is computed
-// here from spec.resources; runtime.QOSClass does not look at them yet.
-// UpdateQoS writes memory.min even when it drops to 0, which the kubelet
+// cpusets. UpdateQoS writes memory.min even when it drops to 0, which the kubelet
 // skips. CPUWeightToShares rounds up, so that weights convert back.
 //
 // # Concurrency

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/cgroup/cgrouptest"
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // A PodManager on a directory laid out as cgroup v1 (on a real node, leave
@@ -60,7 +61,7 @@ func ExampleResourceConfigForPod() {
 		},
 	}}}}
 	rc := cgroup.ResourceConfigForPod(pod, true)
-	fmt.Println(cgroup.PodQOSClass(pod))
+	fmt.Println(podmodel.QOSClass(pod))
 	fmt.Println("cpu.shares", *rc.CPUShares, "cpu.weight", cgroup.CPUSharesToWeight(*rc.CPUShares))
 	fmt.Println("cpu.cfs_quota_us", *rc.CPUQuota, "cpu.max", cgroup.FormatCPUMax(rc.CPUQuota, rc.CPUPeriod))
 	fmt.Println("memory", *rc.Memory)

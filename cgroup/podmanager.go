@@ -12,6 +12,8 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // PodManagerOptions configure a PodManager. The zero value manages
@@ -222,7 +224,7 @@ func (p *PodManager) CgroupName(pod *v1.Pod) string {
 	if p.opts.Disabled {
 		return ""
 	}
-	switch PodQOSClass(pod) {
+	switch podmodel.QOSClass(pod) {
 	case v1.PodQOSGuaranteed:
 		return p.opts.Root + "/pod" + string(pod.UID)
 	case v1.PodQOSBurstable:
@@ -257,7 +259,7 @@ func (p *PodManager) podConfig(pod *v1.Pod, info Info) *ResourceConfig {
 		rc.PidsLimit = &l
 	}
 	if p.opts.MemoryQoS && info.Mode == ModeUnified {
-		if q, ok := podRequests(pod)[v1.ResourceMemory]; ok && q.Sign() > 0 {
+		if q, ok := podmodel.Requests(pod)[v1.ResourceMemory]; ok && q.Sign() > 0 {
 			v := q.Value()
 			rc.MemoryMin = &v
 		}
@@ -391,11 +393,11 @@ func (p *PodManager) UpdateQoS(activePods []*v1.Pod) error {
 	var burstableCPU int64
 	memReqs := map[v1.PodQOSClass]int64{}
 	for _, pod := range activePods {
-		qos := PodQOSClass(pod)
+		qos := podmodel.QOSClass(pod)
 		if qos == v1.PodQOSBestEffort {
 			continue
 		}
-		reqs := podRequests(pod)
+		reqs := podmodel.Requests(pod)
 		if qos == v1.PodQOSBurstable {
 			if q, ok := reqs[v1.ResourceCPU]; ok {
 				burstableCPU += q.MilliValue()

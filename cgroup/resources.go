@@ -1,11 +1,9 @@
 package cgroup
 
 import (
-	"strings"
-
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // The kubelet's CPU constants (pkg/kubelet/cm/helpers_linux.go).
@@ -88,45 +86,24 @@ func CPUWeightToShares(weight uint64) uint64 {
 // ResourceConfigForPod computes the limits of a pod's cgroup as the
 // kubelet's ResourceConfigForPod does, with the CFS period of 100 ms:
 //
-//   - requests and limits are summed over the app containers and
-//     restartable init (sidecar) containers, and each non-restartable init
-//     container counts with the sidecars started before it; the pod needs
-//     the larger of that and the sum (the kubelet's PodRequests and
-//     PodLimits); pod-level resources (spec.resources) replace the cpu and
-//     memory sums when set; the pod overhead is added to the requests and
-//     to the limits that are set;
+//   - requests and limits are podmodel.Requests and podmodel.Limits
+//     (sidecars, init containers, pod-level resources, overhead);
 //   - Guaranteed: cpu.shares from the cpu requests, CFS quota from the cpu
 //     limits, memory limit;
 //   - Burstable: cpu.shares; quota only when every container (and init
 //     container) limits cpu, memory limit only when every one limits
-//     memory, unless the pod-level limits set them;
+//     memory, unless the pod-level limits set them
+//     (podmodel.LimitsDeclared);
 //   - BestEffort: cpu.shares of MinShares, nothing else.
 //
 // With enforceCPULimits false the quota is -1 (no limit) where it would be
 // set, as the kubelet does with --cpu-cfs-quota=false. The QoS class is
-// the pod's status.qosClass when set, otherwise computed from its spec:
-// from the pod-level resources when the pod has them, else
-// runtime.QOSClass. MemoryMin and PidsLimit are left nil: the PodManager
+// podmodel.QOSClass. MemoryMin and PidsLimit are left nil: the PodManager
 // sets them from its options.
 func ResourceConfigForPod(pod *v1.Pod, enforceCPULimits bool) *ResourceConfig {
-	reqs := podRequests(pod)
-	cpuLimitsDeclared, memoryLimitsDeclared := true, true
-	limits := podLimits(pod, func(res v1.ResourceList) {
-		if res.Cpu().IsZero() {
-			cpuLimitsDeclared = false
-		}
-		if res.Memory().IsZero() {
-			memoryLimitsDeclared = false
-		}
-	})
-	if podLevelResourcesSet(pod) {
-		if !pod.Spec.Resources.Limits.Cpu().IsZero() {
-			cpuLimitsDeclared = true
-		}
-		if !pod.Spec.Resources.Limits.Memory().IsZero() {
-			memoryLimitsDeclared = true
-		}
-	}
+	reqs := podmodel.Requests(pod)
+	limits := podmodel.Limits(pod)
+	cpuLimitsDeclared, memoryLimitsDeclared := podmodel.LimitsDeclared(pod)
 
 	var cpuRequests, cpuLimits, memoryLimits int64
 	if q, ok := reqs[v1.ResourceCPU]; ok {
@@ -147,7 +124,7 @@ func ResourceConfigForPod(pod *v1.Pod, enforceCPULimits bool) *ResourceConfig {
 	}
 
 	rc := &ResourceConfig{}
-	switch PodQOSClass(pod) {
+	switch podmodel.QOSClass(pod) {
 	case v1.PodQOSGuaranteed:
 		rc.CPUShares, rc.CPUQuota, rc.CPUPeriod, rc.Memory = &shares, &quota, &period, &memoryLimits
 	case v1.PodQOSBurstable:
@@ -163,169 +140,4 @@ func ResourceConfigForPod(pod *v1.Pod, enforceCPULimits bool) *ResourceConfig {
 		rc.CPUShares = &minShares
 	}
 	return rc
-}
-
-// PodQOSClass is the QoS class the pod's cgroup goes by: status.qosClass
-// when set (the API server sets it once), otherwise computed from the
-// spec, from the pod-level resources when the pod has any, else as
-// runtime.QOSClass does from its containers (the kubelet's GetPodQOS).
-func PodQOSClass(pod *v1.Pod) v1.PodQOSClass {
-	if pod.Status.QOSClass != "" {
-		return pod.Status.QOSClass
-	}
-	if pod.Spec.Resources == nil {
-		return runtime.QOSClass(pod)
-	}
-	// The kubelet's ComputePodQOS with pod-level resources.
-	requests, limits := v1.ResourceList{}, v1.ResourceList{}
-	guaranteed := true
-	for n, q := range pod.Spec.Resources.Requests {
-		if (n == v1.ResourceCPU || n == v1.ResourceMemory) && q.Sign() > 0 {
-			requests[n] = q
-		}
-	}
-	if len(pod.Spec.Resources.Limits) > 0 {
-		for n, q := range pod.Spec.Resources.Limits {
-			if (n == v1.ResourceCPU || n == v1.ResourceMemory) && q.Sign() > 0 {
-				limits[n] = q
-			}
-		}
-		if _, ok := limits[v1.ResourceCPU]; !ok {
-			guaranteed = false
-		}
-		if _, ok := limits[v1.ResourceMemory]; !ok {
-			guaranteed = false
-		}
-	}
-	if len(requests) == 0 && len(limits) == 0 {
-		return v1.PodQOSBestEffort
-	}
-	if guaranteed {
-		for n, req := range requests {
-			if lim, ok := limits[n]; !ok || lim.Cmp(req) != 0 {
-				guaranteed = false
-				break
-			}
-		}
-	}
-	if guaranteed && len(requests) == len(limits) {
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
-}
-
-// PodRequests sums a pod's requests as the kubelet's PodRequests does (see
-// ResourceConfigForPod), with pod-level resources and overhead.
-func PodRequests(pod *v1.Pod) v1.ResourceList { return podRequests(pod) }
-
-func podRequests(pod *v1.Pod) v1.ResourceList {
-	reqs := aggregate(pod, func(c *v1.Container) v1.ResourceList { return c.Resources.Requests }, nil)
-	if pod.Spec.Resources != nil && podLevelSet(pod.Spec.Resources.Requests) {
-		for n, q := range pod.Spec.Resources.Requests {
-			if podLevelResource(n) {
-				reqs[n] = q.DeepCopy()
-			}
-		}
-	}
-	if pod.Spec.Overhead != nil {
-		addList(reqs, pod.Spec.Overhead)
-	}
-	return reqs
-}
-
-// podLimits sums a pod's limits as the kubelet's PodLimits does; each is
-// called with the limits each container counts with.
-func podLimits(pod *v1.Pod, each func(v1.ResourceList)) v1.ResourceList {
-	limits := aggregate(pod, func(c *v1.Container) v1.ResourceList { return c.Resources.Limits }, each)
-	if podLevelResourcesSet(pod) {
-		for n, q := range pod.Spec.Resources.Limits {
-			if podLevelResource(n) {
-				limits[n] = q.DeepCopy()
-			}
-		}
-	}
-	for n, q := range pod.Spec.Overhead {
-		if cur, ok := limits[n]; ok && !cur.IsZero() {
-			cur.Add(q)
-			limits[n] = cur
-		}
-	}
-	return limits
-}
-
-// aggregate is the kubelet's aggregation of container resources: the sum
-// of the app containers and sidecars, or the largest need of an init
-// container (its own resources plus those of the sidecars started before
-// it) when larger.
-func aggregate(pod *v1.Pod, get func(*v1.Container) v1.ResourceList, each func(v1.ResourceList)) v1.ResourceList {
-	result := v1.ResourceList{}
-	for i := range pod.Spec.Containers {
-		res := get(&pod.Spec.Containers[i])
-		if each != nil {
-			each(res)
-		}
-		addList(result, res)
-	}
-	sidecars := v1.ResourceList{}
-	initMax := v1.ResourceList{}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		res := get(c)
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
-			addList(result, res)
-			addList(sidecars, res)
-			res = sidecars
-		} else {
-			combined := v1.ResourceList{}
-			addList(combined, res)
-			addList(combined, sidecars)
-			res = combined
-		}
-		if each != nil {
-			each(res)
-		}
-		maxList(initMax, res)
-	}
-	maxList(result, initMax)
-	return result
-}
-
-func addList(list, add v1.ResourceList) {
-	for n, q := range add {
-		if cur, ok := list[n]; ok {
-			cur.Add(q)
-			list[n] = cur
-		} else {
-			list[n] = q.DeepCopy()
-		}
-	}
-}
-
-func maxList(list, other v1.ResourceList) {
-	for n, q := range other {
-		if cur, ok := list[n]; !ok || q.Cmp(cur) > 0 {
-			list[n] = q.DeepCopy()
-		}
-	}
-}
-
-// podLevelResource reports whether spec.resources may set n (cpu, memory,
-// hugepages-*).
-func podLevelResource(n v1.ResourceName) bool {
-	return n == v1.ResourceCPU || n == v1.ResourceMemory || strings.HasPrefix(string(n), v1.ResourceHugePagesPrefix)
-}
-
-func podLevelSet(l v1.ResourceList) bool {
-	for n := range l {
-		if podLevelResource(n) {
-			return true
-		}
-	}
-	return false
-}
-
-// podLevelResourcesSet is the kubelet's IsPodLevelResourcesSet.
-func podLevelResourcesSet(pod *v1.Pod) bool {
-	r := pod.Spec.Resources
-	return r != nil && (podLevelSet(r.Requests) || podLevelSet(r.Limits))
 }

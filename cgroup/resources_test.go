@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // rl builds a ResourceList from "cpu", "500m", "memory", "64Mi", ...
@@ -178,8 +179,8 @@ func TestResourceConfigForPod(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := cgroup.PodQOSClass(tt.pod); got != tt.wantQOS {
-				t.Errorf("PodQOSClass = %s, want %s", got, tt.wantQOS)
+			if got := podmodel.QOSClass(tt.pod); got != tt.wantQOS {
+				t.Errorf("QOSClass = %s, want %s", got, tt.wantQOS)
 			}
 			got := cgroup.ResourceConfigForPod(tt.pod, !tt.noCPULimits)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
@@ -228,7 +229,7 @@ func TestPodRequests(t *testing.T) {
 	p.Spec.InitContainers = []v1.Container{ctr("init", rl("cpu", "2"), nil)}
 	p.Spec.Overhead = rl("cpu", "100m")
 	want := rl("cpu", "2100m", "memory", "32Mi", "example.com/gpu", "1")
-	got := cgroup.PodRequests(p)
+	got := podmodel.Requests(p)
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
 		t.Errorf("PodRequests (-want +got):\n%s", diff)
 	}

@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // ResourceError is a pod's resource that cannot be admitted. It matches
@@ -127,7 +129,7 @@ func ValidatePodResources(pod *v1.Pod, capacity v1.ResourceList) error {
 	if capacity == nil {
 		return nil
 	}
-	total := podRequests(pod)
+	total := podmodel.Requests(pod)
 	names := make([]v1.ResourceName, 0, len(total))
 	for n := range total {
 		names = append(names, n)

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/sources"
 )
 
 // podState is what the workers know about one pod UID. The phase is
@@ -90,7 +90,7 @@ func newPodState(uid types.UID, opts UpdateOptions, runtimeStopped bool, now tim
 	switch {
 	case opts.Pod != nil:
 		s.fullName = opts.Pod.Namespace + "/" + opts.Pod.Name
-		s.static = isStatic(opts.Pod)
+		s.static = podmodel.IsStatic(opts.Pod)
 		if terminalPhase(opts.Pod) && runtimeStopped {
 			s.terminatingAt, s.terminatedAt, s.startedTerminating = now, now, true
 		}
@@ -462,7 +462,7 @@ func (s *podState) sync(orphan bool) PodWorkerSync {
 	ws := PodWorkerSync{State: s.phase(), Orphan: orphan}
 	if pod := s.knownPod(); pod != nil {
 		ws.HasConfig = true
-		ws.Static = isStatic(pod)
+		ws.Static = podmodel.IsStatic(pod)
 	}
 	return ws
 }
@@ -598,13 +598,6 @@ func shouldPodContentBeRemoved(s *podState, synced bool) bool {
 		return synced
 	}
 	return s.evicted || (s.deleted && s.terminated())
-}
-
-// isStatic reports whether the pod came from a source other than the API
-// server (the kubelet's kubetypes.IsStaticPod).
-func isStatic(pod *v1.Pod) bool {
-	src, ok := pod.Annotations[sources.AnnotationSource]
-	return ok && src != sources.APIServerSource
 }
 
 func terminalPhase(pod *v1.Pod) bool {

@@ -2,6 +2,7 @@ package podworker
 
 import (
 	"errors"
+	"github.com/nodekit/nodekit/podmodel"
 	"testing"
 	"time"
 
@@ -863,7 +864,7 @@ func TestIsStatic(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := newPod("a", func(p *v1.Pod) { p.Annotations = tt.annotations })
-			if got := isStatic(pod); got != tt.want {
+			if got := podmodel.IsStatic(pod); got != tt.want {
 				t.Errorf("isStatic = %v, want %v", got, tt.want)
 			}
 		})

@@ -5,6 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // killReason says why a running container is killed; it selects the grace
@@ -97,6 +99,15 @@ func sandboxChanged(pod *v1.Pod, status *PodStatus) (bool, uint32, string) {
 	return false, attempt, s.GetId()
 }
 
+// PodSandboxChanged reports whether SyncPod would create a new sandbox for
+// the pod (the kubelet's PodSandboxChanged): none yet, none or several
+// ready, a changed network namespace mode, or no IP for a pod-network
+// sandbox.
+func PodSandboxChanged(pod *v1.Pod, status *PodStatus) bool {
+	changed, _, _ := sandboxChanged(pod, status)
+	return changed
+}
+
 func shouldRestartOnFailure(pod *v1.Pod) bool {
 	return pod.Spec.RestartPolicy != v1.RestartPolicyNever
 }
@@ -106,10 +117,11 @@ func containerSucceeded(c *v1.Container, status *PodStatus) bool {
 	return cs != nil && cs.State == ContainerStateExited && cs.ExitCode == 0
 }
 
-// shouldContainerBeRestarted is kubelet's ShouldContainerBeRestarted: start a
-// container never started, in an unknown or created state, or exited when
-// the restart policy allows.
-func shouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, status *PodStatus) bool {
+// ShouldContainerBeRestarted is the kubelet's ShouldContainerBeRestarted:
+// whether SyncPod starts the container: one never started, in an unknown
+// or created state, or exited when the restart policy allows; none of a pod
+// being deleted.
+func ShouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, status *PodStatus) bool {
 	if pod.DeletionTimestamp != nil {
 		return false
 	}
@@ -287,7 +299,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, unhealthy UnhealthyFunc) 
 		c := &pod.Spec.Containers[i]
 		cs := status.FindContainerStatusByName(c.Name)
 		if cs == nil || cs.State != ContainerStateRunning {
-			if shouldContainerBeRestarted(c, pod, status) {
+			if ShouldContainerBeRestarted(c, pod, status) {
 				a.ContainersToStart = append(a.ContainersToStart, i)
 				if cs != nil && cs.State == ContainerStateUnknown {
 					a.ContainersToKill = append(a.ContainersToKill, containerToKill{
@@ -320,7 +332,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, unhealthy UnhealthyFunc) 
 // spec changed (always restarted) or it failed its liveness or startup
 // probe (restarted per the restart policy; always for a sidecar).
 func checkRunning(c *v1.Container, cs *ContainerStatus, pod *v1.Pod, unhealthy UnhealthyFunc) (k containerToKill, restart, kill bool) {
-	restart = shouldRestartOnFailure(pod) || isRestartableInit(c)
+	restart = shouldRestartOnFailure(pod) || podmodel.IsRestartableInit(c)
 	probe := ""
 	if unhealthy != nil {
 		probe = unhealthy(cs.ID)
@@ -348,7 +360,7 @@ func checkRunning(c *v1.Container, cs *ContainerStatus, pod *v1.Pod, unhealthy U
 
 func hasRestartableInit(pod *v1.Pod) bool {
 	for i := range pod.Spec.InitContainers {
-		if isRestartableInit(&pod.Spec.InitContainers[i]) {
+		if podmodel.IsRestartableInit(&pod.Spec.InitContainers[i]) {
 			return true
 		}
 	}
@@ -386,7 +398,7 @@ func computeSidecarInitActions(pod *v1.Pod, status *PodStatus, unhealthy Unhealt
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := status.FindContainerStatusByName(c.Name)
-		restartable := isRestartableInit(c)
+		restartable := podmodel.IsRestartableInit(c)
 		if restartable && cs != nil && cs.State == ContainerStateRunning {
 			if k, _, kill := checkRunning(c, cs, pod, unhealthy); kill {
 				a.ContainersToKill = append(a.ContainersToKill, k)

@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/expansion"
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // The values of AnnotationContainerType.
@@ -267,25 +268,12 @@ type containerSpec struct {
 	typ       string
 }
 
-// envFieldValue resolves a downward-API fieldRef.
+// envFieldValue resolves a downward-API fieldRef of an environment
+// variable as the kubelet's podFieldSelectorRuntimeValue: the pod's IPs
+// are the sandbox's (the pod's status may not have them yet), every other
+// field is podmodel.FieldValue's.
 func envFieldValue(pod *v1.Pod, podIPs []string, path string) (string, error) {
-	if k, ok := strings.CutPrefix(path, "metadata.labels['"); ok {
-		return pod.Labels[strings.TrimSuffix(k, "']")], nil
-	}
-	if k, ok := strings.CutPrefix(path, "metadata.annotations['"); ok {
-		return pod.Annotations[strings.TrimSuffix(k, "']")], nil
-	}
 	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "spec.nodeName":
-		return pod.Spec.NodeName, nil
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName, nil
 	case "status.podIP":
 		if len(podIPs) > 0 {
 			return podIPs[0], nil
@@ -293,10 +281,8 @@ func envFieldValue(pod *v1.Pod, podIPs []string, path string) (string, error) {
 		return "", nil
 	case "status.podIPs":
 		return strings.Join(podIPs, ","), nil
-	case "status.hostIP", "status.hostIPs":
-		return pod.Status.HostIP, nil
 	}
-	return "", fmt.Errorf("unsupported fieldRef %q", path)
+	return podmodel.FieldValue(pod, path)
 }
 
 // expand replaces $(VAR) by the value of VAR when defined; $$ escapes a $.

@@ -37,10 +37,11 @@
 // the previous one shown as lastState). Pass SyncPod a status read after the
 // previous SyncPod of the pod returned: it is then idempotent.
 //
-// APIPodStatus turns a PodStatus into a v1.PodStatus as the kubelet's
-// generateAPIPodStatus does (phase, conditions, container states, waiting
-// reasons from the last failed start of each container). QOSClass and
-// PodPhase are exported for the agent's own use.
+// The Manager derives no API status: status.Generate does, from a
+// PodStatus, the Manager's WaitingReason of each container (the reason of
+// its last failed start) and the probe results. PodSandboxChanged and
+// ShouldContainerBeRestarted are the two decisions of SyncPod that the
+// API status shows.
 //
 // # Events
 //
@@ -64,10 +65,8 @@
 // queues pulls nor asks the image's size).
 //
 // Differences from the kubelet, on purpose or not yet done:
-//   - Probes are not run here. A running container is Ready when it has no
-//     readiness probe and no startup probe; the probe manager overrides it.
-//     ManagerOptions.Unhealthy tells SyncPod which containers failed their
-//     liveness or startup probe.
+//   - Probes are not run here. SyncPodOptions.Unhealthy tells SyncPod which
+//     containers failed their liveness or startup probe.
 //   - Restartable init containers (sidecars) are started in order, count as
 //     initialized once running (startup probes are not awaited), are
 //     restarted whenever they stop, and do not keep a finished pod alive.

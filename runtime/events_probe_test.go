@@ -16,6 +16,7 @@ import (
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
+	nkstatus "github.com/nodekit/nodekit/status"
 )
 
 // TestLivenessFailureEvents wires the probe manager to the runtime manager
@@ -49,11 +50,9 @@ func TestLivenessFailureEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		m, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{
-			Logger:        testr.New(t),
-			PodLogsDir:    t.TempDir(),
-			Unhealthy:     pm.Unhealthy,
-			PodStatusHook: pm.UpdatePodStatus,
-			Recorder:      rec,
+			Logger:     testr.New(t),
+			PodLogsDir: t.TempDir(),
+			Recorder:   rec,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -80,11 +79,11 @@ func TestLivenessFailureEvents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m.SyncPod(t.Context(), pod, st)
+			m.SyncPodWithOptions(t.Context(), pod, st, runtime.SyncPodOptions{Unhealthy: pm.Unhealthy})
 			if st, err = m.GetPodStatus(t.Context(), pod.UID, pod.Name, pod.Namespace); err != nil {
 				t.Fatal(err)
 			}
-			api := m.APIPodStatus(pod, st)
+			api := nkstatus.Generate(nkstatus.Input{Pod: pod, Runtime: st, RuntimeName: m.RuntimeName(), Waiting: m, Probes: pm})
 			mu.Lock()
 			statuses[pod.UID] = api
 			mu.Unlock()

@@ -198,7 +198,8 @@ func TestSyncPodEvents(t *testing.T) {
 				if tt.unhealthy != "" {
 					unhealthy = func(string) string { return tt.unhealthy }
 				}
-				f := newFakes(t, ManagerOptions{Recorder: rec, Unhealthy: unhealthy})
+				f := newFakes(t, ManagerOptions{Recorder: rec})
+				f.unhealthy = unhealthy
 				pod := testPod("ev", "a")
 				if tt.setup != nil {
 					tt.setup(f, pod)

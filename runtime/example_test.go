@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
+	nkstatus "github.com/nodekit/nodekit/status"
 )
 
 func ExampleNewManager() {
@@ -37,7 +38,7 @@ func ExampleNewManager() {
 		return
 	}
 	status, _ = m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
-	api := m.APIPodStatus(pod, status)
+	api := nkstatus.Generate(nkstatus.Input{Pod: pod, Runtime: status, RuntimeName: m.RuntimeName(), Waiting: m})
 	fmt.Println(api.Phase, api.ContainerStatuses[0].Ready)
 	// Output: Running true
 }

@@ -78,6 +78,8 @@ type fakes struct {
 	rec *recorder
 	is  *critest.FakeImageService
 	dir string
+	// unhealthy is passed to each sync as SyncPodOptions.Unhealthy.
+	unhealthy UnhealthyFunc
 }
 
 func newFakes(t *testing.T, opts ManagerOptions) *fakes {
@@ -109,7 +111,7 @@ func (f *fakes) status(t *testing.T, pod *v1.Pod) *PodStatus {
 // sync reads the status and syncs the pod once.
 func (f *fakes) sync(t *testing.T, pod *v1.Pod) SyncResult {
 	t.Helper()
-	return f.m.SyncPod(t.Context(), pod, f.status(t, pod))
+	return f.m.SyncPodWithOptions(t.Context(), pod, f.status(t, pod), SyncPodOptions{Unhealthy: f.unhealthy})
 }
 
 // calls returns and clears the runtime calls recorded so far, leaving out

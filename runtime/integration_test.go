@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
+	nkstatus "github.com/nodekit/nodekit/status"
 )
 
 func newPod(name string, policy v1.RestartPolicy) *v1.Pod {
@@ -54,7 +55,7 @@ func (a *agent) tick() (runtime.SyncResult, v1.PodStatus) {
 	if err != nil {
 		a.t.Fatalf("GetPodStatus: %v", err)
 	}
-	return res, a.m.APIPodStatus(a.pod, st)
+	return res, apiStatus(a.m, a.pod, st)
 }
 
 func newAgent(t *testing.T, rt *runtimetest.Runtime, pod *v1.Pod) *agent {
@@ -247,7 +248,7 @@ func TestConcurrentPods(t *testing.T) {
 					errs <- res.Err()
 					return
 				}
-				m.APIPodStatus(pod, st)
+				apiStatus(m, pod, st)
 			}
 			if err := m.KillPod(t.Context(), pod, nil, nil); err != nil {
 				errs <- err
@@ -269,7 +270,7 @@ func TestConcurrentPods(t *testing.T) {
 }
 
 // BenchmarkSteadySync measures one pod worker iteration (GetPodStatus,
-// SyncPod with nothing to do, APIPodStatus) for a pod of three running
+// SyncPod with nothing to do, status.Generate) for a pod of three running
 // containers.
 func BenchmarkSteadySync(b *testing.B) {
 	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox:1.36"}})
@@ -294,7 +295,7 @@ func BenchmarkSteadySync(b *testing.B) {
 		if res := m.SyncPod(ctx, pod, st); len(res.Results) != 0 {
 			b.Fatalf("steady sync did something: %+v", res.Results)
 		}
-		m.APIPodStatus(pod, st)
+		apiStatus(m, pod, st)
 	}
 }
 
@@ -323,4 +324,9 @@ func BenchmarkStartPod(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// apiStatus is the pod's API status, as the agent derives it after a sync.
+func apiStatus(m *runtime.Manager, pod *v1.Pod, st *runtime.PodStatus) v1.PodStatus {
+	return nkstatus.Generate(nkstatus.Input{Pod: pod, Runtime: st, RuntimeName: m.RuntimeName(), Waiting: m})
 }

@@ -121,14 +121,15 @@ func TestKillPodNeedsAPod(t *testing.T) {
 func TestSyncPodProbeKillUsesProbeGracePeriod(t *testing.T) {
 	failed := map[string]bool{}
 	var mu sync.Mutex
-	f := newFakes(t, ManagerOptions{Unhealthy: func(id string) string {
+	f := newFakes(t, ManagerOptions{})
+	f.unhealthy = func(id string) string {
 		mu.Lock()
 		defer mu.Unlock()
 		if failed[id] {
 			return "liveness"
 		}
 		return ""
-	}})
+	}
 	pod := testPod("probe", "a")
 	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{TerminationGracePeriodSeconds: ptr(int64(7))}
 	f.sync(t, pod)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -42,15 +41,6 @@ type ManagerOptions struct {
 	// MinGracePeriod is the shortest time a container is given to stop
 	// (unless a kill overrides the grace period). Defaults to 2s.
 	MinGracePeriod time.Duration
-	// Unhealthy, when set, reports running containers that failed their
-	// liveness or startup probe; SyncPod kills them (and restarts them per
-	// the restart policy). Defaults to nil: no probe results.
-	Unhealthy UnhealthyFunc
-	// PodStatusHook, when set, edits each pod status APIPodStatus builds,
-	// after the container statuses and before the phase and conditions
-	// are derived from them: the probe manager sets the containers' Ready
-	// and Started flags from its results there.
-	PodStatusHook func(pod *v1.Pod, status *v1.PodStatus)
 	// Recorder, when set, receives the kubelet's events of the pods'
 	// lifecycle (Pulling, Pulled, Failed, BackOff, Created, Started,
 	// Killing, SandboxChanged, FailedCreatePodSandBox), recorded on the pod
@@ -473,11 +463,16 @@ func (m *Manager) Forget(uid types.UID) {
 	delete(m.reasons, uid)
 }
 
-func (m *Manager) waitingReason(uid types.UID, container string) (waitingReason, bool) {
+// WaitingReason is why the pod's container is not running when its last
+// start failed: the reason (ErrImagePull, ImagePullBackOff,
+// CrashLoopBackOff, CreateContainerConfigError, RunContainerError, ...)
+// and message of that failure, until a start succeeds or Forget. It
+// implements status.WaitingReasons.
+func (m *Manager) WaitingReason(uid types.UID, container string) (reason, message string, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.reasons[uid][container]
-	return r, ok
+	return r.reason, r.message, ok
 }
 
 // recordReasons updates the last-reason cache from a sync's start results:

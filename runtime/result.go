@@ -13,7 +13,7 @@ import (
 // The classes of SyncPod failures. Each is also the reason the kubelet
 // shows in a container's Waiting state (Reason returns it without the
 // "runtime: " prefix), so the error of a failed start becomes the
-// container's waiting reason in APIPodStatus. Test with errors.Is.
+// container's waiting reason (Manager.WaitingReason). Test with errors.Is.
 var (
 	// ErrCrashLoopBackOff: the container exited and is waiting out its
 	// restart back-off. Not a failure of the sync: retry at NextRetry.

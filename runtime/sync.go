@@ -13,6 +13,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // SyncPodOptions carry what other parts of the agent prepared for a pod.
@@ -26,6 +28,11 @@ type SyncPodOptions struct {
 	// container that mounts volumes when Mounts is nil fails with
 	// ErrCreateContainerConfig.
 	Mounts MountsFunc
+	// Unhealthy, when set, reports running containers that failed their
+	// liveness or startup probe (probe.Manager.Unhealthy); SyncPod kills
+	// them and restarts them per the restart policy. Defaults to nil: no
+	// probe results.
+	Unhealthy UnhealthyFunc
 }
 
 // SyncPod brings the pod's sandbox and containers in the runtime towards
@@ -48,7 +55,7 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 		status = &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	log := m.log.WithValues("pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
-	actions := computePodActions(pod, status, m.opts.Unhealthy)
+	actions := computePodActions(pod, status, opts.Unhealthy)
 	log.V(4).Info("computed pod actions", "actions", actions.String())
 	defer func() { m.recordReasons(pod.UID, result) }()
 	if actions.CreateSandbox && actions.SandboxID != "" {
@@ -133,7 +140,7 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 	}
 	for _, i := range actions.InitContainersToStart {
 		c := &pod.Spec.InitContainers[i]
-		if start(containerSpec{container: c, index: i, typ: ContainerTypeInit}) != nil && !isRestartableInit(c) {
+		if start(containerSpec{container: c, index: i, typ: ContainerTypeInit}) != nil && !podmodel.IsRestartableInit(c) {
 			return result
 		}
 	}

@@ -193,8 +193,10 @@ func TestSyncPodInitContainerFailure(t *testing.T) {
 		if n := f.countContainers(pod, "a"); n != 0 {
 			t.Errorf("app container created %d times", n)
 		}
-		if s := f.m.APIPodStatus(pod, f.status(t, pod)); s.Phase != v1.PodFailed {
-			t.Errorf("phase = %v, want Failed", s.Phase)
+		// The pod fails: its init container exited 1 and is not restarted.
+		st := f.status(t, pod)
+		if i1 := st.FindContainerStatusByName("i1"); i1 == nil || i1.ExitCode != 1 || ShouldContainerBeRestarted(&pod.Spec.InitContainers[0], pod, st) {
+			t.Errorf("init container = %+v, want exited 1 and not to be restarted", i1)
 		}
 	})
 	t.Run("OnFailure restarts it", func(t *testing.T) {
@@ -284,12 +286,11 @@ func TestSyncPodRestartBackOff(t *testing.T) {
 			if got, want := res.NextRetry(), finished.Add(wait); !got.Equal(want) {
 				t.Errorf("NextRetry = %v, want %v", got, want)
 			}
-			st := f.m.APIPodStatus(pod, f.status(t, pod))
-			if w := st.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "CrashLoopBackOff" || w.Message != wantMsg {
-				t.Errorf("waiting state = %+v, want CrashLoopBackOff", w)
+			if r, msg, ok := f.m.WaitingReason(pod.UID, "a"); !ok || r != "CrashLoopBackOff" || msg != wantMsg {
+				t.Errorf("waiting reason = %q %q %v, want CrashLoopBackOff", r, msg, ok)
 			}
-			if st.ContainerStatuses[0].LastTerminationState.Terminated == nil {
-				t.Error("no last termination state while backing off")
+			if a := f.status(t, pod).FindContainerStatusByName("a"); a == nil || a.State != ContainerStateExited {
+				t.Errorf("newest instance while backing off = %+v, want exited", a)
 			}
 			time.Sleep(wait - time.Second)
 			if got := startedNames(f.sync(t, pod)); len(got) != 0 {
@@ -306,9 +307,11 @@ func TestSyncPodRestartBackOff(t *testing.T) {
 			if n := f.countContainers(pod, "a"); n > 2 {
 				t.Errorf("%d instances of the container kept, want at most 2", n)
 			}
-			st = f.m.APIPodStatus(pod, f.status(t, pod))
-			if st.ContainerStatuses[0].State.Running == nil || st.ContainerStatuses[0].RestartCount != int32(restarts) {
-				t.Errorf("status after restart = %+v", st.ContainerStatuses[0])
+			if a := f.status(t, pod).FindContainerStatusByName("a"); a == nil || a.State != ContainerStateRunning || a.RestartCount != restarts {
+				t.Errorf("status after restart = %+v", a)
+			}
+			if r, _, ok := f.m.WaitingReason(pod.UID, "a"); ok {
+				t.Errorf("waiting reason %q kept after a restart", r)
 			}
 		}
 
@@ -476,7 +479,11 @@ func TestSyncPodImagePullBackOff(t *testing.T) {
 		pod := testPod("pull", "a")
 		pod.Spec.Containers[0].Image = "missing:1"
 		waiting := func() *v1.ContainerStateWaiting {
-			return f.m.APIPodStatus(pod, f.status(t, pod)).ContainerStatuses[0].State.Waiting
+			r, msg, ok := f.m.WaitingReason(pod.UID, "a")
+			if !ok {
+				return nil
+			}
+			return &v1.ContainerStateWaiting{Reason: r, Message: msg}
 		}
 		pulls := func() int {
 			n := 0
@@ -527,9 +534,11 @@ func TestSyncPodImagePullBackOff(t *testing.T) {
 		if err := res.Err(); err != nil {
 			t.Fatalf("final pull: %v", err)
 		}
-		st := f.m.APIPodStatus(pod, f.status(t, pod)).ContainerStatuses[0]
-		if st.State.Running == nil {
-			t.Errorf("state after a good pull = %+v, want running (the reason is cleared)", st.State)
+		if a := f.status(t, pod).FindContainerStatusByName("a"); a == nil || a.State != ContainerStateRunning {
+			t.Errorf("state after a good pull = %+v, want running", a)
+		}
+		if w := waiting(); w != nil {
+			t.Errorf("waiting reason after a good pull = %+v, want none (the reason is cleared)", w)
 		}
 	})
 }
@@ -568,14 +577,12 @@ func TestSyncPodFailuresRecordReasons(t *testing.T) {
 			if got := Reason(res.Err()); got != tt.wantWait {
 				t.Errorf("Reason = %q, want %q", got, tt.wantWait)
 			}
-			st := f.m.APIPodStatus(pod, f.status(t, pod))
-			if w := st.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != tt.wantWait || w.Message == "" {
-				t.Errorf("waiting = %+v, want reason %s", w, tt.wantWait)
+			if r, msg, ok := f.m.WaitingReason(pod.UID, "a"); !ok || r != tt.wantWait || msg == "" {
+				t.Errorf("waiting = %q %q %v, want reason %s", r, msg, ok, tt.wantWait)
 			}
 			f.m.Forget(pod.UID)
-			st = f.m.APIPodStatus(pod, f.status(t, pod))
-			if w := st.ContainerStatuses[0].State.Waiting; w != nil && w.Reason == tt.wantWait {
-				t.Errorf("reason kept after Forget: %+v", w)
+			if r, _, ok := f.m.WaitingReason(pod.UID, "a"); ok {
+				t.Errorf("reason %q kept after Forget", r)
 			}
 		})
 	}
@@ -722,8 +729,14 @@ func TestSyncPodPrunesOldInstances(t *testing.T) {
 	if n := f.countContainers(pod, "a"); n != 2 {
 		t.Errorf("instances of a = %d, want 2 (running + previous)", n)
 	}
-	st := f.m.APIPodStatus(pod, f.status(t, pod))
-	if lt := st.ContainerStatuses[0].LastTerminationState.Terminated; lt == nil || lt.ContainerID != "fakeRuntime://a-old-3" {
-		t.Errorf("last state = %+v, want the newest exited instance", lt)
+	// The previous instance, shown as lastState, is the newest exited one.
+	var ids []string
+	for _, c := range f.status(t, pod).ContainerStatuses {
+		if c.Name == "a" {
+			ids = append(ids, c.ID)
+		}
+	}
+	if len(ids) != 2 || ids[1] != "a-old-3" {
+		t.Errorf("instances of a, newest first = %v, want the newest exited instance a-old-3 second", ids)
 	}
 }

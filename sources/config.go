@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // DefaultUpdatesCapacity is the buffer of Config.Updates, the kubelet's.
@@ -195,7 +197,7 @@ func (c *Config) apply(ctx context.Context, name string, pods []*v1.Pod) {
 			c.log.Error(r.err, "dropping pod", "source", name)
 			continue
 		}
-		c.log.Error(r.err, "dropping pod", "source", name, "pod", fullName(r.pod))
+		c.log.Error(r.err, "dropping pod", "source", name, "pod", podmodel.FullName(r.pod))
 	}
 	c.log.V(4).Info("merged snapshot", "source", name, "pods", len(pods), "updates", len(updates))
 	for _, u := range updates {

@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // store is the pure core of the merge, the kubelet's podStorage: the pods of
@@ -72,7 +74,7 @@ func (s *store) merge(source string, snapshot []*v1.Pod, now time.Time) ([]PodUp
 			dropped = append(dropped, rejection{pod: in, err: err})
 			continue
 		}
-		full := fullName(in)
+		full := podmodel.FullName(in)
 		if names[full] {
 			dropped = append(dropped, rejection{pod: in, err: fmt.Errorf("sources: duplicate pod name %q, keeping the first", full)})
 			continue
@@ -120,7 +122,7 @@ func (s *store) merge(source string, snapshot []*v1.Pod, now time.Time) ([]PodUp
 		}
 	}
 	// Map order is random; deliver removals in name order.
-	slices.SortFunc(removes, func(a, b *v1.Pod) int { return cmp.Compare(fullName(a), fullName(b)) })
+	slices.SortFunc(removes, func(a, b *v1.Pod) int { return cmp.Compare(podmodel.FullName(a), podmodel.FullName(b)) })
 	// The kubelet admits pods oldest first.
 	slices.SortStableFunc(adds, func(a, b *v1.Pod) int {
 		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
@@ -205,8 +207,4 @@ func setAnnotation(p *v1.Pod, key, value string) {
 		p.Annotations = map[string]string{}
 	}
 	p.Annotations[key] = value
-}
-
-func fullName(p *v1.Pod) string {
-	return p.Namespace + "/" + p.Name
 }

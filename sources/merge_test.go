@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 var (
@@ -89,7 +91,7 @@ func summarize(us []PodUpdate) []op {
 	for _, u := range us {
 		o := op{Op: u.Op.String(), Source: u.Source}
 		for _, p := range u.Pods {
-			o.Pods = append(o.Pods, fullName(p))
+			o.Pods = append(o.Pods, podmodel.FullName(p))
 		}
 		out = append(out, o)
 	}
@@ -103,7 +105,7 @@ func droppedNames(rs []rejection) []string {
 			out = append(out, "<nil>")
 			continue
 		}
-		out = append(out, fullName(r.pod))
+		out = append(out, podmodel.FullName(r.pod))
 	}
 	return out
 }

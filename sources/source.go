@@ -4,6 +4,8 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // Op is the kind of change an Update carries.
@@ -52,14 +54,14 @@ type PodUpdate struct {
 // keys.
 const (
 	// AnnotationSource names the source a pod came from.
-	AnnotationSource = "kubernetes.io/config.source"
+	AnnotationSource = podmodel.AnnotationSource
 	// AnnotationSeen is the time the pod was first seen (RFC3339Nano).
-	AnnotationSeen = "kubernetes.io/config.seen"
+	AnnotationSeen = podmodel.AnnotationSeen
 	// AnnotationHash is the hash a static source computed from the pod's
 	// manifest.
-	AnnotationHash = "kubernetes.io/config.hash"
+	AnnotationHash = podmodel.AnnotationHash
 	// AnnotationMirror marks a mirror pod in the API server.
-	AnnotationMirror = "kubernetes.io/config.mirror"
+	AnnotationMirror = podmodel.AnnotationMirror
 )
 
 // Names of the kubelet's sources; a pod from any source but APIServer is a
@@ -67,7 +69,7 @@ const (
 const (
 	FileSource      = "file"
 	HTTPSource      = "http"
-	APIServerSource = "api"
+	APIServerSource = podmodel.APIServerSource
 )
 
 // A Source delivers the pods it wants on the node as full snapshots: each

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodekit/nodekit/mirror"
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // Observer is told of every change of a pod's status. It must not block.
@@ -224,7 +224,7 @@ func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool {
 // API server showed (the mirror pod's for a static pod), so that the start
 // time and transition times survive a restart of the agent.
 func (m *Manager) initialStatus(pod *v1.Pod) v1.PodStatus {
-	if mirror.IsStaticPod(pod) {
+	if podmodel.IsStatic(pod) {
 		if m.opts.MirrorPod != nil {
 			if mp, ok := m.opts.MirrorPod(pod); ok {
 				return mp.Status

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/mirror"
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // maxAttempts bounds the reads and PATCHes of one pod in one run of the
@@ -139,7 +140,7 @@ func isAPIStatus(err error) bool {
 // other than the one held would give.
 func (m *Manager) drifted(s snapshot) bool {
 	var view *v1.Pod
-	if mirror.IsStaticPod(s.pod) {
+	if podmodel.IsStatic(s.pod) {
 		if m.opts.MirrorPod == nil {
 			return false
 		}
@@ -169,7 +170,7 @@ func (m *Manager) drifted(s snapshot) bool {
 	if err != nil || patch == nil {
 		return false
 	}
-	m.log.V(3).Info("Pod status differs in the API server", "pod", fullName(s.pod), "podUID", s.uid)
+	m.log.V(3).Info("Pod status differs in the API server", "pod", podmodel.FullName(s.pod), "podUID", s.uid)
 	return true
 }
 
@@ -207,8 +208,6 @@ func anyRunning(s v1.PodStatus) bool {
 	return false
 }
 
-func fullName(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
-
 // syncPod writes one pod's status and deletes the pod when it finished
 // terminating. It returns the error of a request that failed.
 func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
@@ -220,9 +219,9 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 	}
 	pod, status, version, api, reread := e.pod, e.status, e.version, e.api, e.reread
 	m.mu.Unlock()
-	log := m.log.WithValues("pod", fullName(pod), "podUID", uid)
+	log := m.log.WithValues("pod", podmodel.FullName(pod), "podUID", uid)
 
-	static := mirror.IsStaticPod(pod)
+	static := podmodel.IsStatic(pod)
 	if static && m.opts.MirrorPod != nil {
 		mp, ok := m.opts.MirrorPod(pod)
 		if !ok {
@@ -328,7 +327,7 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 // to, or "" when it is.
 func (m *Manager) foreign(pod, api *v1.Pod, static bool) string {
 	switch {
-	case static && !mirror.IsMirrorPod(api):
+	case static && !podmodel.IsMirror(api):
 		return "a pod that is not a mirror pod holds the static pod's name"
 	case static && !mirror.IsMirrorPodOf(api, pod):
 		return "the mirror pod is stale"
@@ -364,7 +363,7 @@ func (m *Manager) get(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 	got, err := m.opts.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		m.failures.Add(1)
-		return nil, fmt.Errorf("status: reading pod %s: %w", fullName(pod), err)
+		return nil, fmt.Errorf("status: reading pod %s: %w", podmodel.FullName(pod), err)
 	}
 	return got, err
 }
@@ -384,7 +383,7 @@ func (m *Manager) patch(ctx context.Context, api *v1.Pod, patch []byte) (*v1.Pod
 		return nil, err
 	}
 	m.failures.Add(1)
-	return nil, fmt.Errorf("status: patching the status of pod %s: %w", fullName(api), err)
+	return nil, fmt.Errorf("status: patching the status of pod %s: %w", podmodel.FullName(api), err)
 }
 
 // deletePod deletes the pod that finished terminating, with grace period
@@ -399,7 +398,7 @@ func (m *Manager) deletePod(ctx context.Context, uid types.UID, e *entry, api *v
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		m.failures.Add(1)
-		return fmt.Errorf("status: deleting pod %s: %w", fullName(api), err)
+		return fmt.Errorf("status: deleting pod %s: %w", podmodel.FullName(api), err)
 	}
 	log.V(1).Info("Pod terminated; deleted it from the API server")
 	m.markGone(uid, e)

@@ -1,4 +1,4 @@
-package runtime
+package status
 
 import (
 	"fmt"
@@ -9,7 +9,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // statusSummary is a readable projection of a v1.PodStatus.
@@ -59,19 +62,19 @@ func summarize(s v1.PodStatus) statusSummary {
 	return sum
 }
 
-func running(name string, restarts int) *ContainerStatus {
-	return &ContainerStatus{ID: fmt.Sprintf("%s-%d", name, restarts), Name: name, State: ContainerStateRunning, RestartCount: restarts,
+func running(name string, restarts int) *runtime.ContainerStatus {
+	return &runtime.ContainerStatus{ID: fmt.Sprintf("%s-%d", name, restarts), Name: name, State: runtime.ContainerStateRunning, RestartCount: restarts,
 		StartedAt: time.Unix(100, 0), CreatedAt: time.Unix(int64(100+restarts), 0)}
 }
 
-func exited(name string, restarts int, code int32) *ContainerStatus {
-	return &ContainerStatus{ID: fmt.Sprintf("%s-%d", name, restarts), Name: name, State: ContainerStateExited, ExitCode: code, RestartCount: restarts,
+func exited(name string, restarts int, code int32) *runtime.ContainerStatus {
+	return &runtime.ContainerStatus{ID: fmt.Sprintf("%s-%d", name, restarts), Name: name, State: runtime.ContainerStateExited, ExitCode: code, RestartCount: restarts,
 		Reason: map[bool]string{true: "Completed", false: "Error"}[code == 0], StartedAt: time.Unix(100, 0), FinishedAt: time.Unix(200, 0),
 		CreatedAt: time.Unix(int64(100+restarts), 0)}
 }
 
-func readyPodStatus(cs ...*ContainerStatus) *PodStatus {
-	return &PodStatus{IPs: []string{"10.0.0.1", "fd00::1"}, SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()}, ContainerStatuses: cs}
+func readyPodStatus(cs ...*runtime.ContainerStatus) *runtime.PodStatus {
+	return &runtime.PodStatus{IPs: []string{"10.0.0.1", "fd00::1"}, SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()}, ContainerStatuses: cs}
 }
 
 func TestAPIPodStatus(t *testing.T) {
@@ -83,14 +86,14 @@ func TestAPIPodStatus(t *testing.T) {
 	tests := []struct {
 		name    string
 		pod     *v1.Pod
-		status  *PodStatus
-		reasons map[string]waitingReason
+		status  *runtime.PodStatus
+		reasons map[string]reason
 		want    statusSummary
 	}{
 		{
 			name:   "nothing created yet",
 			pod:    testPod("p", "a"),
-			status: &PodStatus{},
+			status: &runtime.PodStatus{},
 			want: statusSummary{
 				Phase: v1.PodPending,
 				Conditions: []string{"PodReadyToStartContainers=False", initTrue,
@@ -246,7 +249,7 @@ func TestAPIPodStatus(t *testing.T) {
 			name:    "init container in back-off: Pending with the reason",
 			pod:     withInit(testPod("p", "a"), "i1"),
 			status:  readyPodStatus(exited("i1", 3, 1), exited("i1", 2, 1)),
-			reasons: map[string]waitingReason{"i1": {reason: "CrashLoopBackOff", message: "back-off 40s"}},
+			reasons: map[string]reason{"i1": {"CrashLoopBackOff", "back-off 40s"}},
 			want: statusSummary{
 				Phase: v1.PodPending,
 				Conditions: []string{rtscTrue, "Initialized=False ContainersNotInitialized containers with incomplete status: [i1]",
@@ -260,7 +263,7 @@ func TestAPIPodStatus(t *testing.T) {
 			name:    "restart count and last state; CrashLoopBackOff from the reason cache",
 			pod:     testPod("p", "a", "b"),
 			status:  readyPodStatus(running("b", 0), exited("a", 5, 137), exited("a", 4, 1), exited("a", 3, 1)),
-			reasons: map[string]waitingReason{"a": {reason: "CrashLoopBackOff", message: "back-off 5m0s restarting failed container=a pod=p_default(p-uid)"}},
+			reasons: map[string]reason{"a": {"CrashLoopBackOff", "back-off 5m0s restarting failed container=a pod=p_default(p-uid)"}},
 			want: statusSummary{
 				Phase: v1.PodRunning,
 				Conditions: []string{rtscTrue, initTrue, "Ready=False ContainersNotReady containers with unready status: [a]",
@@ -283,7 +286,7 @@ func TestAPIPodStatus(t *testing.T) {
 			name:    "image pull error shows as waiting",
 			pod:     testPod("p", "a"),
 			status:  readyPodStatus(),
-			reasons: map[string]waitingReason{"a": {reason: "ErrImagePull", message: "Failed to pull image"}},
+			reasons: map[string]reason{"a": {"ErrImagePull", "Failed to pull image"}},
 			want: statusSummary{
 				Phase: v1.PodPending,
 				Conditions: []string{rtscTrue, initTrue, "Ready=False ContainersNotReady containers with unready status: [a]",
@@ -294,7 +297,7 @@ func TestAPIPodStatus(t *testing.T) {
 		{
 			name:   "created but not started",
 			pod:    testPod("p", "a"),
-			status: readyPodStatus(&ContainerStatus{ID: "a-0", Name: "a", State: ContainerStateCreated}),
+			status: readyPodStatus(&runtime.ContainerStatus{ID: "a-0", Name: "a", State: runtime.ContainerStateCreated}),
 			want: statusSummary{
 				Phase: v1.PodPending,
 				Conditions: []string{rtscTrue, initTrue, "Ready=False ContainersNotReady containers with unready status: [a]",
@@ -335,22 +338,20 @@ func TestAPIPodStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakes(t, ManagerOptions{})
-			for name, r := range tt.reasons {
-				f.m.reasons[tt.pod.UID] = map[string]waitingReason{name: r}
-			}
-			got := f.m.APIPodStatus(tt.pod, tt.status)
+			got := Generate(Input{Pod: tt.pod, Runtime: tt.status, RuntimeName: "cri", Waiting: reasons{tt.pod.UID: tt.reasons}})
 			if diff := cmp.Diff(tt.want, summarize(got)); diff != "" {
-				t.Errorf("APIPodStatus (-want +got):\n%s", diff)
+				t.Errorf("Generate (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-func TestAPIPodStatusIPsAndQOS(t *testing.T) {
-	f := newFakes(t, ManagerOptions{})
+func TestGenerateIPsAndQOS(t *testing.T) {
 	pod := testPod("p", "a")
-	got := f.m.APIPodStatus(pod, readyPodStatus(running("a", 0)))
+	got := Generate(Input{Pod: pod, Runtime: readyPodStatus(running("a", 0)), HostIPs: []string{"192.168.1.2", "fd01::2"}})
+	if got.HostIP != "192.168.1.2" || len(got.HostIPs) != 2 || got.HostIPs[1].IP != "fd01::2" {
+		t.Errorf("host IPs = %q %v", got.HostIP, got.HostIPs)
+	}
 	if got.PodIP != "10.0.0.1" || len(got.PodIPs) != 2 || got.PodIPs[1].IP != "fd00::1" {
 		t.Errorf("IPs = %q %v", got.PodIP, got.PodIPs)
 	}
@@ -362,101 +363,21 @@ func TestAPIPodStatusIPsAndQOS(t *testing.T) {
 	}
 }
 
-func TestAPIPodStatusUsesRuntimeName(t *testing.T) {
-	f := newFakes(t, ManagerOptions{})
-	pod := testPod("p", "a")
-	f.sync(t, pod)
-	st := f.m.APIPodStatus(pod, f.status(t, pod))
-	if id := st.ContainerStatuses[0].ContainerID; !strings.HasPrefix(id, "fakeRuntime://") {
-		t.Errorf("container ID = %q, want the runtime's name as prefix", id)
-	}
-	if st.ContainerStatuses[0].ImageID == "" || st.ContainerStatuses[0].Image != "busybox:1.36" {
-		t.Errorf("image = %q id %q", st.ContainerStatuses[0].Image, st.ContainerStatuses[0].ImageID)
-	}
-}
-
-func resources(req, lim string) v1.ResourceRequirements {
-	parse := func(s string) v1.ResourceList {
-		if s == "" {
-			return nil
-		}
-		l := v1.ResourceList{}
-		for _, kv := range strings.Split(s, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			l[v1.ResourceName(k)] = mustQuantity(v)
-		}
-		return l
-	}
-	return v1.ResourceRequirements{Requests: parse(req), Limits: parse(lim)}
-}
-
-func TestQOSClass(t *testing.T) {
-	tests := []struct {
-		name string
-		res  []v1.ResourceRequirements
-		init []v1.ResourceRequirements
-		want v1.PodQOSClass
-	}{
-		{"nothing", []v1.ResourceRequirements{{}}, nil, v1.PodQOSBestEffort},
-		{"only extended resources", []v1.ResourceRequirements{resources("example.com/gpu=1", "example.com/gpu=1")}, nil, v1.PodQOSBestEffort},
-		{"requests equal limits", []v1.ResourceRequirements{resources("cpu=1,memory=1Gi", "cpu=1,memory=1Gi")}, nil, v1.PodQOSGuaranteed},
-		{"zero requests ignored", []v1.ResourceRequirements{resources("cpu=0", "")}, nil, v1.PodQOSBestEffort},
-		{"limits only (not defaulted)", []v1.ResourceRequirements{resources("", "cpu=1,memory=1Gi")}, nil, v1.PodQOSBurstable},
-		{"requests below limits", []v1.ResourceRequirements{resources("cpu=500m,memory=1Gi", "cpu=1,memory=1Gi")}, nil, v1.PodQOSBurstable},
-		{"a container without limits", []v1.ResourceRequirements{resources("cpu=1,memory=1Gi", "cpu=1,memory=1Gi"), {}}, nil, v1.PodQOSBurstable},
-		{"memory limit only", []v1.ResourceRequirements{resources("memory=1Gi", "memory=1Gi")}, nil, v1.PodQOSBurstable},
-		{"init container breaks guarantee", []v1.ResourceRequirements{resources("cpu=1,memory=1Gi", "cpu=1,memory=1Gi")},
-			[]v1.ResourceRequirements{resources("cpu=1", "")}, v1.PodQOSBurstable},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			pod := testPod("q")
-			for i, r := range tt.res {
-				pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: fmt.Sprint("c", i), Resources: r})
-			}
-			for i, r := range tt.init {
-				pod.Spec.InitContainers = append(pod.Spec.InitContainers, v1.Container{Name: fmt.Sprint("i", i), Resources: r})
-			}
-			if got := QOSClass(pod); got != tt.want {
-				t.Errorf("QOSClass = %s, want %s", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestPodPhaseTerminal(t *testing.T) {
-	pod := testPod("p", "a", "b")
-	s := &v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{
-		{Name: "a", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0}}},
-		{Name: "b", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 137}}},
-	}}
-	if got := PodPhase(pod, s, false); got != v1.PodRunning {
-		t.Errorf("not terminal, Always: %s, want Running", got)
-	}
-	if got := PodPhase(pod, s, true); got != v1.PodFailed {
-		t.Errorf("terminal with a failure: %s, want Failed", got)
-	}
-	s.ContainerStatuses[1].State.Terminated.ExitCode = 0
-	if got := PodPhase(pod, s, true); got != v1.PodSucceeded {
-		t.Errorf("terminal, all succeeded: %s, want Succeeded", got)
-	}
-}
-
-// TestAPIPodStatusHook: the hook's edits of the container flags decide the
-// conditions.
-func TestAPIPodStatusHook(t *testing.T) {
+// TestGenerateProbes: the probe results' edits of the container flags
+// decide the conditions.
+func TestGenerateProbes(t *testing.T) {
 	for _, ready := range []bool{false, true} {
-		m := newFakes(t, ManagerOptions{PodStatusHook: func(_ *v1.Pod, s *v1.PodStatus) {
+		probes := probeResults(func(_ *v1.Pod, s *v1.PodStatus) {
 			for i := range s.ContainerStatuses {
 				s.ContainerStatuses[i].Ready = ready
 			}
-		}}).m
+		})
 		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
 			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}
-		status := &PodStatus{ID: "u", Name: "p", Namespace: "ns", ContainerStatuses: []*ContainerStatus{{
-			ID: "c1", Name: "c", State: ContainerStateRunning, StartedAt: time.Unix(100, 0),
+		status := &runtime.PodStatus{ID: "u", Name: "p", Namespace: "ns", ContainerStatuses: []*runtime.ContainerStatus{{
+			ID: "c1", Name: "c", State: runtime.ContainerStateRunning, StartedAt: time.Unix(100, 0),
 		}}}
-		s := m.APIPodStatus(pod, status)
+		s := Generate(Input{Pod: pod, Runtime: status, Probes: probes})
 		want := v1.ConditionFalse
 		if ready {
 			want = v1.ConditionTrue
@@ -467,4 +388,54 @@ func TestAPIPodStatusHook(t *testing.T) {
 			}
 		}
 	}
+}
+
+// reason is a container's waiting reason and message.
+type reason struct{ reason, message string }
+
+// reasons implements WaitingReasons from a map.
+type reasons map[types.UID]map[string]reason
+
+func (r reasons) WaitingReason(uid types.UID, container string) (string, string, bool) {
+	x, ok := r[uid][container]
+	return x.reason, x.message, ok
+}
+
+// probeResults adapts a function to ProbeResults.
+type probeResults func(*v1.Pod, *v1.PodStatus)
+
+func (f probeResults) UpdatePodStatus(pod *v1.Pod, s *v1.PodStatus) { f(pod, s) }
+
+func testPod(name string, containers ...string) *v1.Pod {
+	grace := int64(30)
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid")},
+		Spec:       v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace, NodeName: "node1"},
+	}
+	for _, c := range containers {
+		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: c, Image: "busybox:1.36", ImagePullPolicy: v1.PullIfNotPresent})
+	}
+	return pod
+}
+
+func readySandbox() *runtimeapi.PodSandboxStatus {
+	return &runtimeapi.PodSandboxStatus{
+		Id:       "sb1",
+		State:    runtimeapi.PodSandboxState_SANDBOX_READY,
+		Metadata: &runtimeapi.PodSandboxMetadata{},
+		Network:  &runtimeapi.PodSandboxNetworkStatus{Ip: "10.0.0.1"},
+		Linux:    &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD}}},
+	}
+}
+
+func withInit(pod *v1.Pod, names ...string) *v1.Pod {
+	for _, n := range names {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, v1.Container{Name: n, Image: "init:v1"})
+	}
+	return pod
+}
+
+func withPolicy(pod *v1.Pod, p v1.RestartPolicy) *v1.Pod {
+	pod.Spec.RestartPolicy = p
+	return pod
 }
