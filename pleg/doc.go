@@ -36,6 +36,13 @@
 // allocations when nothing changed: records are kept across relists and
 // swept with a generation counter.
 //
+// The relist is split in two, as raft splits RawNode from Node: a core
+// without I/O keeps the records and decides which pods to inspect, which
+// events each gets, and what is still owed to the pods a relist could not
+// finish; a thin shell, Generic.Relist (which Evented calls too), lists
+// the runtime, inspects the pods, updates the Cache and offers the events
+// to the channel around it.
+//
 // # Events from the runtime
 //
 // Evented is the event-driven PLEG: it consumes the runtime's container

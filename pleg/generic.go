@@ -99,45 +99,11 @@ type Generic struct {
 	relistTime atomic.Int64 // start of the last successful list, Unix ns; 0 before
 	running    atomic.Bool
 
-	mu sync.Mutex // serialises Relist and guards what follows
-	// gen numbers the relists; a record whose seen is not the current
-	// gen was not listed this time.
-	gen  uint64
-	pods map[types.UID]*podRecord
-	ctrs map[string]*ctrRecord
-	// retry holds what the next relist owes a pod: an inspection that
-	// failed, a PodSync for events the channel could not take.
-	retry map[types.UID]retryFlags
-	// dirty and evBuf are scratch space reused by every relist.
-	dirty []*podRecord
-	evBuf []*Event
+	mu sync.Mutex // serialises Relist and guards the tracker
+	// tracker decides what each relist reports; Relist does the I/O
+	// around it.
+	tracker
 }
-
-// podRecord is what Generic knows of a pod across relists.
-type podRecord struct {
-	uid             types.UID
-	name, namespace string
-	ctrs            []*ctrRecord // its containers and sandboxes
-	seen            uint64
-	dirty           bool       // queued in Generic.dirty for this relist
-	owed            retryFlags // what the previous relists owe it
-}
-
-// ctrRecord is what Generic knows of a container or sandbox: the state
-// the last committed relist saw (old) and the one this relist sees (cur).
-type ctrRecord struct {
-	id       string
-	pod      *podRecord
-	old, cur plegState
-	seen     uint64
-}
-
-type retryFlags uint8
-
-const (
-	retryInspect retryFlags = 1 << iota // GetPodStatus failed
-	retrySync                           // an event was dropped: send PodSync
-)
 
 // NewGeneric returns a Generic PLEG reading the runtime through lister and
 // status, keeping cache up to date. It starts nothing; call Run.
@@ -155,15 +121,13 @@ func NewGeneric(lister Lister, status StatusGetter, cache Cache, opts GenericOpt
 		return nil, errors.New("pleg: NewGeneric needs a Cache")
 	}
 	return &Generic{
-		lister: lister,
-		status: status,
-		cache:  cache,
-		opts:   o,
-		log:    o.Logger.WithName("pleg"),
-		events: make(chan *Event, o.ChannelCapacity),
-		pods:   make(map[types.UID]*podRecord),
-		ctrs:   make(map[string]*ctrRecord),
-		retry:  make(map[types.UID]retryFlags),
+		lister:  lister,
+		status:  status,
+		cache:   cache,
+		opts:    o,
+		log:     o.Logger.WithName("pleg"),
+		events:  make(chan *Event, o.ChannelCapacity),
+		tracker: newTracker(),
 	}, nil
 }
 
@@ -233,57 +197,14 @@ func (g *Generic) Relist(ctx context.Context) error {
 	}
 	g.relistTime.Store(start.UnixNano())
 
-	g.gen++
-	g.dirty = g.dirty[:0]
-	var seenPods, seenCtrs int
-	for _, s := range sandboxes {
-		rec := g.ctrs[s.Id]
-		if rec == nil {
-			uid := s.Labels[runtime.LabelPodUID]
-			if uid == "" {
-				uid = s.GetMetadata().GetUid()
-			}
-			if uid == "" {
-				continue
-			}
-			rec = g.newRecord(s.Id, types.UID(uid), s.GetMetadata().GetName(), s.GetMetadata().GetNamespace())
-		}
-		g.observe(rec, sandboxState(s.State), &seenPods, &seenCtrs)
-	}
-	for _, c := range containers {
-		rec := g.ctrs[c.Id]
-		if rec == nil {
-			uid := c.Labels[runtime.LabelPodUID]
-			if uid == "" {
-				continue
-			}
-			rec = g.newRecord(c.Id, types.UID(uid), c.Labels[runtime.LabelPodName], c.Labels[runtime.LabelPodNamespace])
-		}
-		g.observe(rec, containerState(c.State), &seenPods, &seenCtrs)
-	}
-	if seenCtrs < len(g.ctrs) {
-		g.sweepContainers()
-	}
-	if seenPods < len(g.pods) {
-		for _, pod := range g.pods {
-			if pod.seen != g.gen {
-				g.markDirty(pod)
-			}
-		}
-	}
-	dropped := g.addRetries()
-
+	pods, dropped := g.tracker.diff(sandboxes, containers, g.send)
 	var droppedPods, inspected int
-	for i, pod := range g.dirty {
+	var rest []*podRecord
+	for i, pod := range pods {
 		if ctx.Err() != nil {
 			// Give up on the rest: their records stay uncommitted, so
 			// the next relist finds the same changes again.
-			for _, p := range g.dirty[i:] {
-				if p.owed != 0 {
-					g.retry[p.uid] |= p.owed
-				}
-				p.dirty, p.owed = false, 0
-			}
+			rest = pods[i:]
 			break
 		}
 		inspected++
@@ -293,8 +214,7 @@ func (g *Generic) Relist(ctx context.Context) error {
 			droppedPods++
 		}
 	}
-	clear(g.dirty)
-	g.dirty = g.dirty[:0]
+	g.tracker.finish(rest)
 
 	g.cache.UpdateTime(start)
 
@@ -310,181 +230,33 @@ func (g *Generic) Relist(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// newRecord starts tracking a container or sandbox the relist has not seen
-// before, and its pod if that is new too.
-func (g *Generic) newRecord(id string, uid types.UID, name, namespace string) *ctrRecord {
-	pod := g.pods[uid]
-	if pod == nil {
-		pod = &podRecord{uid: uid}
-		g.pods[uid] = pod
-	}
-	if pod.name == "" {
-		pod.name, pod.namespace = name, namespace
-	}
-	rec := &ctrRecord{id: id, pod: pod, old: stateNonExistent}
-	pod.ctrs = append(pod.ctrs, rec)
-	g.ctrs[id] = rec
-	return rec
-}
-
-// observe records the state a relist lists for a container or sandbox.
-func (g *Generic) observe(rec *ctrRecord, state plegState, seenPods, seenCtrs *int) {
-	if rec.seen != g.gen {
-		rec.seen = g.gen
-		*seenCtrs++
-	}
-	rec.cur = state
-	pod := rec.pod
-	if pod.seen != g.gen {
-		pod.seen = g.gen
-		*seenPods++
-	}
-	if state != rec.old {
-		g.markDirty(pod)
-	}
-}
-
-func (g *Generic) markDirty(pod *podRecord) {
-	if !pod.dirty {
-		pod.dirty = true
-		g.dirty = append(g.dirty, pod)
-	}
-}
-
-// sweepContainers handles the records this relist did not list: they no
-// longer exist.
-func (g *Generic) sweepContainers() {
-	for id, rec := range g.ctrs {
-		if rec.seen == g.gen {
-			continue
-		}
-		rec.cur = stateNonExistent
-		if rec.old == stateNonExistent {
-			// Appeared and vanished without ever being committed: there is
-			// nothing to report.
-			delete(g.ctrs, id)
-			rec.pod.removeContainer(rec)
-			continue
-		}
-		g.markDirty(rec.pod)
-	}
-}
-
-func (p *podRecord) removeContainer(rec *ctrRecord) {
-	for i, r := range p.ctrs {
-		if r == rec {
-			last := len(p.ctrs) - 1
-			copy(p.ctrs[i:], p.ctrs[i+1:])
-			p.ctrs[last] = nil
-			p.ctrs = p.ctrs[:last]
-			return
-		}
-	}
-}
-
-// addRetries queues the pods earlier relists owe something. It sends the
-// PodSync owed to pods that are gone, and returns how many of those the
-// channel could not take.
-func (g *Generic) addRetries() (dropped int) {
-	for uid, flags := range g.retry {
-		pod := g.pods[uid]
-		if pod == nil {
-			// The pod is gone and its removal was handled; only a PodSync
-			// can still be owed.
-			if flags&retrySync != 0 && !g.send(&Event{ID: uid, Type: PodSync}) {
-				dropped++
-				continue // still owed
-			}
-			delete(g.retry, uid)
-			continue
-		}
-		pod.owed |= flags
-		g.markDirty(pod)
-		delete(g.retry, uid)
-	}
-	return dropped
-}
-
-// syncPod inspects a pod that changed (or is owed a retry), updates the
-// cache, commits its records and sends its events. It returns how many
-// events the channel could not take.
+// syncPod inspects a pod the tracker found changed (or owed a retry) and
+// updates the cache, or deletes a pod that is gone from it, then has the
+// tracker commit the pod and send its events. It returns how many events
+// the channel could not take.
 func (g *Generic) syncPod(ctx context.Context, pod *podRecord) int {
-	owed := pod.owed
-	pod.dirty, pod.owed = false, 0
-	events := g.evBuf[:0]
-	for _, rec := range pod.ctrs {
-		events = appendEvents(events, pod.uid, rec.id, rec.old, rec.cur)
-	}
-	defer g.keepEventBuffer(events)
-
-	gone := pod.seen != g.gen
-	if gone {
+	if g.tracker.gone(pod) {
 		g.cache.Delete(pod.uid)
-	} else {
-		ts := time.Now()
-		status, err := g.status.GetPodStatus(ctx, pod.uid, pod.name, pod.namespace)
-		if err == nil && status != nil {
-			status.IPs = g.keepIPs(pod.uid, status)
-		}
-		g.cache.Set(pod.uid, status, err, ts)
-		if err != nil {
-			if ctx.Err() == nil {
-				g.log.Error(err, "cannot inspect pod; retrying on the next relist",
-					"podUID", pod.uid, "pod", pod.namespace+"/"+pod.name)
-			}
-			// Leave the records uncommitted: the next relist computes
-			// the same events and sends them once the inspection works.
-			g.retry[pod.uid] = owed | retryInspect
-			return 0
-		}
+		return g.tracker.commit(pod, g.send)
 	}
-
-	// Commit: this relist's states become the reference.
-	kept := pod.ctrs[:0]
-	for _, rec := range pod.ctrs {
-		rec.old = rec.cur
-		if rec.cur == stateNonExistent {
-			delete(g.ctrs, rec.id)
-			continue
+	ts := time.Now()
+	status, err := g.status.GetPodStatus(ctx, pod.uid, pod.name, pod.namespace)
+	if err == nil && status != nil {
+		status.IPs = g.keepIPs(pod.uid, status)
+	}
+	g.cache.Set(pod.uid, status, err, ts)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.Error(err, "cannot inspect pod; retrying on the next relist",
+				"podUID", pod.uid, "pod", pod.namespace+"/"+pod.name)
 		}
-		kept = append(kept, rec)
+		// The tracker leaves the records uncommitted: the next relist
+		// computes the same events and sends them once the inspection
+		// works.
+		g.tracker.inspectFailed(pod)
+		return 0
 	}
-	clear(pod.ctrs[len(kept):])
-	pod.ctrs = kept
-	if gone {
-		delete(g.pods, pod.uid)
-	}
-
-	dropped, sent := 0, 0
-	for _, ev := range events {
-		if ev.Type == ContainerChanged {
-			// As in the kubelet: not reliable, and nobody acts on it.
-			continue
-		}
-		if g.send(ev) {
-			sent++
-		} else {
-			dropped++
-		}
-	}
-	if owed&retrySync != 0 && sent == 0 {
-		if g.send(&Event{ID: pod.uid, Type: PodSync}) {
-			sent++
-		} else {
-			dropped++
-		}
-	}
-	if dropped > 0 {
-		g.retry[pod.uid] |= retrySync
-	}
-	return dropped
-}
-
-// keepEventBuffer keeps the events slice's array for the next pod,
-// without keeping its events alive.
-func (g *Generic) keepEventBuffer(events []*Event) {
-	clear(events)
-	g.evBuf = events[:0]
+	return g.tracker.commit(pod, g.send)
 }
 
 // send offers ev to the channel without blocking.
