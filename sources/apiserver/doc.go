@@ -11,13 +11,15 @@
 //
 // Source.Pods reads the store itself, without waiting for a snapshot and
 // without a request: the pods the watch holds now and whether the first
-// list completed.
+// list completed. The mirror pod manager takes the node's pods from it
+// (mirror.Options.Pods) instead of listing them at every housekeeping.
 //
 // # Usage
 //
 //	src, err := apiserver.New(client, apiserver.Options{NodeName: node, Logger: log})
 //	if err != nil { ... }
 //	cfg.Add(sources.APIServerSource, src)
+//	mirrors, err := mirror.New(client, mirror.Options{NodeName: node, Pods: src.Pods, ...})
 //
 // # Errors
 //
