@@ -9,7 +9,7 @@
 // status through it (package status) and never runs it.
 //
 // Manager.Sync, called by the agent's housekeeping with the static pods it
-// runs, lists the pods bound to the node and
+// runs, reads the pods bound to the node (see Reading the node's pods) and
 //
 //   - creates the mirror pod of each static pod that has none, so that a
 //     mirror pod deleted by a user comes back;
@@ -20,7 +20,9 @@
 //
 // # Usage
 //
-//	mirrors, err := mirror.New(client, mirror.Options{NodeName: node, Node: nodes.Node, Logger: log})
+//	src, err := apiserver.New(client, apiserver.Options{NodeName: node, Logger: log})
+//	...
+//	mirrors, err := mirror.New(client, mirror.Options{NodeName: node, Node: nodes.Node, Pods: src.Pods, Logger: log})
 //	...
 //	// every housekeeping:
 //	if err := mirrors.Sync(ctx, staticPods); err != nil { log.Error(err, "Syncing mirror pods") }
@@ -28,6 +30,32 @@
 // The API server delivers mirror pods to the agent's API source like any
 // pod bound to the node: the agent recognises them with IsMirrorPod and
 // maps them to their static pod by full name instead of running them.
+//
+// # Reading the node's pods
+//
+// With Options.Pods set to the Pods method of the agent's API source
+// (apiserver.Source.Pods), whose watch holds every pod bound to the node,
+// Sync reads the node's pods from that cache and sends no request unless a
+// mirror pod is to be created or deleted (and then the requests that do
+// it, and a GET of the Node without Options.Node). Without Options.Pods,
+// or while it reports its first list not completed, Sync lists the node's
+// pods (field selector spec.nodeName) instead. Either way, while there
+// are no static pods and the last read found no mirror pods, Sync reads
+// nothing.
+//
+// The watch lags behind the API server, and behind the manager's own
+// writes. A change the watch has not delivered yet is acted on at a later
+// Sync. A mirror pod the manager created or deleted is another matter:
+// the manager remembers, by full name, the UID of the mirror pod it knows
+// to be there (or none), and uses the cache only when the cache agrees
+// with all of it; else it lists, once per Sync while the cache lags, and
+// remembers what the list shows. So it never creates or deletes a mirror
+// pod twice because the watch has not delivered its own write, and a
+// mirror pod deleted before the watch showed it (the cache never shows
+// it) is found gone by the list and created again. A create that meets
+// AlreadyExists takes the pod if it is the mirror pod wanted, and a delete
+// that meets NotFound or a changed UID counts as done, with or without a
+// cache.
 //
 // # Concurrency
 //

@@ -29,6 +29,17 @@ type Options struct {
 	// pod names; false while there is none. Defaults to reading the Node
 	// from the API server, once per Sync that creates a mirror pod.
 	Node func() (*v1.Node, bool)
+	// Pods, when set, returns the pods bound to the node as a cache that
+	// follows the API server holds them, and whether the cache completed
+	// its first list: the agent passes the Pods method of its API source
+	// (apiserver.Source.Pods). While it reports synced, Sync takes the
+	// node's pods from it instead of listing them, and sends no request
+	// unless a mirror pod is to be created or deleted; it still lists
+	// while the cache does not show the mirror pods it created or deleted
+	// (see the package doc). Pods bound to another node are ignored; the
+	// pods are only read. It is called at most once per Sync and must not
+	// block. Defaults to listing at every Sync.
+	Pods func() (pods []*v1.Pod, synced bool)
 	// OnCreate, when set, is called after a mirror pod was created, with the
 	// static pod and the mirror pod: the agent asks its status manager to
 	// write the static pod's status to it at once. It must not block.
@@ -78,15 +89,25 @@ type Manager struct {
 
 	// syncMu serialises Sync.
 	syncMu sync.Mutex
-	// listed is set after the first successful list; Sync skips the list
-	// while there is nothing to keep or remove. Only Sync touches it.
+	// listed is set after the node's pods were first read (listed or
+	// taken from Options.Pods); Sync skips reading them while there is
+	// nothing to keep or remove. Only Sync touches it.
 	listed bool
+	// expected holds, with Options.Pods, what the manager knows of the
+	// mirror pods it wrote that Options.Pods may not show yet: by full
+	// name, the UID of the mirror pod under that name, "" for none.
+	// Creating a mirror pod, finding it on AlreadyExists or deleting it
+	// sets its name; a list updates the names set to what it found. Sync
+	// takes the node's pods from Options.Pods only when they agree with
+	// every entry, and then clears it; it lists them otherwise. Only Sync
+	// touches it.
+	expected map[string]types.UID
 	// blocked are the static pods whose name a pod that is not a mirror
 	// holds, already logged. Only Sync touches it.
 	blocked map[string]bool
 
 	mu sync.Mutex
-	// mirrors are the node's mirror pods by full name, as last listed,
+	// mirrors are the node's mirror pods by full name, as last read,
 	// created or deleted.
 	mirrors map[string]*v1.Pod
 
@@ -103,16 +124,17 @@ func New(client kubernetes.Interface, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	return &Manager{
-		client:  client,
-		opts:    opts,
-		log:     opts.Logger.WithName("mirror").WithValues("node", opts.NodeName),
-		mirrors: make(map[string]*v1.Pod),
-		blocked: make(map[string]bool),
+		client:   client,
+		opts:     opts,
+		log:      opts.Logger.WithName("mirror").WithValues("node", opts.NodeName),
+		mirrors:  make(map[string]*v1.Pod),
+		blocked:  make(map[string]bool),
+		expected: make(map[string]types.UID),
 	}, nil
 }
 
 // MirrorPod returns the current mirror pod of the static pod as last seen
-// (listed or created): one whose config.mirror annotation matches the
+// (read by Sync or created): one whose config.mirror annotation matches the
 // static pod's hash and that is not being deleted. The pod must not be
 // modified.
 func (m *Manager) MirrorPod(static *v1.Pod) (*v1.Pod, bool) {
@@ -131,7 +153,9 @@ func (m *Manager) Stats() Stats {
 }
 
 // Sync makes the node's mirror pods match staticPods, the static pods the
-// agent runs: it lists the pods bound to the node, deletes each mirror pod
+// agent runs: it reads the pods bound to the node (from Options.Pods while
+// that is synced and shows the mirror pods as the manager last created,
+// deleted or listed them, else by listing them), deletes each mirror pod
 // that is being deleted (a user deleted it) or stale (its config.mirror
 // hash is not its static pod's config.hash) and creates the missing ones,
 // then deletes the mirror pods whose static pod is gone. Pods in staticPods
@@ -139,9 +163,9 @@ func (m *Manager) Stats() Stats {
 // mirror's UID as a precondition; a pod with a static pod's name that is
 // not a mirror pod is never touched.
 //
-// While there are no static pods and the last list found no mirror pods,
-// Sync sends no request. It returns the errors of the requests that
-// failed; the next Sync tries again.
+// While there are no static pods and the last read found no mirror pods,
+// Sync reads nothing and sends no request. It returns the errors of the
+// requests that failed; the next Sync tries again.
 func (m *Manager) Sync(ctx context.Context, staticPods []*v1.Pod) error {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
@@ -159,7 +183,7 @@ func (m *Manager) Sync(ctx context.Context, staticPods []*v1.Pod) error {
 		return nil
 	}
 
-	mirrors, others, err := m.list(ctx)
+	mirrors, others, err := m.pods(ctx)
 	if err != nil {
 		return err
 	}
@@ -224,8 +248,35 @@ func (m *Manager) Sync(ctx context.Context, staticPods []*v1.Pod) error {
 	return errors.Join(errs...)
 }
 
-// list returns the mirror pods bound to the node by full name, and the full
-// names of its other pods.
+// pods returns the mirror pods bound to the node by full name, and the
+// full names of its other pods: from Options.Pods when it is synced and
+// agrees with m.expected, else from a list.
+func (m *Manager) pods(ctx context.Context) (map[string]*v1.Pod, map[string]bool, error) {
+	if m.opts.Pods == nil {
+		return m.list(ctx)
+	}
+	pods, synced := m.opts.Pods()
+	if !synced {
+		m.log.V(4).Info("Pod cache not synced; listing the node's pods")
+		return m.list(ctx)
+	}
+	mirrors, others := m.split(pods)
+	for name, uid := range m.expected {
+		if uidOf(mirrors, name) != uid {
+			// The watch has not delivered a write of this manager yet,
+			// or it delivered the write and a change that undid it
+			// (a user deleted the mirror pod it created): a list tells.
+			m.log.V(1).Info("Pod cache behind this manager's writes; listing the node's pods",
+				"pod", name, "podUID", uid, "cachedUID", uidOf(mirrors, name))
+			return m.list(ctx)
+		}
+	}
+	clear(m.expected)
+	return mirrors, others, nil
+}
+
+// list lists the pods bound to the node and splits them; the names in
+// m.expected get the UID of the mirror pod listed under them.
 func (m *Manager) list(ctx context.Context) (map[string]*v1.Pod, map[string]bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.opts.RequestTimeout)
 	defer cancel()
@@ -236,17 +287,48 @@ func (m *Manager) list(ctx context.Context) (map[string]*v1.Pod, map[string]bool
 	if err != nil {
 		return nil, nil, fmt.Errorf("mirror: listing the pods of node %s: %w", m.opts.NodeName, err)
 	}
+	pods := make([]*v1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	mirrors, others := m.split(pods)
+	for name := range m.expected {
+		m.expected[name] = uidOf(mirrors, name)
+	}
+	return mirrors, others, nil
+}
+
+// uidOf returns the UID of the mirror pod under name, "" for none.
+func uidOf(mirrors map[string]*v1.Pod, name string) types.UID {
+	if mp := mirrors[name]; mp != nil {
+		return mp.UID
+	}
+	return ""
+}
+
+// expect records that the mirror pod under name now has the UID, "" for
+// none, for the next Sync to check Options.Pods against.
+func (m *Manager) expect(name string, uid types.UID) {
+	if m.opts.Pods != nil {
+		m.expected[name] = uid
+	}
+}
+
+// split returns the node's mirror pods among pods by full name, and the
+// full names of its other pods. Pods bound to another node are left out.
+func (m *Manager) split(pods []*v1.Pod) (map[string]*v1.Pod, map[string]bool) {
 	mirrors := make(map[string]*v1.Pod)
 	others := make(map[string]bool)
-	for i := range list.Items {
-		p := &list.Items[i]
-		if IsMirrorPod(p) {
+	for _, p := range pods {
+		switch {
+		case p.Spec.NodeName != m.opts.NodeName:
+		case IsMirrorPod(p):
 			mirrors[FullName(p)] = p
-		} else {
+		default:
 			others[FullName(p)] = true
 		}
 	}
-	return mirrors, others, nil
+	return mirrors, others
 }
 
 // node returns the Node for the owner references; nil when it is not
@@ -281,14 +363,15 @@ func (m *Manager) create(ctx context.Context, static *v1.Pod, nodeUID types.UID)
 	m.creates.Add(1)
 	created, err := m.client.CoreV1().Pods(static.Namespace).Create(ctx, newMirrorPod(static, m.opts.NodeName, nodeUID), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		// The list was older than the pod; take the pod if it is the
-		// mirror wanted, else leave it to the next Sync.
+		// The list or the cache was older than the pod; take the pod if
+		// it is the mirror wanted, else leave it to the next Sync.
 		m.gets.Add(1)
 		got, gerr := m.client.CoreV1().Pods(static.Namespace).Get(ctx, static.Name, metav1.GetOptions{})
 		if gerr != nil || !IsMirrorPodOf(got, static) || got.DeletionTimestamp != nil {
 			return fmt.Errorf("mirror: creating the mirror pod of %s: %w", name, err)
 		}
 		m.setMirror(name, got)
+		m.expect(name, got.UID)
 		return nil
 	}
 	if err != nil {
@@ -296,6 +379,7 @@ func (m *Manager) create(ctx context.Context, static *v1.Pod, nodeUID types.UID)
 	}
 	m.log.V(1).Info("Created mirror pod", "pod", name, "podUID", created.UID, "staticPodUID", static.UID)
 	m.setMirror(name, created)
+	m.expect(name, created.UID)
 	if m.opts.OnCreate != nil {
 		m.opts.OnCreate(static, created)
 	}
@@ -315,6 +399,7 @@ func (m *Manager) delete(ctx context.Context, mp *v1.Pod) error {
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("mirror: deleting mirror pod %s: %w", FullName(mp), err)
 	}
+	m.expect(FullName(mp), "")
 	m.mu.Lock()
 	if cur, ok := m.mirrors[FullName(mp)]; ok && cur.UID == mp.UID {
 		delete(m.mirrors, FullName(mp))

@@ -61,6 +61,62 @@ func newManager(t *testing.T, f *statustest.FakeAPI, opts Options) *Manager {
 	return m
 }
 
+// eachReadMode runs test as a subtest for each way Sync reads the node's
+// pods: by listing them ("list"), and from Options.Pods ("cache") set to
+// liveCache, after which the test checks that the manager sent no list.
+// test builds its manager with newModeManager.
+func eachReadMode(t *testing.T, test func(t *testing.T, cached bool)) {
+	for _, cached := range []bool{false, true} {
+		name := "list"
+		if cached {
+			name = "cache"
+		}
+		t.Run(name, func(t *testing.T) { test(t, cached) })
+	}
+}
+
+// newModeManager is newManager, with Options.Pods set to liveCache(f) if
+// cached; the test then fails if the manager lists.
+func newModeManager(t *testing.T, f *statustest.FakeAPI, opts Options, cached bool) *Manager {
+	t.Helper()
+	if !cached {
+		return newManager(t, f, opts)
+	}
+	opts.Pods = liveCache(f)
+	m := newManager(t, f, opts)
+	t.Cleanup(func() {
+		if n := m.Stats().Lists; n != 0 {
+			t.Errorf("%d lists with a synced cache, want 0", n)
+		}
+	})
+	return m
+}
+
+// storedPods returns the pods the fake API server holds, of every node,
+// read without a request.
+func storedPods(f *statustest.FakeAPI) ([]*v1.Pod, error) {
+	o, err := f.Tracker().List(v1.SchemeGroupVersion.WithResource("pods"), v1.SchemeGroupVersion.WithKind("Pod"), metav1.NamespaceAll)
+	if err != nil {
+		return nil, err
+	}
+	list := o.(*v1.PodList)
+	pods := make([]*v1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	return pods, nil
+}
+
+// liveCache is an Options.Pods that never lags: at each call it returns
+// the pods the fake API server holds, including those of other nodes,
+// which the manager must ignore.
+func liveCache(f *statustest.FakeAPI) func() ([]*v1.Pod, bool) {
+	return func() ([]*v1.Pod, bool) {
+		pods, err := storedPods(f)
+		return pods, err == nil
+	}
+}
+
 func TestSyncCreatesMirrorPod(t *testing.T) {
 	f := statustest.NewFakeAPI(node(testNode))
 	var created []string
@@ -159,87 +215,96 @@ func TestSyncReplaces(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := statustest.NewFakeAPI(node(testNode))
-			m := newManager(t, f, Options{})
-			if err := m.Sync(t.Context(), []*v1.Pod{s}); err != nil {
-				t.Fatal(err)
-			}
-			first := f.Pod("kube-system", s.Name)
-			tt.change(t, f)
-			before := len(f.PodActions("delete"))
-			if err := m.Sync(t.Context(), []*v1.Pod{s}); err != nil {
-				t.Fatal(err)
-			}
-
-			got := f.Pod("kube-system", s.Name)
-			if got == nil || got.UID == first.UID || got.DeletionTimestamp != nil || got.Annotations[sources.AnnotationMirror] != "h1" {
-				t.Fatalf("mirror pod after Sync = %+v; want a new one with hash h1", got)
-			}
-			dels := f.PodActions("delete")[before:]
-			if got := len(dels) == 1; got != tt.wantDelete {
-				t.Fatalf("%d DELETEs by Sync, want deleted %v", len(dels), tt.wantDelete)
-			}
-			if tt.wantDelete {
-				opts := dels[0].(k8stesting.DeleteAction).GetDeleteOptions()
-				if opts.GracePeriodSeconds == nil || *opts.GracePeriodSeconds != 0 || opts.Preconditions == nil || *opts.Preconditions.UID != first.UID {
-					t.Errorf("DELETE options %+v, want grace period 0 and the old mirror's UID %s", opts, first.UID)
+			eachReadMode(t, func(t *testing.T, cached bool) {
+				f := statustest.NewFakeAPI(node(testNode))
+				m := newModeManager(t, f, Options{}, cached)
+				// The second Sync finds the mirror pod the first created.
+				for range 2 {
+					if err := m.Sync(t.Context(), []*v1.Pod{s}); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			if mp, ok := m.MirrorPod(s); !ok || mp.UID != got.UID {
-				t.Errorf("MirrorPod() = %v, %v; want the new mirror pod", mp, ok)
-			}
+				first := f.Pod("kube-system", s.Name)
+				tt.change(t, f)
+				before := len(f.PodActions("delete"))
+				if err := m.Sync(t.Context(), []*v1.Pod{s}); err != nil {
+					t.Fatal(err)
+				}
+
+				got := f.Pod("kube-system", s.Name)
+				if got == nil || got.UID == first.UID || got.DeletionTimestamp != nil || got.Annotations[sources.AnnotationMirror] != "h1" {
+					t.Fatalf("mirror pod after Sync = %+v; want a new one with hash h1", got)
+				}
+				dels := f.PodActions("delete")[before:]
+				if got := len(dels) == 1; got != tt.wantDelete {
+					t.Fatalf("%d DELETEs by Sync, want deleted %v", len(dels), tt.wantDelete)
+				}
+				if tt.wantDelete {
+					opts := dels[0].(k8stesting.DeleteAction).GetDeleteOptions()
+					if opts.GracePeriodSeconds == nil || *opts.GracePeriodSeconds != 0 || opts.Preconditions == nil || *opts.Preconditions.UID != first.UID {
+						t.Errorf("DELETE options %+v, want grace period 0 and the old mirror's UID %s", opts, first.UID)
+					}
+				}
+				if mp, ok := m.MirrorPod(s); !ok || mp.UID != got.UID {
+					t.Errorf("MirrorPod() = %v, %v; want the new mirror pod", mp, ok)
+				}
+			})
 		})
 	}
 }
 
 func TestSyncRemovesOrphans(t *testing.T) {
-	kept, gone := static("kept-node-a", "h1"), static("gone-node-a", "h2")
-	otherNodes := mirrorPod(static("other-node-b", "h3"), "h3")
-	otherNodes.Spec.NodeName = "node-b"
-	f := statustest.NewFakeAPI(node(testNode),
-		mirrorPod(kept, "h1"), mirrorPod(gone, "h2"), otherNodes,
-		apiPod("default", "web", testNode))
-	m := newManager(t, f, Options{})
-	if err := m.Sync(t.Context(), []*v1.Pod{kept}); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		ns, name string
-		want     bool
-	}{
-		{"kube-system", "kept-node-a", true},
-		{"kube-system", "gone-node-a", false},
-		{"kube-system", "other-node-b", true},
-		{"default", "web", true},
-	} {
-		if got := f.Pod(c.ns, c.name) != nil; got != c.want {
-			t.Errorf("pod %s/%s present = %v, want %v", c.ns, c.name, got, c.want)
+	eachReadMode(t, func(t *testing.T, cached bool) {
+		kept, gone := static("kept-node-a", "h1"), static("gone-node-a", "h2")
+		otherNodes := mirrorPod(static("other-node-b", "h3"), "h3")
+		otherNodes.Spec.NodeName = "node-b"
+		f := statustest.NewFakeAPI(node(testNode),
+			mirrorPod(kept, "h1"), mirrorPod(gone, "h2"), otherNodes,
+			apiPod("default", "web", testNode))
+		m := newModeManager(t, f, Options{}, cached)
+		if err := m.Sync(t.Context(), []*v1.Pod{kept}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if s := m.Stats(); s.Creates != 0 || s.Deletes != 1 {
-		t.Errorf("stats %+v, want no create and one delete", s)
-	}
+		for _, c := range []struct {
+			ns, name string
+			want     bool
+		}{
+			{"kube-system", "kept-node-a", true},
+			{"kube-system", "gone-node-a", false},
+			{"kube-system", "other-node-b", true},
+			{"default", "web", true},
+		} {
+			if got := f.Pod(c.ns, c.name) != nil; got != c.want {
+				t.Errorf("pod %s/%s present = %v, want %v", c.ns, c.name, got, c.want)
+			}
+		}
+		if s := m.Stats(); s.Creates != 0 || s.Deletes != 1 {
+			t.Errorf("stats %+v, want no create and one delete", s)
+		}
+	})
 }
 
 func TestSyncLeavesAPodThatIsNotAMirror(t *testing.T) {
-	s := static("web", "h1")
-	s.Namespace = "default"
-	f := statustest.NewFakeAPI(node(testNode), apiPod("default", "web", testNode))
-	m := newManager(t, f, Options{})
-	for range 2 {
-		if err := m.Sync(t.Context(), []*v1.Pod{s}); err != nil {
-			t.Fatal(err)
+	eachReadMode(t, func(t *testing.T, cached bool) {
+		s := static("web", "h1")
+		s.Namespace = "default"
+		f := statustest.NewFakeAPI(node(testNode), apiPod("default", "web", testNode))
+		m := newModeManager(t, f, Options{}, cached)
+		for range 2 {
+			if err := m.Sync(t.Context(), []*v1.Pod{s}); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if got := f.Pod("default", "web"); got == nil || IsMirrorPod(got) {
-		t.Errorf("pod default/web = %+v, want the regular pod untouched", got)
-	}
-	if st := m.Stats(); st.Writes() != 0 {
-		t.Errorf("stats %+v, want no writes", st)
-	}
-	if _, ok := m.MirrorPod(s); ok {
-		t.Error("MirrorPod() found a mirror, want none")
-	}
+		if got := f.Pod("default", "web"); got == nil || IsMirrorPod(got) {
+			t.Errorf("pod default/web = %+v, want the regular pod untouched", got)
+		}
+		if st := m.Stats(); st.Writes() != 0 {
+			t.Errorf("stats %+v, want no writes", st)
+		}
+		if _, ok := m.MirrorPod(s); ok {
+			t.Error("MirrorPod() found a mirror, want none")
+		}
+	})
 }
 
 func TestSyncSkipsTheListWhenIdle(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -72,11 +73,15 @@ func (o *Options) setDefaults() error {
 
 // Source watches the API server for the pods bound to one node and sends
 // them as full snapshots. It is a sources.Source; build it with New. Run
-// may be called again after it returned (it lists afresh).
+// may be called again after it returned (it lists afresh). Pods reads the
+// pods the watch holds, for example for mirror.Options.Pods.
 type Source struct {
 	client kubernetes.Interface
 	opts   Options
 	log    logr.Logger
+
+	// store is the reflector's store while Run runs, nil otherwise.
+	store atomic.Pointer[notifyingStore]
 }
 
 var _ sources.Source = (*Source)(nil)
@@ -100,6 +105,8 @@ func New(client kubernetes.Interface, opts Options) (*Source, error) {
 func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 	ctx, cancel := context.WithCancel(ctx)
 	store := newNotifyingStore()
+	s.store.Store(store)
+	defer s.store.CompareAndSwap(store, nil)
 	selector := fields.OneTermEqualSelector("spec.nodeName", s.opts.NodeName).String()
 	pods := s.client.CoreV1().Pods(metav1.NamespaceAll)
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
@@ -150,6 +157,25 @@ func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 			return nil
 		}
 	}
+}
+
+// Pods returns the pods bound to the node that the source's watch holds
+// now, sorted by namespace and name, and whether the first list of the
+// current Run completed. It returns nil and false before then and after Run
+// returned. After the first list the pods follow the watch, which may lag
+// behind the API server, and stand as they were while the source lists
+// again after a failed watch.
+//
+// The pods are the source's own decoded objects, shared with its snapshots
+// and with other callers, not copies: callers must not modify them. Pods
+// copies pointers, never pods, and sends no request. It is safe to call
+// concurrently with Run and with itself.
+func (s *Source) Pods() (pods []*v1.Pod, synced bool) {
+	store := s.store.Load()
+	if store == nil {
+		return nil, false
+	}
+	return store.snapshot()
 }
 
 // sleep waits for d and reports whether ctx is still alive.

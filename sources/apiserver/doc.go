@@ -9,11 +9,17 @@
 // first complete list and marks the source ready. Bursts of changes are
 // coalesced: at most one snapshot per Options.MinInterval.
 //
+// Source.Pods reads the store itself, without waiting for a snapshot and
+// without a request: the pods the watch holds now and whether the first
+// list completed. The mirror pod manager takes the node's pods from it
+// (mirror.Options.Pods) instead of listing them at every housekeeping.
+//
 // # Usage
 //
 //	src, err := apiserver.New(client, apiserver.Options{NodeName: node, Logger: log})
 //	if err != nil { ... }
 //	cfg.Add(sources.APIServerSource, src)
+//	mirrors, err := mirror.New(client, mirror.Options{NodeName: node, Pods: src.Pods, ...})
 //
 // # Errors
 //
@@ -28,7 +34,9 @@
 // # Concurrency
 //
 // Run starts one goroutine (the reflector) besides its own and returns
-// after it exited; Run must not be called concurrently with itself. The pods
-// sent are the decoded API objects, never modified afterwards: treat them
-// as read-only.
+// after it exited; Run must not be called concurrently with itself. Pods
+// may be called from any goroutine at any time; it reports not synced
+// before the first list of a Run and after Run returned. The pods sent and
+// those Pods returns are the decoded API objects, shared and never modified
+// afterwards: treat them as read-only.
 package apiserver
