@@ -146,7 +146,18 @@ type podEntry struct {
 	// pod is the desired pod; nil when the pod should not run (its volumes
 	// are to be torn down and its directory removed).
 	pod *v1.Pod
-	// mounted is the actual state: the volumes set up, by name.
+	// actual is the actual state.
+	actual
+	// refreshErrs holds the last refresh error of each volume, logged once.
+	refreshErrs map[string]string
+	// dead: removed from Manager.pods; whoever locked it looks again.
+	dead bool
+}
+
+// actual is the actual state of one pod. Its maps and failures change
+// only with podEntry.op held.
+type actual struct {
+	// mounted holds the volumes set up, by name.
 	mounted map[string]mounted
 	// failed holds the last error of each volume that is not set up.
 	failed map[string]*failure
@@ -154,12 +165,12 @@ type podEntry struct {
 	// (creating or removing its directories).
 	podFailure *failure
 	dirsMade   bool
-	// refreshAt is when the refreshable volumes are next set up again;
-	// refreshErrs the last refresh error of each, logged once.
-	refreshAt   time.Time
-	refreshErrs map[string]string
-	// dead: removed from Manager.pods; whoever locked it looks again.
-	dead bool
+	// refreshAt is when the refreshable volumes are next set up again.
+	refreshAt time.Time
+}
+
+func newPodEntry(uid types.UID) *podEntry {
+	return &podEntry{uid: uid, actual: actual{mounted: map[string]mounted{}, failed: map[string]*failure{}}}
 }
 
 type mounted struct {
@@ -305,7 +316,7 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 	m.mu.Lock()
 	e := m.pods[pod.UID]
 	if e == nil {
-		e = &podEntry{uid: pod.UID, mounted: map[string]mounted{}, failed: map[string]*failure{}}
+		e = newPodEntry(pod.UID)
 		m.pods[pod.UID] = e
 	}
 	if e.pod != pod {
@@ -341,7 +352,7 @@ func (m *Manager) lockPod(uid types.UID, create bool) *podEntry {
 				m.mu.Unlock()
 				return nil
 			}
-			e = &podEntry{uid: uid, mounted: map[string]mounted{}, failed: map[string]*failure{}}
+			e = newPodEntry(uid)
 			m.pods[uid] = e
 		}
 		m.mu.Unlock()
