@@ -40,6 +40,11 @@
 // doubling up to 2m2s; a pod that is no longer desired has its volumes
 // torn down and its directory removed. WaitForPodVolumes and ReleasePod do
 // the same at once for one pod, so the Manager also works without Run.
+// Each of these reconciliations of a pod first plans, without I/O, from
+// the desired pod, the actual state, the back-offs and the time, the steps
+// to take (mount, unmount or refresh a volume, make or release the pod's
+// directory), then carries them out with the plugins and records their
+// outcome in the actual state.
 //
 // # Pod directories
 //

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -146,7 +147,19 @@ type podEntry struct {
 	// pod is the desired pod; nil when the pod should not run (its volumes
 	// are to be torn down and its directory removed).
 	pod *v1.Pod
-	// mounted is the actual state: the volumes set up, by name.
+	// actual is the actual state, which plan compares with pod.
+	actual
+	// refreshErrs holds the last refresh error of each volume, logged once.
+	refreshErrs map[string]string
+	// dead: removed from Manager.pods; whoever locked it looks again.
+	dead bool
+}
+
+// actual is the actual state of one pod: what plan reads, and what
+// reconcilePod records the outcome of each step in. Its maps and failures
+// change only with podEntry.op held.
+type actual struct {
+	// mounted holds the volumes set up, by name.
 	mounted map[string]mounted
 	// failed holds the last error of each volume that is not set up.
 	failed map[string]*failure
@@ -154,12 +167,12 @@ type podEntry struct {
 	// (creating or removing its directories).
 	podFailure *failure
 	dirsMade   bool
-	// refreshAt is when the refreshable volumes are next set up again;
-	// refreshErrs the last refresh error of each, logged once.
-	refreshAt   time.Time
-	refreshErrs map[string]string
-	// dead: removed from Manager.pods; whoever locked it looks again.
-	dead bool
+	// refreshAt is when the refreshable volumes are next set up again.
+	refreshAt time.Time
+}
+
+func newPodEntry(uid types.UID) *podEntry {
+	return &podEntry{uid: uid, actual: actual{mounted: map[string]mounted{}, failed: map[string]*failure{}}}
 }
 
 type mounted struct {
@@ -252,50 +265,32 @@ func (m *Manager) reconcileAll(ctx context.Context) {
 		if e == nil {
 			continue
 		}
-		m.refreshPod(ctx, e, time.Now())
-		m.reconcilePod(ctx, e, false)
+		m.reconcilePod(ctx, e, pass{refresh: m.opts.RefreshPeriod > 0})
 		m.unlockPod(e)
 	}
 }
 
-// refreshPod sets up again, with the latest pod, the mounted volumes whose
-// plugin is a Refresher asking for it, when the pod's refresh is due. A
-// failed refresh leaves the volume set up as it was. e.op is held.
-func (m *Manager) refreshPod(ctx context.Context, e *podEntry, now time.Time) {
-	type item struct {
-		vol *v1.Volume
-		mv  mounted
-	}
-	var todo []item
+// refresh sets up again, with the latest pod, one mounted volume whose
+// plugin is a Refresher asking for it. A failed refresh leaves the volume
+// set up as it was; its error is logged once. e.op is held.
+func (m *Manager) refresh(ctx context.Context, e *podEntry, pod *v1.Pod, vol *v1.Volume) {
 	m.mu.Lock()
-	pod := e.pod
-	if pod != nil && m.opts.RefreshPeriod > 0 && !now.Before(e.refreshAt) {
-		e.refreshAt = now.Add(m.opts.RefreshPeriod)
-		for i := range pod.Spec.Volumes {
-			vol := &pod.Spec.Volumes[i]
-			mv, ok := e.mounted[vol.Name]
-			if r, isRefresher := mv.plugin.(Refresher); ok && isRefresher && r.RequiresRefresh(vol) {
-				todo = append(todo, item{vol, mv})
-			}
+	mv := e.mounted[vol.Name]
+	m.mu.Unlock()
+	_, err := mv.plugin.SetUp(ctx, SetUpRequest{Pod: pod, Volume: vol, Dir: mv.dir})
+	m.mu.Lock()
+	prev, had := e.refreshErrs[vol.Name]
+	if err == nil {
+		delete(e.refreshErrs, vol.Name)
+	} else {
+		if e.refreshErrs == nil {
+			e.refreshErrs = map[string]string{}
 		}
+		e.refreshErrs[vol.Name] = err.Error()
 	}
 	m.mu.Unlock()
-	for _, it := range todo {
-		_, err := it.mv.plugin.SetUp(ctx, SetUpRequest{Pod: pod, Volume: it.vol, Dir: it.mv.dir})
-		m.mu.Lock()
-		prev, had := e.refreshErrs[it.vol.Name]
-		if err == nil {
-			delete(e.refreshErrs, it.vol.Name)
-		} else {
-			if e.refreshErrs == nil {
-				e.refreshErrs = map[string]string{}
-			}
-			e.refreshErrs[it.vol.Name] = err.Error()
-		}
-		m.mu.Unlock()
-		if err != nil && (!had || prev != err.Error()) {
-			m.log.V(1).Info("Refreshing volume failed; it keeps its content", "pod", podRef(pod), "podUID", e.uid, "volume", it.vol.Name, "err", err.Error())
-		}
+	if err != nil && (!had || prev != err.Error()) {
+		m.log.V(1).Info("Refreshing volume failed; it keeps its content", "pod", podRef(pod), "podUID", e.uid, "volume", vol.Name, "err", err.Error())
 	}
 }
 
@@ -305,7 +300,7 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 	m.mu.Lock()
 	e := m.pods[pod.UID]
 	if e == nil {
-		e = &podEntry{uid: pod.UID, mounted: map[string]mounted{}, failed: map[string]*failure{}}
+		e = newPodEntry(pod.UID)
 		m.pods[pod.UID] = e
 	}
 	if e.pod != pod {
@@ -341,7 +336,7 @@ func (m *Manager) lockPod(uid types.UID, create bool) *podEntry {
 				m.mu.Unlock()
 				return nil
 			}
-			e = &podEntry{uid: uid, mounted: map[string]mounted{}, failed: map[string]*failure{}}
+			e = newPodEntry(uid)
 			m.pods[uid] = e
 		}
 		m.mu.Unlock()
@@ -397,18 +392,185 @@ func usedVolumes(pod *v1.Pod) map[string]*v1.Volume {
 	return vols
 }
 
-// reconcilePod brings one pod towards its desired state; e.op is held.
-// force ignores the back-off of failed volumes.
-func (m *Manager) reconcilePod(ctx context.Context, e *podEntry, force bool) {
+// stepKind is what a step of a plan does.
+type stepKind uint8
+
+const (
+	// stepRefresh sets a mounted volume up again with the latest pod.
+	stepRefresh stepKind = iota + 1
+	// stepUnmount tears a mounted volume down.
+	stepUnmount
+	// stepMakeDirs creates the pod's directories; the steps after it run
+	// only if it succeeds.
+	stepMakeDirs
+	// stepMount sets a volume up.
+	stepMount
+	// stepRelease releases the pod's directory once the volumes it had
+	// mounted are torn down: it tears down those found on disk, unmounts
+	// the subPaths and removes the directory (Manager.release).
+	stepRelease
+)
+
+// A step is one operation of a plan, on a volume of the pod or, for
+// stepMakeDirs and stepRelease, on its directory.
+type step struct {
+	kind stepKind
+	// name is the volume's name; empty for the steps of the pod directory.
+	name string
+	// vol is the volume's entry in the pod spec, for stepMount and
+	// stepRefresh.
+	vol *v1.Volume
+}
+
+// A pass says which rules a plan follows.
+type pass struct {
+	// force ignores the back-off of failures (WaitForPodVolumes' first
+	// look, ReleasePod).
+	force bool
+	// refresh sets up again the refreshable volumes when the pod's refresh
+	// is due (Run's passes, when RefreshPeriod is positive).
+	refresh bool
+}
+
+// plan decides what one reconciliation of a pod does, from its desired
+// state (pod, nil when the pod should not run) and its actual state (cur)
+// at now. It does no I/O and changes nothing; of the plugins it calls only
+// the RequiresRefresh method of Refreshers. reconcilePod carries out the
+// steps in order.
+//
+// A pod that should not run is released: each mounted volume unmounted,
+// then its directory (stepRelease); unless its last release failed and
+// is not due for a retry.
+//
+// For a pod that should run:
+//   - when p.refresh is set and the pod's refresh is due (refreshDue), each
+//     mounted volume whose plugin is a Refresher that RequiresRefresh it is
+//     refreshed, in the order of the pod spec;
+//   - each mounted volume that no container mounts any more is unmounted;
+//   - the pod's directories are made if they are not, unless making them
+//     failed and is not due for a retry, in which case the plan ends here;
+//   - each volume that a container mounts (usedVolumes) and that is not
+//     mounted is mounted, unless its last set-up failed and is not due for
+//     a retry.
+//
+// A failure is due for a retry once its back-off has passed, or at once
+// when p.force is set. The unmount and mount steps are each sorted by
+// name.
+func plan(pod *v1.Pod, cur actual, now time.Time, p pass) (steps []step, refreshDue bool) {
+	if pod == nil {
+		if !p.force && !cur.podFailure.due(now) {
+			return nil, false
+		}
+		steps = make([]step, 0, len(cur.mounted)+1)
+		for name := range cur.mounted {
+			steps = append(steps, step{kind: stepUnmount, name: name})
+		}
+		sortSteps(steps)
+		return append(steps, step{kind: stepRelease}), false
+	}
+	want := usedVolumes(pod)
+	refreshDue = p.refresh && !now.Before(cur.refreshAt)
+	// Room for every step, allocated at the first.
+	l := stepList{room: len(cur.mounted) + 1 + len(want)}
+	if refreshDue {
+		l.room += len(pod.Spec.Volumes)
+		for i := range pod.Spec.Volumes {
+			vol := &pod.Spec.Volumes[i]
+			mv, ok := cur.mounted[vol.Name]
+			if r, isRefresher := mv.plugin.(Refresher); ok && isRefresher && r.RequiresRefresh(vol) {
+				l.add(step{kind: stepRefresh, name: vol.Name, vol: vol})
+			}
+		}
+	}
+	first := len(l.steps)
+	for name := range cur.mounted {
+		if want[name] == nil {
+			l.add(step{kind: stepUnmount, name: name})
+		}
+	}
+	sortSteps(l.steps[first:])
+	if !cur.dirsMade {
+		if !p.force && !cur.podFailure.due(now) {
+			return l.steps, refreshDue
+		}
+		l.add(step{kind: stepMakeDirs})
+	}
+	first = len(l.steps)
+	for name, vol := range want {
+		if _, done := cur.mounted[name]; done || (!p.force && !cur.failed[name].due(now)) {
+			continue
+		}
+		l.add(step{kind: stepMount, name: name, vol: vol})
+	}
+	sortSteps(l.steps[first:])
+	return l.steps, refreshDue
+}
+
+// stepList is a plan being made: its slice is allocated at the first
+// step, with room for all, so that a plan with nothing to do has none.
+type stepList struct {
+	steps []step
+	room  int
+}
+
+func (l *stepList) add(s step) {
+	if l.steps == nil {
+		l.steps = make([]step, 0, l.room)
+	}
+	l.steps = append(l.steps, s)
+}
+
+// sortSteps sorts steps by volume name.
+func sortSteps(steps []step) {
+	slices.SortFunc(steps, func(a, b step) int { return strings.Compare(a.name, b.name) })
+}
+
+// reconcilePod brings one pod towards its desired state: it plans, then
+// carries out the plan's steps (calling plugins, changing the pod's
+// directories) and records their outcome in the pod's actual state; e.op
+// is held.
+func (m *Manager) reconcilePod(ctx context.Context, e *podEntry, p pass) {
+	now := time.Now()
 	m.mu.Lock()
 	pod := e.pod
-	dirsMade := e.dirsMade
-	podFailure := e.podFailure
+	steps, refreshDue := plan(pod, e.actual, now, p)
+	if refreshDue {
+		// Under the lock the plan was made under: a newer pod given to
+		// AddPod after it keeps its refresh due at once.
+		e.refreshAt = now.Add(m.opts.RefreshPeriod)
+	}
 	m.mu.Unlock()
-	now := time.Now()
-	if pod == nil {
-		if force || podFailure.due(now) {
-			err := m.release(ctx, e)
+	var tearDownErrs []error // of a pod being released
+	for _, s := range steps {
+		switch s.kind {
+		case stepRefresh:
+			m.refresh(ctx, e, pod, s.vol)
+		case stepUnmount:
+			err := m.tearDown(ctx, e, s.name)
+			switch {
+			case err == nil:
+			case pod == nil:
+				tearDownErrs = append(tearDownErrs, fmt.Errorf("volume %s: %w", s.name, err))
+			default:
+				m.log.V(1).Info("Tearing down volume failed", "podUID", e.uid, "volume", s.name, "err", err.Error())
+			}
+		case stepMakeDirs:
+			err := m.makePodDirs(e.uid)
+			m.mu.Lock()
+			if err != nil {
+				e.podFailure = fail(e.podFailure, err, now)
+			} else {
+				e.podFailure, e.dirsMade = nil, true
+			}
+			m.mu.Unlock()
+			if err != nil {
+				m.log.V(1).Info("Creating pod directories failed", "pod", podRef(pod), "podUID", e.uid, "err", err.Error())
+				return
+			}
+		case stepMount:
+			m.setUp(ctx, e, pod, s.vol, now)
+		case stepRelease:
+			err := m.release(ctx, e, tearDownErrs)
 			m.mu.Lock()
 			if err != nil {
 				e.podFailure = fail(e.podFailure, err, now)
@@ -417,48 +579,6 @@ func (m *Manager) reconcilePod(ctx context.Context, e *podEntry, force bool) {
 			}
 			m.mu.Unlock()
 		}
-		return
-	}
-	want := usedVolumes(pod)
-	m.mu.Lock()
-	var stale []string
-	for name := range e.mounted {
-		if want[name] == nil {
-			stale = append(stale, name)
-		}
-	}
-	m.mu.Unlock()
-	for _, name := range stale {
-		if err := m.tearDown(ctx, e, name); err != nil {
-			m.log.V(1).Info("Tearing down volume failed", "podUID", e.uid, "volume", name, "err", err.Error())
-		}
-	}
-	if !dirsMade {
-		if !force && !podFailure.due(now) {
-			return
-		}
-		err := m.makePodDirs(e.uid)
-		m.mu.Lock()
-		if err != nil {
-			e.podFailure = fail(e.podFailure, err, now)
-		} else {
-			e.podFailure, e.dirsMade = nil, true
-		}
-		m.mu.Unlock()
-		if err != nil {
-			m.log.V(1).Info("Creating pod directories failed", "pod", podRef(pod), "podUID", e.uid, "err", err.Error())
-			return
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(want)) {
-		m.mu.Lock()
-		_, done := e.mounted[name]
-		f := e.failed[name]
-		m.mu.Unlock()
-		if done || (!force && !f.due(now)) {
-			continue
-		}
-		m.setUp(ctx, e, pod, want[name], now)
 	}
 }
 
@@ -574,20 +694,12 @@ func (m *Manager) makePodDirs(uid types.UID) error {
 	return nil
 }
 
-// release tears down every volume of the pod, those this Manager set up
-// and those found on disk (set up before a restart of the agent), unmounts
-// its subPaths, and removes its directory unless something is still
-// mounted below it; e.op is held.
-func (m *Manager) release(ctx context.Context, e *podEntry) error {
-	var errs []error
-	m.mu.Lock()
-	names := slices.Sorted(maps.Keys(e.mounted))
-	m.mu.Unlock()
-	for _, name := range names {
-		if err := m.tearDown(ctx, e, name); err != nil {
-			errs = append(errs, fmt.Errorf("volume %s: %w", name, err))
-		}
-	}
+// release releases the pod's directory once the volumes this Manager set
+// up are torn down, errs holding the errors of those teardowns: it tears
+// down the volumes found on disk (set up before a restart of the agent),
+// unmounts its subPaths, and removes its directory unless a teardown
+// failed or something is still mounted below it; e.op is held.
+func (m *Manager) release(ctx context.Context, e *podEntry, errs []error) error {
 	if err := CheckName("pod UID", string(e.uid)); err != nil {
 		// Nothing of it can be on disk.
 		m.mu.Lock()
@@ -671,7 +783,7 @@ func (m *Manager) WaitForPodVolumes(ctx context.Context, pod *v1.Pod) (map[strin
 			e.pod = pod
 		}
 		m.mu.Unlock()
-		m.reconcilePod(ctx, e, first)
+		m.reconcilePod(ctx, e, pass{force: first})
 		first = false
 		mounts, werr := m.podState(e, pod)
 		m.unlockPod(e)
@@ -750,7 +862,7 @@ func (m *Manager) PodVolumes(uid types.UID) map[string]Mount {
 func (m *Manager) ReleasePod(ctx context.Context, uid types.UID) error {
 	m.RemovePod(uid)
 	e := m.lockPod(uid, true)
-	m.reconcilePod(ctx, e, true)
+	m.reconcilePod(ctx, e, pass{force: true})
 	m.mu.Lock()
 	var err error
 	if e.podFailure != nil && e.pod == nil {
@@ -796,7 +908,7 @@ func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool
 			m.unlockPod(e)
 			continue
 		}
-		relErr := m.release(ctx, e)
+		relErr := m.release(ctx, e, nil) // nothing is mounted
 		m.unlockPod(e)
 		switch {
 		case relErr == nil:
