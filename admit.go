@@ -31,8 +31,9 @@ func (f AdmitFunc) Admit(pod *v1.Pod, active []*v1.Pod) AdmitResult { return f(p
 
 var _ AdmitHandler = AdmitFunc(nil)
 
-// maxPods is the kubelet's pod count check.
-func maxPods(limit int) AdmitHandler {
+// MaxPods is the kubelet's pod count check: at most limit active pods,
+// else reason OutOfpods.
+func MaxPods(limit int) AdmitHandler {
 	return AdmitFunc(func(_ *v1.Pod, active []*v1.Pod) AdmitResult {
 		if len(active) < limit {
 			return AdmitResult{Admit: true}
@@ -44,11 +45,13 @@ func maxPods(limit int) AdmitHandler {
 	})
 }
 
-// resources rejects pods whose resources are invalid (negative, limits
-// below requests) or beyond what the node offers.
-func resources(cgroups *cgroup.PodManager, capacity func() v1.ResourceList) AdmitHandler {
+// ResourceFit rejects pods whose resources are invalid (negative, limits
+// below requests: reason InvalidResources) or whose requests exceed what
+// the node offers (reason OutOf<resource>), capacity being read at each
+// admission.
+func ResourceFit(capacity func() v1.ResourceList) AdmitHandler {
 	return AdmitFunc(func(pod *v1.Pod, _ []*v1.Pod) AdmitResult {
-		err := cgroups.ValidatePod(pod, capacity())
+		err := cgroup.ValidatePodResources(pod, capacity())
 		if err == nil {
 			return AdmitResult{Admit: true}
 		}

@@ -45,15 +45,16 @@ type Agent struct {
 	events   pleg.EventGenerator
 	queue    *podworker.Queue
 	workers  *podworker.Workers
-	pods     *podManager
+	pods     *PodManager
 	statuses *status.Manager
 	volumes  *volume.Manager
 	probes   *probe.Manager
 	cgroups  *cgroup.PodManager
-	node     *node.Controller // nil for a standalone agent
-	mirrors  *mirror.Manager  // nil for a standalone agent
+	node     *node.Controller  // nil for a standalone agent
+	api      *apiserver.Source // nil for a standalone agent
+	mirrors  *mirror.Manager   // nil for a standalone agent
 	recorder recorder
-	handler  *handler
+	handler  *Handler
 	// capacity is Options.Capacity or, read at the start of Run, the
 	// machine's; admission reads it from the sync loop.
 	capacity v1.ResourceList
@@ -90,12 +91,15 @@ func New(opts Options) (*Agent, error) {
 		}
 	}
 
-	a.pods = newPodManager()
+	a.pods = NewPodManager()
 	statusOpts := status.Options{Observer: opts.OnPodStatus}
 	if opts.KubeClient != nil {
 		a.mirrors, err = mirror.New(opts.KubeClient, mirror.Options{
 			NodeName: opts.NodeName,
 			Node:     a.node.Node,
+			// Mirror pods follow the API source's watch rather than a list
+			// at each housekeeping.
+			Pods:     a.api.Pods,
 			OnCreate: func(static, _ *v1.Pod) { a.statuses.Requeue(static.UID) },
 			Logger:   log,
 		})
@@ -219,25 +223,30 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
 
+	// The parts are wired in dependency order: the per-pod sync over the
+	// runtime, volume, cgroup, probe and status parts; the pod workers
+	// over the sync; the sync loop's handler over the workers.
 	a.queue = podworker.NewQueue()
-	a.handler = &handler{
-		log:      log,
-		nodeName: opts.NodeName,
-		pods:     a.pods,
-		statuses: a.statuses,
-		runtime:  rm,
-		volumes:  a.volumes,
-		probes:   a.probes,
-		cache:    a.cache,
-		queue:    a.queue,
-		cgroups:  a.cgroups,
-		events:   &a.recorder,
-		mirrors:  a.mirrors,
-		hostIPs:  a.hostIPs,
-		admit:    append([]AdmitHandler{maxPods(opts.MaxPods), resources(a.cgroups, func() v1.ResourceList { return a.capacity })}, opts.Admit...),
-		rejected: make(map[types.UID]bool),
+	syncer, err := NewPodSyncer(PodSyncerConfig{
+		Runtime:  rm,
+		Volumes:  a.volumes,
+		Cgroups:  a.cgroups,
+		Probes:   a.probes,
+		Statuses: a.statuses,
+		Cache:    a.cache,
+		Queue:    a.queue,
+		Events:   &a.recorder,
+		HostIPs:  a.hostIPs,
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, err
 	}
-	a.workers, err = podworker.New(a.handler, podworker.Options{
+	var sync podworker.SyncFuncs = syncer
+	if opts.WrapPodSyncer != nil {
+		sync = opts.WrapPodSyncer(syncer)
+	}
+	a.workers, err = podworker.New(sync, podworker.Options{
 		Cache:          a.cache,
 		Queue:          a.queue,
 		ResyncInterval: opts.ResyncInterval,
@@ -247,7 +256,25 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
-	a.handler.workers = a.workers
+	hc := HandlerConfig{
+		Pods:     a.pods,
+		Workers:  a.workers,
+		Statuses: a.statuses,
+		Volumes:  a.volumes,
+		Probes:   a.probes,
+		Cgroups:  a.cgroups,
+		Runtime:  rm,
+		Cache:    a.cache,
+		Admit:    append([]AdmitHandler{MaxPods(opts.MaxPods), ResourceFit(func() v1.ResourceList { return a.capacity })}, opts.Admit...),
+		Logger:   log,
+	}
+	if a.mirrors != nil {
+		hc.Mirrors = a.mirrors
+	}
+	a.handler, err = NewHandler(hc)
+	if err != nil {
+		return nil, err
+	}
 
 	var h syncloop.SyncHandler = a.handler
 	if opts.WrapHandler != nil {
@@ -290,6 +317,7 @@ func (a *Agent) joinCluster() error {
 	if err := a.config.Add(sources.APIServerSource, src); err != nil {
 		return fmt.Errorf("nodekit: %w", err)
 	}
+	a.api = src
 
 	nodeOpts := a.opts.Node
 	nodeOpts.NodeName = a.opts.NodeName
@@ -436,7 +464,7 @@ func (a *Agent) PodStatus(uid types.UID) (v1.PodStatus, bool) {
 
 // Pods returns the pods the agent has been asked to run (admitted or not),
 // in no particular order. They must not be modified.
-func (a *Agent) Pods() []*v1.Pod { return a.pods.pods() }
+func (a *Agent) Pods() []*v1.Pod { return a.pods.Pods() }
 
 // SourcesReady reports whether every source delivered its first snapshot.
 func (a *Agent) SourcesReady() bool { return a.config.SourcesReady() }

@@ -62,3 +62,8 @@ func (a *Agent) startEvents(ctx context.Context) (stop func()) {
 	a.recorder.set(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: a.opts.NodeName}))
 	return b.Shutdown
 }
+
+// discardEvents is an EventRecorder that drops every event.
+type discardEvents struct{}
+
+func (discardEvents) Event(apiruntime.Object, string, string, string) {}

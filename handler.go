@@ -4,101 +4,172 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekit/nodekit/cgroup"
-	"github.com/nodekit/nodekit/mirror"
-	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/podworker"
-	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
-	"github.com/nodekit/nodekit/volume"
 )
 
-// handler is the default SyncHandler and the pod workers' SyncFuncs: the
-// kubelet's pod handling, without the parts this agent has not got yet.
-type handler struct {
-	log      logr.Logger
-	nodeName string
-	pods     *podManager
-	statuses *status.Manager
-	runtime  *runtime.Manager
-	volumes  *volume.Manager
-	probes   *probe.Manager
-	cgroups  *cgroup.PodManager
-	events   EventRecorder
-	mirrors  *mirror.Manager // nil for a standalone agent
-	// hostIPs returns the node's addresses for pod statuses; nil when
-	// unknown.
-	hostIPs func() []string
-	cache   pleg.Cache
-	queue   *podworker.Queue
-	workers *podworker.Workers
-	admit   []AdmitHandler
+// The parts Handler uses beyond those of PodSyncer, each with only the
+// methods it calls. The defaults are podworker.Workers, volume.Manager,
+// probe.Manager, cgroup.PodManager, runtime.Manager, pleg.Cache and
+// mirror.Manager.
+type (
+	// PodWorkers run one goroutine per pod.
+	PodWorkers interface {
+		UpdatePod(opts podworker.UpdateOptions)
+		IsPodTerminationRequested(uid types.UID) bool
+		IsPodKnownTerminated(uid types.UID) bool
+		SyncKnownPods(desired []*v1.Pod) map[types.UID]podworker.PodWorkerSync
+	}
+	// VolumeSet tracks which pods need their volumes.
+	VolumeSet interface {
+		AddPod(pod *v1.Pod)
+		CleanupOrphans(ctx context.Context, keep map[types.UID]bool) error
+	}
+	// ProbeSet runs the pods' probe workers.
+	ProbeSet interface {
+		AddPod(pod *v1.Pod)
+		RemovePod(pod *v1.Pod)
+		CleanupPods(desired map[types.UID]bool)
+	}
+	// NodeCgroups keeps the QoS cgroups and finds orphaned pod cgroups.
+	NodeCgroups interface {
+		Enabled() bool
+		UpdateQoS(activePods []*v1.Pod) error
+		Pods() ([]types.UID, error)
+		DestroyPod(ctx context.Context, uid types.UID) error
+	}
+	// RuntimePods lists and removes what the runtime holds of pods.
+	RuntimePods interface {
+		GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
+		RemovePod(ctx context.Context, uid types.UID) error
+		Forget(uid types.UID)
+	}
+	// StatusSet holds the pods' API statuses and forgets those of pods
+	// that are gone.
+	StatusSet interface {
+		PodStatuses
+		RemoveOrphans(desired map[types.UID]bool)
+	}
+	// CacheDeleter forgets a pod's cached runtime status.
+	CacheDeleter interface{ Delete(uid types.UID) }
+	// MirrorPods keeps the mirror pods of the static pods.
+	MirrorPods interface {
+		Sync(ctx context.Context, staticPods []*v1.Pod) error
+	}
+)
+
+// HandlerConfig holds the parts of a Handler. Every field but Admit,
+// Mirrors and Logger is required.
+type HandlerConfig struct {
+	Pods     *PodManager
+	Workers  PodWorkers
+	Statuses StatusSet
+	Volumes  VolumeSet
+	Probes   ProbeSet
+	Cgroups  NodeCgroups
+	Runtime  RuntimePods
+	Cache    CacheDeleter
+	// Admit are the admission checks, in order; the first rejection
+	// wins. Defaults to none: every pod is admitted.
+	Admit []AdmitHandler
+	// Mirrors keeps mirror pods; nil for a standalone agent.
+	Mirrors MirrorPods
+	Logger  logr.Logger
+}
+
+// Handler is the default syncloop.SyncHandler, the kubelet's pod handling:
+// it records the pods, admits new ones, hands each pod to its worker and
+// runs housekeeping. It is safe for concurrent use; the sync loop calls it
+// from one goroutine.
+//
+// Build it from the default parts with the Agent (Options.Admit adds
+// admission checks, Options.PodSyncer replaces the per-pod sync), or
+// assemble it with NewHandler from parts of your own; wrap it with
+// Options.WrapHandler to observe or change the loop's work.
+type Handler struct {
+	c HandlerConfig
 
 	mu sync.Mutex
 	// rejected holds the pods admission turned away; they are never handed
 	// to a worker.
 	rejected map[types.UID]bool
+	// qosPods is the set of active pods the QoS cgroups were last sized
+	// for (a hash of their UIDs), so that housekeeping writes them only
+	// when it changed.
+	qosPods uint64
 }
 
-var (
-	_ syncloop.SyncHandler = (*handler)(nil)
-	_ podworker.SyncFuncs  = (*handler)(nil)
-)
+var _ syncloop.SyncHandler = (*Handler)(nil)
 
-func (h *handler) isRejected(uid types.UID) bool {
+// NewHandler checks c and returns a Handler over its parts.
+func NewHandler(c HandlerConfig) (*Handler, error) {
+	if c.Pods == nil || c.Workers == nil || c.Statuses == nil || c.Volumes == nil || c.Probes == nil || c.Cgroups == nil || c.Runtime == nil || c.Cache == nil {
+		return nil, errors.New("nodekit: HandlerConfig needs Pods, Workers, Statuses, Volumes, Probes, Cgroups, Runtime and Cache")
+	}
+	return &Handler{c: c, rejected: make(map[types.UID]bool)}, nil
+}
+
+func (h *Handler) isRejected(uid types.UID) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.rejected[uid]
 }
 
-// HandlePodAdditions admits the pods, oldest first, and starts them.
-func (h *handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
-	pods = h.pods.splitMirrors(pods, false)
+// HandlePodAdditions admits the pods, oldest first, and starts them. The
+// QoS cgroups are brought in step with the admitted pods first, as the
+// kubelet does before it creates a pod's cgroup.
+func (h *Handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
+	pods = h.c.Pods.SplitMirrors(pods, false)
+	if len(pods) == 0 {
+		return
+	}
 	slices.SortStableFunc(pods, func(a, b *v1.Pod) int {
 		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
 	})
 	// The active pods are computed once for the batch, and each admitted
 	// pod joins them: admission stays linear in the number of pods.
-	var active []*v1.Pod
-	for i, pod := range pods {
-		if i == 0 {
-			active = h.activePods()
-		}
-		h.pods.addOrUpdate(pod)
-		if !h.workers.IsPodTerminationRequested(pod.UID) && !status.IsTerminal(pod.Status.Phase) {
+	active := h.activePods()
+	start := pods[:0:0]
+	for _, pod := range pods {
+		h.c.Pods.AddOrUpdate(pod)
+		if !h.c.Workers.IsPodTerminationRequested(pod.UID) && !podmodel.IsTerminal(pod.Status.Phase) {
 			if r := h.canAdmit(pod, active); !r.Admit {
 				h.reject(pod, r)
 				continue
 			}
 			active = append(active, pod)
 		}
-		h.volumes.AddPod(pod)
-		h.probes.AddPod(pod)
-		h.workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodCreate, Pod: pod})
+		start = append(start, pod)
+	}
+	h.updateQoS(active)
+	for _, pod := range start {
+		h.c.Volumes.AddPod(pod)
+		h.c.Probes.AddPod(pod)
+		h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodCreate, Pod: pod})
 	}
 }
 
-// activePods are the admitted pods that may still run.
-func (h *handler) activePods() []*v1.Pod {
+// ActivePods are the admitted pods that may still run.
+func (h *Handler) ActivePods() []*v1.Pod { return h.activePods() }
+
+func (h *Handler) activePods() []*v1.Pod {
 	var active []*v1.Pod
-	for _, p := range h.pods.pods() {
-		if h.isRejected(p.UID) || h.workers.IsPodKnownTerminated(p.UID) {
+	for _, p := range h.c.Pods.Pods() {
+		if h.isRejected(p.UID) || h.c.Workers.IsPodKnownTerminated(p.UID) {
 			continue
 		}
-		if s, ok := h.statuses.GetPodStatus(p.UID); ok && status.IsTerminal(s.Phase) {
+		if s, ok := h.c.Statuses.GetPodStatus(p.UID); ok && podmodel.IsTerminal(s.Phase) {
 			continue
 		}
 		active = append(active, p)
@@ -106,8 +177,35 @@ func (h *handler) activePods() []*v1.Pod {
 	return active
 }
 
-func (h *handler) canAdmit(pod *v1.Pod, active []*v1.Pod) AdmitResult {
-	for _, a := range h.admit {
+// updateQoS sizes the QoS cgroups for the active pods, unless they were
+// sized for the same pods last time.
+func (h *Handler) updateQoS(active []*v1.Pod) {
+	if !h.c.Cgroups.Enabled() {
+		return
+	}
+	var sum uint64 = uint64(len(active))
+	for _, p := range active {
+		f := fnv.New64a()
+		f.Write([]byte(p.UID))
+		sum += f.Sum64()
+	}
+	h.mu.Lock()
+	same := sum == h.qosPods
+	h.mu.Unlock()
+	if same {
+		return
+	}
+	if err := h.c.Cgroups.UpdateQoS(active); err != nil {
+		h.c.Logger.Error(err, "Updating the QoS cgroups")
+		return
+	}
+	h.mu.Lock()
+	h.qosPods = sum
+	h.mu.Unlock()
+}
+
+func (h *Handler) canAdmit(pod *v1.Pod, active []*v1.Pod) AdmitResult {
+	for _, a := range h.c.Admit {
 		if r := a.Admit(pod, active); !r.Admit {
 			return r
 		}
@@ -115,12 +213,12 @@ func (h *handler) canAdmit(pod *v1.Pod, active []*v1.Pod) AdmitResult {
 	return AdmitResult{Admit: true}
 }
 
-func (h *handler) reject(pod *v1.Pod, r AdmitResult) {
-	h.log.Info("Pod rejected", "pod", podmodel.FullName(pod), "podUID", pod.UID, "reason", r.Reason, "message", r.Message)
+func (h *Handler) reject(pod *v1.Pod, r AdmitResult) {
+	h.c.Logger.Info("Pod rejected", "pod", podmodel.FullName(pod), "podUID", pod.UID, "reason", r.Reason, "message", r.Message)
 	h.mu.Lock()
 	h.rejected[pod.UID] = true
 	h.mu.Unlock()
-	h.statuses.SetPodStatus(pod, v1.PodStatus{
+	h.c.Statuses.SetPodStatus(pod, v1.PodStatus{
 		Phase:   v1.PodFailed,
 		Reason:  r.Reason,
 		Message: "Pod was rejected: " + r.Message,
@@ -128,59 +226,60 @@ func (h *handler) reject(pod *v1.Pod, r AdmitResult) {
 }
 
 // HandlePodUpdates records the new pods and syncs them.
-func (h *handler) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
-	pods = h.pods.splitMirrors(pods, false)
+func (h *Handler) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
+	pods = h.c.Pods.SplitMirrors(pods, false)
 	for _, pod := range pods {
-		h.pods.addOrUpdate(pod)
+		h.c.Pods.AddOrUpdate(pod)
 		if h.isRejected(pod.UID) {
 			continue
 		}
-		h.volumes.AddPod(pod)
-		h.workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodUpdate, Pod: pod})
+		h.c.Volumes.AddPod(pod)
+		h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodUpdate, Pod: pod})
 	}
 }
 
 // HandlePodRemoves forgets the pods and stops them.
-func (h *handler) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
-	pods = h.pods.splitMirrors(pods, true)
+func (h *Handler) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
+	pods = h.c.Pods.SplitMirrors(pods, true)
 	for _, pod := range pods {
-		h.pods.remove(pod)
+		h.c.Pods.Remove(pod)
 		if h.isRejected(pod.UID) {
 			continue
 		}
-		h.probes.RemovePod(pod)
-		h.workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodKill, Pod: pod})
+		h.c.Probes.RemovePod(pod)
+		h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodKill, Pod: pod})
 	}
 }
 
 // HandlePodReconcile records pods whose status alone changed at their
 // source; a pod its source says is terminal is synced so that it stops.
-func (h *handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
-	pods = h.pods.splitMirrors(pods, false)
+func (h *Handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
+	pods = h.c.Pods.SplitMirrors(pods, false)
 	for _, pod := range pods {
-		h.pods.addOrUpdate(pod)
-		if !h.isRejected(pod.UID) && status.IsTerminal(pod.Status.Phase) {
-			h.workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodSync, Pod: pod})
+		h.c.Pods.AddOrUpdate(pod)
+		if !h.isRejected(pod.UID) && podmodel.IsTerminal(pod.Status.Phase) {
+			h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodSync, Pod: pod})
 		}
 	}
 }
 
 // HandlePodSyncs syncs the pods.
-func (h *handler) HandlePodSyncs(_ context.Context, pods []*v1.Pod) {
+func (h *Handler) HandlePodSyncs(_ context.Context, pods []*v1.Pod) {
 	for _, pod := range pods {
 		if h.isRejected(pod.UID) {
 			continue
 		}
-		h.workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodSync, Pod: pod})
+		h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodSync, Pod: pod})
 	}
 }
 
 // HandlePodCleanups is housekeeping, run once every source is ready: stop
 // workers of pods no source lists, stop containers of pods nobody knows
-// (left by an earlier run of the agent), and remove the runtime objects and
-// agent state of pods that are gone.
-func (h *handler) HandlePodCleanups(ctx context.Context) error {
-	desired := h.pods.pods()
+// (left by an earlier run of the agent), remove the runtime objects and
+// agent state of pods that are gone, shrink the QoS cgroups to the active
+// pods and keep the mirror pods.
+func (h *Handler) HandlePodCleanups(ctx context.Context) error {
+	desired := h.c.Pods.Pods()
 	desiredUIDs := make(map[types.UID]bool, len(desired))
 	for _, p := range desired {
 		desiredUIDs[p.UID] = true
@@ -193,11 +292,11 @@ func (h *handler) HandlePodCleanups(ctx context.Context) error {
 	}
 	h.mu.Unlock()
 
-	workers := h.workers.SyncKnownPods(desired)
-	h.statuses.RemoveOrphans(desiredUIDs)
-	h.probes.CleanupPods(desiredUIDs)
+	workers := h.c.Workers.SyncKnownPods(desired)
+	h.c.Statuses.RemoveOrphans(desiredUIDs)
+	h.c.Probes.CleanupPods(desiredUIDs)
 
-	all, err := h.runtime.GetPods(ctx, true)
+	all, err := h.c.Runtime.GetPods(ctx, true)
 	if err != nil {
 		return fmt.Errorf("nodekit: housekeeping: listing runtime pods: %w", err)
 	}
@@ -208,20 +307,21 @@ func (h *handler) HandlePodCleanups(ctx context.Context) error {
 		keep[rp.ID] = true
 	}
 	var errs []error
-	if err := h.volumes.CleanupOrphans(ctx, keep); err != nil {
+	if err := h.c.Volumes.CleanupOrphans(ctx, keep); err != nil {
 		errs = append(errs, err)
 	}
 	if err := h.cleanupCgroups(ctx, keep, workers); err != nil {
 		errs = append(errs, err)
 	}
-	if h.mirrors != nil {
+	h.updateQoS(h.activePods())
+	if h.c.Mirrors != nil {
 		var static []*v1.Pod
 		for _, p := range desired {
 			if podmodel.IsStatic(p) && !h.isRejected(p.UID) {
 				static = append(static, p)
 			}
 		}
-		if err := h.mirrors.Sync(ctx, static); err != nil {
+		if err := h.c.Mirrors.Sync(ctx, static); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -234,29 +334,29 @@ func (h *handler) HandlePodCleanups(ctx context.Context) error {
 			continue
 		}
 		if hasRunning(rp) {
-			h.log.V(1).Info("Stopping pod unknown to the agent", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
-			h.workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodKill, RunningPod: rp})
+			h.c.Logger.V(1).Info("Stopping pod unknown to the agent", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
+			h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodKill, RunningPod: rp})
 			continue
 		}
 		// Nothing runs and nobody wants it: remove what is left.
-		if err := h.runtime.RemovePod(ctx, rp.ID); err != nil {
+		if err := h.c.Runtime.RemovePod(ctx, rp.ID); err != nil {
 			errs = append(errs, fmt.Errorf("removing pod %s: %w", rp.ID, err))
 			continue
 		}
-		h.runtime.Forget(rp.ID)
-		h.cache.Delete(rp.ID)
-		h.log.V(1).Info("Removed pod from the runtime", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
+		h.c.Runtime.Forget(rp.ID)
+		h.c.Cache.Delete(rp.ID)
+		h.c.Logger.V(1).Info("Removed pod from the runtime", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
 	}
 	return errors.Join(errs...)
 }
 
 // cleanupCgroups removes the cgroups of pods nobody wants, that have no
 // worker and nothing in the runtime.
-func (h *handler) cleanupCgroups(ctx context.Context, keep map[types.UID]bool, workers map[types.UID]podworker.PodWorkerSync) error {
-	if !h.cgroups.Enabled() {
+func (h *Handler) cleanupCgroups(ctx context.Context, keep map[types.UID]bool, workers map[types.UID]podworker.PodWorkerSync) error {
+	if !h.c.Cgroups.Enabled() {
 		return nil
 	}
-	uids, err := h.cgroups.Pods()
+	uids, err := h.c.Cgroups.Pods()
 	if err != nil {
 		return fmt.Errorf("nodekit: housekeeping: listing pod cgroups: %w", err)
 	}
@@ -265,11 +365,11 @@ func (h *handler) cleanupCgroups(ctx context.Context, keep map[types.UID]bool, w
 		if _, known := workers[uid]; known || keep[uid] {
 			continue
 		}
-		if err := h.cgroups.DestroyPod(ctx, uid); err != nil {
+		if err := h.c.Cgroups.DestroyPod(ctx, uid); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		h.log.V(1).Info("Removed orphaned pod cgroup", "podUID", uid)
+		h.c.Logger.V(1).Info("Removed orphaned pod cgroup", "podUID", uid)
 	}
 	return errors.Join(errs...)
 }
@@ -286,164 +386,4 @@ func hasRunning(p *runtime.Pod) bool {
 		}
 	}
 	return false
-}
-
-// SyncPod implements podworker.SyncFuncs: report the status, then drive the
-// runtime towards the pod's spec.
-func (h *handler) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod *v1.Pod, podStatus *runtime.PodStatus) (bool, error) {
-	apiStatus := h.setStatus(pod, podStatus, false, nil)
-	if status.IsTerminal(apiStatus.Phase) {
-		return true, nil
-	}
-	mounts, err := h.volumes.WaitForPodVolumes(ctx, pod)
-	if err != nil {
-		if ctx.Err() != nil {
-			return false, err
-		}
-		h.log.Error(err, "Unable to attach or mount volumes for pod; skipping pod", "pod", podmodel.FullName(pod), "podUID", pod.UID)
-		h.events.Event(runtime.PodReference(pod, ""), v1.EventTypeWarning, volume.ReasonFailedMount, "Unable to attach or mount volumes: "+err.Error())
-		h.setStatus(pod, podStatus, false, func(s *v1.PodStatus) {
-			s.Reason, s.Message = volume.ReasonFailedMount, err.Error()
-		})
-		return false, err
-	}
-	cgroupParent, err := h.ensureCgroup(pod, updateType)
-	if err != nil {
-		h.log.Error(err, "Unable to create the pod's cgroup; skipping pod", "pod", podmodel.FullName(pod), "podUID", pod.UID)
-		return false, err
-	}
-	result := h.runtime.SyncPodWithOptions(ctx, pod, podStatus, runtime.SyncPodOptions{
-		CgroupParent: cgroupParent,
-		Unhealthy:    h.probes.Unhealthy,
-		Mounts: func(pod *v1.Pod, c *v1.Container, env map[string]string) ([]runtime.Mount, error) {
-			cms, err := h.volumes.ContainerMounts(pod, c, mounts, env)
-			if err != nil {
-				return nil, err
-			}
-			out := make([]runtime.Mount, len(cms))
-			for i, m := range cms {
-				out[i] = runtime.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly, Propagation: m.Propagation}
-			}
-			return out, nil
-		},
-	})
-	// Read the pod back at once, rather than waiting for the next relist,
-	// so that its status shows what this sync did. The cache takes it only
-	// if nothing newer arrived meanwhile.
-	h.refresh(ctx, pod, false, nil)
-	return false, h.syncError(pod, result)
-}
-
-// ensureCgroup creates (or, for an updated pod, updates) the pod's cgroup
-// and returns the sandbox's cgroup parent. A new pod first brings the QoS
-// cgroups in step with the pods, as the kubelet does.
-func (h *handler) ensureCgroup(pod *v1.Pod, updateType podworker.UpdateType) (string, error) {
-	if !h.cgroups.Enabled() {
-		return "", nil
-	}
-	if !h.cgroups.PodExists(pod) {
-		if err := h.cgroups.UpdateQoS(h.activePods()); err != nil {
-			h.log.Error(err, "Updating the QoS cgroups")
-		}
-	} else if updateType == podworker.SyncPodUpdate {
-		if err := h.cgroups.UpdatePod(pod); err != nil {
-			return "", err
-		}
-	}
-	return h.cgroups.EnsurePod(pod)
-}
-
-// syncError turns a sync result into the worker's error. A container in
-// back-off is not an error of the sync: the pod is queued again for when the
-// back-off ends.
-func (h *handler) syncError(pod *v1.Pod, result runtime.SyncResult) error {
-	err := result.Err()
-	if err == nil {
-		return nil
-	}
-	if result.OnlyBackOff() {
-		h.queue.Enqueue(pod.UID, time.Until(result.NextRetry()))
-		return nil
-	}
-	return err
-}
-
-// refresh reads the pod's status from the runtime, stores it in the cache
-// and reports the API status.
-func (h *handler) refresh(ctx context.Context, pod *v1.Pod, terminal bool, edit func(*v1.PodStatus)) {
-	ts := time.Now()
-	st, err := h.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
-	if err != nil {
-		if ctx.Err() == nil {
-			h.log.Error(err, "Reading pod status", "pod", podmodel.FullName(pod), "podUID", pod.UID)
-		}
-		return
-	}
-	h.cache.Set(pod.UID, st, nil, ts)
-	h.setStatus(pod, st, terminal, edit)
-}
-
-func (h *handler) setStatus(pod *v1.Pod, podStatus *runtime.PodStatus, terminal bool, edit func(*v1.PodStatus)) v1.PodStatus {
-	in := status.Input{
-		Pod:         pod,
-		Runtime:     podStatus,
-		RuntimeName: h.runtime.RuntimeName(),
-		Probes:      h.probes,
-		Waiting:     h.runtime,
-		Terminal:    terminal,
-	}
-	if h.hostIPs != nil {
-		in.HostIPs = h.hostIPs()
-	}
-	s := status.Generate(in)
-	if s.StartTime == nil {
-		now := metav1.Now()
-		s.StartTime = &now
-	}
-	if edit != nil {
-		edit(&s)
-	}
-	h.statuses.SetPodStatus(pod, s)
-	got, _ := h.statuses.GetPodStatus(pod.UID)
-	return got
-}
-
-// SyncTerminatingPod implements podworker.SyncFuncs: stop every container of
-// the pod within the grace period.
-func (h *handler) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus, gracePeriod int64, edit func(*v1.PodStatus)) error {
-	h.probes.StopLivenessAndStartup(pod)
-	h.setStatus(pod, podStatus, false, edit)
-	if err := h.runtime.KillPod(ctx, pod, runtime.RunningPod(podStatus), &gracePeriod); err != nil {
-		return fmt.Errorf("nodekit: stopping pod %s: %w", podmodel.FullName(pod), err)
-	}
-	h.refresh(ctx, pod, true, edit)
-	return nil
-}
-
-// SyncTerminatingRuntimePod implements podworker.SyncFuncs: stop a pod known
-// only from the runtime.
-func (h *handler) SyncTerminatingRuntimePod(ctx context.Context, rp *runtime.Pod) error {
-	if err := h.runtime.KillPod(ctx, nil, rp, nil); err != nil {
-		return fmt.Errorf("nodekit: stopping orphaned pod %s/%s: %w", rp.Namespace, rp.Name, err)
-	}
-	return nil
-}
-
-// SyncTerminatedPod implements podworker.SyncFuncs: the pod's containers
-// stopped, so its volumes and directory are released. Its runtime objects
-// stay (for their exit codes) until the pod is gone from its source, when
-// housekeeping removes them.
-func (h *handler) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus) error {
-	h.setStatus(pod, podStatus, true, nil)
-	h.probes.RemovePod(pod)
-	if err := h.volumes.ReleasePod(ctx, pod.UID); err != nil {
-		return fmt.Errorf("nodekit: releasing the volumes of pod %s: %w", podmodel.FullName(pod), err)
-	}
-	if err := h.cgroups.DestroyPod(ctx, pod.UID); err != nil {
-		return fmt.Errorf("nodekit: removing the cgroup of pod %s: %w", podmodel.FullName(pod), err)
-	}
-	if err := h.cgroups.UpdateQoS(h.activePods()); err != nil {
-		h.log.Error(err, "Updating the QoS cgroups")
-	}
-	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/sources"
@@ -140,9 +141,13 @@ type Options struct {
 	// restart back-off 10s doubling to 300s, log directory, ...).
 	RuntimeManager runtime.ManagerOptions
 
-	// WrapHandler, when set, wraps the default sync handler: use it to
-	// observe or change how the loop's work is handled.
+	// WrapHandler, when set, wraps the default sync handler (a *Handler):
+	// use it to observe or change how the loop's work is handled.
 	WrapHandler func(syncloop.SyncHandler) syncloop.SyncHandler
+	// WrapPodSyncer, when set, wraps or replaces the per-pod sync the pod
+	// workers call (a *PodSyncer: the kubelet's SyncPod,
+	// SyncTerminatingPod, SyncTerminatedPod).
+	WrapPodSyncer func(*PodSyncer) podworker.SyncFuncs
 	// Extra channels the sync loop also selects over; each value received
 	// names pods to sync.
 	Extra []syncloop.Channel

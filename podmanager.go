@@ -9,10 +9,10 @@ import (
 	"github.com/nodekit/nodekit/podmodel"
 )
 
-// podManager holds the pods the agent should run, by UID and by full name.
-// It is safe for concurrent use: the sync loop writes, pod workers and
-// callers of Agent read.
-type podManager struct {
+// PodManager holds the pods the agent should run, by UID and by full name,
+// and the API server's mirror pods apart. It is safe for concurrent use:
+// the sync loop writes, pod workers and callers of Agent read.
+type PodManager struct {
 	mu     sync.RWMutex
 	byUID  map[types.UID]*v1.Pod
 	byName map[string]*v1.Pod
@@ -21,13 +21,14 @@ type podManager struct {
 	mirrors map[string]*v1.Pod
 }
 
-func newPodManager() *podManager {
-	return &podManager{byUID: make(map[types.UID]*v1.Pod), byName: make(map[string]*v1.Pod), mirrors: make(map[string]*v1.Pod)}
+// NewPodManager returns an empty PodManager.
+func NewPodManager() *PodManager {
+	return &PodManager{byUID: make(map[types.UID]*v1.Pod), byName: make(map[string]*v1.Pod), mirrors: make(map[string]*v1.Pod)}
 }
 
-// splitMirrors records the mirror pods among pods (or forgets them, when
-// remove) and returns the others.
-func (m *podManager) splitMirrors(pods []*v1.Pod, remove bool) []*v1.Pod {
+// SplitMirrors records the mirror pods among pods (or forgets them, when
+// remove) and returns the others: the pods to run.
+func (m *PodManager) SplitMirrors(pods []*v1.Pod, remove bool) []*v1.Pod {
 	out := pods[:0:0]
 	for _, p := range pods {
 		if !podmodel.IsMirror(p) {
@@ -47,17 +48,16 @@ func (m *podManager) splitMirrors(pods []*v1.Pod, remove bool) []*v1.Pod {
 	return out
 }
 
-// GetPodByUID implements syncloop.PodGetter.
-
-// addOrUpdate records pod, replacing the pod with the same UID.
-func (m *podManager) addOrUpdate(pod *v1.Pod) {
+// AddOrUpdate records pod, replacing the pod with the same UID.
+func (m *PodManager) AddOrUpdate(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.byUID[pod.UID] = pod
 	m.byName[podmodel.FullName(pod)] = pod
 }
 
-func (m *podManager) remove(pod *v1.Pod) {
+// Remove forgets pod.
+func (m *PodManager) Remove(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.byUID, pod.UID)
@@ -68,21 +68,18 @@ func (m *podManager) remove(pod *v1.Pod) {
 	}
 }
 
-func (m *podManager) GetPodByUID(uid types.UID) (*v1.Pod, bool) {
+// GetPodByUID returns the pod with this UID; it implements
+// syncloop.PodGetter.
+func (m *PodManager) GetPodByUID(uid types.UID) (*v1.Pod, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	p, ok := m.byUID[uid]
 	return p, ok
 }
 
-func (m *podManager) getPodByFullName(name string) (*v1.Pod, bool) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	p, ok := m.byName[name]
-	return p, ok
-}
-
-func (m *podManager) pods() []*v1.Pod {
+// Pods returns the pods to run, in no particular order. They must not be
+// modified.
+func (m *PodManager) Pods() []*v1.Pod {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	pods := make([]*v1.Pod, 0, len(m.byUID))

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/sources/apiserver"
 	"github.com/nodekit/nodekit/status/statustest"
 )
@@ -86,7 +87,7 @@ func TestSyncWithCacheSendsNoList(t *testing.T) {
 		t.Errorf("%d lists of pods, want 0", n)
 	}
 
-	if mp := f.Pod("kube-system", missing.Name); mp == nil || !IsMirrorPodOf(mp, missing) {
+	if mp := f.Pod("kube-system", missing.Name); mp == nil || !podmodel.IsMirrorOf(mp, missing) {
 		t.Errorf("mirror pod of %s = %+v, want one", missing.Name, mp)
 	} else if got, ok := m.MirrorPod(missing); !ok || got.UID != mp.UID {
 		t.Errorf("MirrorPod(%s) = %v, %v; want the created pod", missing.Name, got, ok)
@@ -134,7 +135,7 @@ func TestSyncWithStaleCache(t *testing.T) {
 			t.Errorf("orphaned mirror pod %s still there", gone.Name)
 		}
 		for s, want := range current {
-			if got := f.Pod("kube-system", s.Name); got == nil || got.UID != want.UID || !IsMirrorPodOf(got, s) {
+			if got := f.Pod("kube-system", s.Name); got == nil || got.UID != want.UID || !podmodel.IsMirrorOf(got, s) {
 				t.Errorf("mirror pod of %s = %+v, want the one created first", s.Name, got)
 			}
 		}
@@ -158,7 +159,7 @@ func TestSyncWithStaleCache(t *testing.T) {
 		syncN(t, m, 1, s)
 		checkStats(t, m, Stats{Lists: 1, Gets: 2, Creates: 2}, "after the deletion")
 		second := f.Pod("kube-system", s.Name)
-		if second == nil || second.UID == first.UID || !IsMirrorPodOf(second, s) {
+		if second == nil || second.UID == first.UID || !podmodel.IsMirrorOf(second, s) {
 			t.Fatalf("mirror pod = %+v, want a new one", second)
 		}
 		syncN(t, m, 1, s) // the cache does not show the second yet
@@ -190,7 +191,7 @@ func TestSyncWithStaleCache(t *testing.T) {
 		// cache, which agrees, serves.
 		syncN(t, m, 5, s)
 		checkStats(t, m, Stats{Lists: 1, Gets: 1, Creates: 1}, "after the replacement")
-		if got := f.Pod("default", "web"); got == nil || IsMirrorPod(got) {
+		if got := f.Pod("default", "web"); got == nil || podmodel.IsMirror(got) {
 			t.Errorf("pod default/web = %+v, want the regular pod untouched", got)
 		}
 	})
@@ -296,7 +297,7 @@ func TestSyncFollowsTheAPISource(t *testing.T) {
 		if n := len(f.PodActions("list")); n != 1 {
 			t.Errorf("%d lists of pods, want 1 (the source's)", n)
 		}
-		if mp := f.Pod("kube-system", missing.Name); mp == nil || !IsMirrorPodOf(mp, missing) {
+		if mp := f.Pod("kube-system", missing.Name); mp == nil || !podmodel.IsMirrorOf(mp, missing) {
 			t.Errorf("mirror pod of %s = %+v, want one", missing.Name, mp)
 		}
 		if f.Pod("kube-system", gone.Name) != nil {

@@ -28,7 +28,7 @@
 //	if err := mirrors.Sync(ctx, staticPods); err != nil { log.Error(err, "Syncing mirror pods") }
 //
 // The API server delivers mirror pods to the agent's API source like any
-// pod bound to the node: the agent recognises them with IsMirrorPod and
+// pod bound to the node: the agent recognises them with podmodel.IsMirror and
 // maps them to their static pod by full name instead of running them.
 //
 // # Reading the node's pods

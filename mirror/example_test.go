@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit/mirror"
+	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/status/statustest"
 )
@@ -28,6 +29,6 @@ func ExampleNew() {
 		panic(err)
 	}
 	mp, _ := mirrors.MirrorPod(static)
-	fmt.Println(mp.Name, mp.Annotations[sources.AnnotationMirror], mp.OwnerReferences[0].Kind, mirror.IsMirrorPod(mp))
+	fmt.Println(mp.Name, mp.Annotations[sources.AnnotationMirror], mp.OwnerReferences[0].Kind, podmodel.IsMirror(mp))
 	// Output: etcd-node-a 0f3c Node true
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/sources"
 )
 
@@ -140,8 +141,8 @@ func New(client kubernetes.Interface, opts Options) (*Manager, error) {
 func (m *Manager) MirrorPod(static *v1.Pod) (*v1.Pod, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	mp, ok := m.mirrors[FullName(static)]
-	if !ok || mp.DeletionTimestamp != nil || !IsMirrorPodOf(mp, static) {
+	mp, ok := m.mirrors[podmodel.FullName(static)]
+	if !ok || mp.DeletionTimestamp != nil || !podmodel.IsMirrorOf(mp, static) {
 		return nil, false
 	}
 	return mp, true
@@ -172,8 +173,8 @@ func (m *Manager) Sync(ctx context.Context, staticPods []*v1.Pod) error {
 
 	want := make(map[string]*v1.Pod, len(staticPods))
 	for _, p := range staticPods {
-		if IsStaticPod(p) {
-			want[FullName(p)] = p
+		if podmodel.IsStatic(p) {
+			want[podmodel.FullName(p)] = p
 		}
 	}
 	m.mu.Lock()
@@ -199,9 +200,9 @@ func (m *Manager) Sync(ctx context.Context, staticPods []*v1.Pod) error {
 	nodeRead := false
 	for name, static := range want {
 		cur, ok := mirrors[name]
-		if ok && (cur.DeletionTimestamp != nil || !IsMirrorPodOf(cur, static)) {
+		if ok && (cur.DeletionTimestamp != nil || !podmodel.IsMirrorOf(cur, static)) {
 			m.log.V(1).Info("Deleting mirror pod to replace it", "pod", name, "podUID", cur.UID,
-				"deleting", cur.DeletionTimestamp != nil, "mirrorHash", cur.Annotations[sources.AnnotationMirror], "hash", podHash(static))
+				"deleting", cur.DeletionTimestamp != nil, "mirrorHash", cur.Annotations[sources.AnnotationMirror], "hash", podmodel.Hash(static))
 			if err := m.delete(ctx, cur); err != nil {
 				errs = append(errs, err)
 				continue
@@ -322,10 +323,10 @@ func (m *Manager) split(pods []*v1.Pod) (map[string]*v1.Pod, map[string]bool) {
 	for _, p := range pods {
 		switch {
 		case p.Spec.NodeName != m.opts.NodeName:
-		case IsMirrorPod(p):
-			mirrors[FullName(p)] = p
+		case podmodel.IsMirror(p):
+			mirrors[podmodel.FullName(p)] = p
 		default:
-			others[FullName(p)] = true
+			others[podmodel.FullName(p)] = true
 		}
 	}
 	return mirrors, others
@@ -357,7 +358,7 @@ func (m *Manager) node(ctx context.Context) (*v1.Node, error) {
 }
 
 func (m *Manager) create(ctx context.Context, static *v1.Pod, nodeUID types.UID) error {
-	name := FullName(static)
+	name := podmodel.FullName(static)
 	ctx, cancel := context.WithTimeout(ctx, m.opts.RequestTimeout)
 	defer cancel()
 	m.creates.Add(1)
@@ -367,7 +368,7 @@ func (m *Manager) create(ctx context.Context, static *v1.Pod, nodeUID types.UID)
 		// it is the mirror wanted, else leave it to the next Sync.
 		m.gets.Add(1)
 		got, gerr := m.client.CoreV1().Pods(static.Namespace).Get(ctx, static.Name, metav1.GetOptions{})
-		if gerr != nil || !IsMirrorPodOf(got, static) || got.DeletionTimestamp != nil {
+		if gerr != nil || !podmodel.IsMirrorOf(got, static) || got.DeletionTimestamp != nil {
 			return fmt.Errorf("mirror: creating the mirror pod of %s: %w", name, err)
 		}
 		m.setMirror(name, got)
@@ -397,12 +398,12 @@ func (m *Manager) delete(ctx context.Context, mp *v1.Pod) error {
 		Preconditions:      metav1.NewUIDPreconditions(string(mp.UID)),
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("mirror: deleting mirror pod %s: %w", FullName(mp), err)
+		return fmt.Errorf("mirror: deleting mirror pod %s: %w", podmodel.FullName(mp), err)
 	}
-	m.expect(FullName(mp), "")
+	m.expect(podmodel.FullName(mp), "")
 	m.mu.Lock()
-	if cur, ok := m.mirrors[FullName(mp)]; ok && cur.UID == mp.UID {
-		delete(m.mirrors, FullName(mp))
+	if cur, ok := m.mirrors[podmodel.FullName(mp)]; ok && cur.UID == mp.UID {
+		delete(m.mirrors, podmodel.FullName(mp))
 	}
 	m.mu.Unlock()
 	return nil

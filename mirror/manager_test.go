@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/status/statustest"
 )
@@ -295,7 +296,7 @@ func TestSyncLeavesAPodThatIsNotAMirror(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if got := f.Pod("default", "web"); got == nil || IsMirrorPod(got) {
+		if got := f.Pod("default", "web"); got == nil || podmodel.IsMirror(got) {
 			t.Errorf("pod default/web = %+v, want the regular pod untouched", got)
 		}
 		if st := m.Stats(); st.Writes() != 0 {
@@ -378,9 +379,9 @@ func TestPodKinds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := []bool{IsStaticPod(tt.pod), IsMirrorPod(tt.pod), IsMirrorPodOf(tt.pod, s)}
+			got := []bool{podmodel.IsStatic(tt.pod), podmodel.IsMirror(tt.pod), podmodel.IsMirrorOf(tt.pod, s)}
 			if diff := cmp.Diff([]bool{tt.static, tt.mirror, tt.ofS1}, got); diff != "" {
-				t.Errorf("IsStaticPod, IsMirrorPod, IsMirrorPodOf (-want +got):\n%s", diff)
+				t.Errorf("IsStatic, IsMirror, IsMirrorOf (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekit/nodekit/mirror"
 	"github.com/nodekit/nodekit/podmodel"
 )
 
@@ -329,7 +328,7 @@ func (m *Manager) foreign(pod, api *v1.Pod, static bool) string {
 	switch {
 	case static && !podmodel.IsMirror(api):
 		return "a pod that is not a mirror pod holds the static pod's name"
-	case static && !mirror.IsMirrorPodOf(api, pod):
+	case static && !podmodel.IsMirrorOf(api, pod):
 		return "the mirror pod is stale"
 	case static && api.DeletionTimestamp != nil:
 		return "the mirror pod is being deleted"

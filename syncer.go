@@ -1,0 +1,268 @@
+package nodekit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/podmodel"
+	"github.com/nodekit/nodekit/podworker"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/status"
+	"github.com/nodekit/nodekit/volume"
+)
+
+// The parts PodSyncer uses, each with only the methods it calls. The
+// default implementations are runtime.Manager, volume.Manager,
+// cgroup.PodManager, probe.Manager, status.Manager, pleg.Cache and
+// podworker.Queue.
+type (
+	// PodRuntime drives one pod's sandbox and containers.
+	PodRuntime interface {
+		status.WaitingReasons
+		RuntimeName() string
+		GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error)
+		SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *runtime.PodStatus, opts runtime.SyncPodOptions) runtime.SyncResult
+		KillPod(ctx context.Context, pod *v1.Pod, running *runtime.Pod, gracePeriodOverride *int64) error
+	}
+	// PodVolumes prepares and releases a pod's volumes.
+	PodVolumes interface {
+		WaitForPodVolumes(ctx context.Context, pod *v1.Pod) (map[string]volume.Mount, error)
+		ContainerMounts(pod *v1.Pod, c *v1.Container, mounts map[string]volume.Mount, env map[string]string) ([]volume.ContainerMount, error)
+		ReleasePod(ctx context.Context, uid types.UID) error
+	}
+	// PodCgroups creates, resizes and removes a pod's cgroup.
+	PodCgroups interface {
+		Enabled() bool
+		PodExists(pod *v1.Pod) bool
+		EnsurePod(pod *v1.Pod) (cgroupParent string, err error)
+		UpdatePod(pod *v1.Pod) error
+		DestroyPod(ctx context.Context, uid types.UID) error
+	}
+	// PodProbes are the probe results a pod's status and sync read, and
+	// the probe workers a terminating pod stops.
+	PodProbes interface {
+		status.ProbeResults
+		Unhealthy(containerID string) string
+		StopLivenessAndStartup(pod *v1.Pod)
+		RemovePod(pod *v1.Pod)
+	}
+	// PodStatuses holds the pods' API statuses.
+	PodStatuses interface {
+		SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool
+		GetPodStatus(uid types.UID) (v1.PodStatus, bool)
+	}
+	// StatusCache records a pod's runtime status read after a sync.
+	StatusCache interface {
+		Set(uid types.UID, status *runtime.PodStatus, err error, timestamp time.Time)
+	}
+	// WorkQueue schedules a pod's next sync.
+	WorkQueue interface {
+		Enqueue(uid types.UID, delay time.Duration)
+	}
+)
+
+// PodSyncerConfig holds the parts of a PodSyncer. Every field but Events,
+// HostIPs and Logger is required.
+type PodSyncerConfig struct {
+	Runtime  PodRuntime
+	Volumes  PodVolumes
+	Cgroups  PodCgroups
+	Probes   PodProbes
+	Statuses PodStatuses
+	Cache    StatusCache
+	Queue    WorkQueue
+	// Events receives FailedMount events. Defaults to none.
+	Events EventRecorder
+	// HostIPs returns the node's addresses for the pods' statuses.
+	// Defaults to none.
+	HostIPs func() []string
+	Logger  logr.Logger
+}
+
+// PodSyncer is the default per-pod sync, the kubelet's SyncPod,
+// SyncTerminatingPod, SyncTerminatedPod and SyncTerminatingRuntimePod: it
+// implements podworker.SyncFuncs. Each pod's calls come from its pod
+// worker, one at a time; calls for different pods run concurrently.
+//
+// Replace it to change how one pod is synced while the rest of the agent
+// (sources, admission, workers, PLEG, probes, housekeeping) stays: pass
+// Options.PodSyncer a podworker.SyncFuncs of your own, which may wrap the
+// PodSyncer built by NewPodSyncer.
+type PodSyncer struct {
+	c PodSyncerConfig
+}
+
+var _ podworker.SyncFuncs = (*PodSyncer)(nil)
+
+// NewPodSyncer checks c and returns a PodSyncer over its parts.
+func NewPodSyncer(c PodSyncerConfig) (*PodSyncer, error) {
+	if c.Runtime == nil || c.Volumes == nil || c.Cgroups == nil || c.Probes == nil || c.Statuses == nil || c.Cache == nil || c.Queue == nil {
+		return nil, errors.New("nodekit: PodSyncerConfig needs Runtime, Volumes, Cgroups, Probes, Statuses, Cache and Queue")
+	}
+	if c.Events == nil {
+		c.Events = discardEvents{}
+	}
+	return &PodSyncer{c: c}, nil
+}
+
+// SyncPod implements podworker.SyncFuncs: report the status, then drive the
+// runtime towards the pod's spec.
+func (s *PodSyncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod *v1.Pod, podStatus *runtime.PodStatus) (bool, error) {
+	apiStatus := s.setStatus(pod, podStatus, false, nil)
+	if podmodel.IsTerminal(apiStatus.Phase) {
+		return true, nil
+	}
+	mounts, err := s.c.Volumes.WaitForPodVolumes(ctx, pod)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, err
+		}
+		s.c.Logger.Error(err, "Unable to attach or mount volumes for pod; skipping pod", "pod", podmodel.FullName(pod), "podUID", pod.UID)
+		s.c.Events.Event(runtime.PodReference(pod, ""), v1.EventTypeWarning, volume.ReasonFailedMount, "Unable to attach or mount volumes: "+err.Error())
+		s.setStatus(pod, podStatus, false, func(st *v1.PodStatus) {
+			st.Reason, st.Message = volume.ReasonFailedMount, err.Error()
+		})
+		return false, err
+	}
+	cgroupParent, err := s.ensureCgroup(pod, updateType)
+	if err != nil {
+		s.c.Logger.Error(err, "Unable to create the pod's cgroup; skipping pod", "pod", podmodel.FullName(pod), "podUID", pod.UID)
+		return false, err
+	}
+	result := s.c.Runtime.SyncPodWithOptions(ctx, pod, podStatus, runtime.SyncPodOptions{
+		CgroupParent: cgroupParent,
+		Unhealthy:    s.c.Probes.Unhealthy,
+		Mounts: func(pod *v1.Pod, c *v1.Container, env map[string]string) ([]runtime.Mount, error) {
+			cms, err := s.c.Volumes.ContainerMounts(pod, c, mounts, env)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]runtime.Mount, len(cms))
+			for i, m := range cms {
+				out[i] = runtime.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly, Propagation: m.Propagation}
+			}
+			return out, nil
+		},
+	})
+	// Read the pod back at once, rather than waiting for the next relist,
+	// so that its status shows what this sync did. The cache takes it only
+	// if nothing newer arrived meanwhile.
+	s.refresh(ctx, pod, false, nil)
+	return false, s.syncError(pod, result)
+}
+
+// ensureCgroup creates (or, for an updated pod, resizes) the pod's cgroup
+// and returns the sandbox's cgroup parent.
+func (s *PodSyncer) ensureCgroup(pod *v1.Pod, updateType podworker.UpdateType) (string, error) {
+	if !s.c.Cgroups.Enabled() {
+		return "", nil
+	}
+	if updateType == podworker.SyncPodUpdate && s.c.Cgroups.PodExists(pod) {
+		if err := s.c.Cgroups.UpdatePod(pod); err != nil {
+			return "", err
+		}
+	}
+	return s.c.Cgroups.EnsurePod(pod)
+}
+
+// syncError turns a sync result into the worker's error. A container in
+// back-off is not an error of the sync: the pod is queued again for when the
+// back-off ends.
+func (s *PodSyncer) syncError(pod *v1.Pod, result runtime.SyncResult) error {
+	err := result.Err()
+	if err == nil {
+		return nil
+	}
+	if result.OnlyBackOff() {
+		s.c.Queue.Enqueue(pod.UID, time.Until(result.NextRetry()))
+		return nil
+	}
+	return err
+}
+
+// refresh reads the pod's status from the runtime, stores it in the cache
+// and reports the API status.
+func (s *PodSyncer) refresh(ctx context.Context, pod *v1.Pod, terminal bool, edit func(*v1.PodStatus)) {
+	ts := time.Now()
+	st, err := s.c.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.c.Logger.Error(err, "Reading pod status", "pod", podmodel.FullName(pod), "podUID", pod.UID)
+		}
+		return
+	}
+	s.c.Cache.Set(pod.UID, st, nil, ts)
+	s.setStatus(pod, st, terminal, edit)
+}
+
+// setStatus generates the pod's API status, once per sync, and hands it to
+// the status manager; it returns the status as merged there.
+func (s *PodSyncer) setStatus(pod *v1.Pod, podStatus *runtime.PodStatus, terminal bool, edit func(*v1.PodStatus)) v1.PodStatus {
+	in := status.Input{
+		Pod:         pod,
+		Runtime:     podStatus,
+		RuntimeName: s.c.Runtime.RuntimeName(),
+		Probes:      s.c.Probes,
+		Waiting:     s.c.Runtime,
+		Terminal:    terminal,
+	}
+	if s.c.HostIPs != nil {
+		in.HostIPs = s.c.HostIPs()
+	}
+	st := status.Generate(in)
+	if st.StartTime == nil {
+		now := metav1.Now()
+		st.StartTime = &now
+	}
+	if edit != nil {
+		edit(&st)
+	}
+	s.c.Statuses.SetPodStatus(pod, st)
+	got, _ := s.c.Statuses.GetPodStatus(pod.UID)
+	return got
+}
+
+// SyncTerminatingPod implements podworker.SyncFuncs: stop every container of
+// the pod within the grace period.
+func (s *PodSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus, gracePeriod int64, edit func(*v1.PodStatus)) error {
+	s.c.Probes.StopLivenessAndStartup(pod)
+	s.setStatus(pod, podStatus, false, edit)
+	if err := s.c.Runtime.KillPod(ctx, pod, runtime.RunningPod(podStatus), &gracePeriod); err != nil {
+		return fmt.Errorf("nodekit: stopping pod %s: %w", podmodel.FullName(pod), err)
+	}
+	s.refresh(ctx, pod, true, edit)
+	return nil
+}
+
+// SyncTerminatingRuntimePod implements podworker.SyncFuncs: stop a pod known
+// only from the runtime.
+func (s *PodSyncer) SyncTerminatingRuntimePod(ctx context.Context, rp *runtime.Pod) error {
+	if err := s.c.Runtime.KillPod(ctx, nil, rp, nil); err != nil {
+		return fmt.Errorf("nodekit: stopping orphaned pod %s/%s: %w", rp.Namespace, rp.Name, err)
+	}
+	return nil
+}
+
+// SyncTerminatedPod implements podworker.SyncFuncs: the pod's containers
+// stopped, so its volumes, cgroup and directory are released. Its runtime
+// objects stay (for their exit codes) until the pod is gone from its
+// source, when housekeeping removes them; housekeeping also shrinks the
+// QoS cgroups.
+func (s *PodSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus) error {
+	s.setStatus(pod, podStatus, true, nil)
+	s.c.Probes.RemovePod(pod)
+	if err := s.c.Volumes.ReleasePod(ctx, pod.UID); err != nil {
+		return fmt.Errorf("nodekit: releasing the volumes of pod %s: %w", podmodel.FullName(pod), err)
+	}
+	if err := s.c.Cgroups.DestroyPod(ctx, pod.UID); err != nil {
+		return fmt.Errorf("nodekit: removing the cgroup of pod %s: %w", podmodel.FullName(pod), err)
+	}
+	return nil
+}
