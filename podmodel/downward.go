@@ -120,7 +120,7 @@ func formatMap(m map[string]string) string {
 // resource the container and the node lack is 0. An unknown resource or
 // container is an ErrInvalid error.
 func ResourceValue(sel *v1.ResourceFieldSelector, pod *v1.Pod, allocatable v1.ResourceList) (string, error) {
-	c := findContainer(pod, sel.ContainerName)
+	c := FindContainer(pod, sel.ContainerName)
 	if c == nil {
 		return "", invalid(fmt.Errorf("container %q not found in the pod", sel.ContainerName))
 	}
@@ -174,7 +174,9 @@ func ResourceValue(sel *v1.ResourceFieldSelector, pod *v1.Pod, allocatable v1.Re
 	return strconv.FormatInt(v, 10), nil
 }
 
-func findContainer(pod *v1.Pod, name string) *v1.Container {
+// FindContainer returns the pod's app or init container of this name, or
+// nil.
+func FindContainer(pod *v1.Pod, name string) *v1.Container {
 	for i := range pod.Spec.Containers {
 		if pod.Spec.Containers[i].Name == name {
 			return &pod.Spec.Containers[i]

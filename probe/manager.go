@@ -9,6 +9,8 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // Metrics receives one observation per probe run. Implementations must be
@@ -176,7 +178,7 @@ func (m *Manager) resultsOf(t Type) *results {
 func probedContainers(pod *v1.Pod) []*v1.Container {
 	cs := make([]*v1.Container, 0, len(pod.Spec.Containers)+len(pod.Spec.InitContainers))
 	for i := range pod.Spec.InitContainers {
-		if isRestartableInit(&pod.Spec.InitContainers[i]) {
+		if podmodel.IsRestartableInit(&pod.Spec.InitContainers[i]) {
 			cs = append(cs, &pod.Spec.InitContainers[i])
 		}
 	}
@@ -184,10 +186,6 @@ func probedContainers(pod *v1.Pod) []*v1.Container {
 		cs = append(cs, &pod.Spec.Containers[i])
 	}
 	return cs
-}
-
-func isRestartableInit(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 func probeOf(c *v1.Container, t Type) *v1.Probe {
@@ -335,7 +333,7 @@ func (m *Manager) UpdatePodStatus(pod *v1.Pod, status *v1.PodStatus) {
 				break
 			}
 		}
-		if c == nil || !isRestartableInit(c) {
+		if c == nil || !podmodel.IsRestartableInit(c) {
 			if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
 				cs.Ready = true
 			}

@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 func sandboxStatus(id string, ready bool, attempt uint32, ip string, mode runtimeapi.NamespaceMode) *runtimeapi.PodSandboxStatus {
@@ -32,7 +34,7 @@ func readySandbox() *runtimeapi.PodSandboxStatus {
 // pod (or "stale" when the pod has no such container).
 func cs(pod *v1.Pod, name string, state ContainerState, exit int32) *ContainerStatus {
 	hash := "stale"
-	if c := findContainerSpec(pod, name); c != nil {
+	if c := podmodel.FindContainer(pod, name); c != nil {
 		hash = HashContainer(c)
 	}
 	return &ContainerStatus{ID: name + "-id", Name: name, State: state, ExitCode: exit, Hash: hash}

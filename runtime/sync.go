@@ -222,7 +222,7 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, running *Pod, overri
 		}
 		var spec *v1.Container
 		if pod != nil {
-			spec = findContainerSpec(pod, c.Name)
+			spec = podmodel.FindContainer(pod, c.Name)
 		}
 		wg.Go(func() {
 			err := m.stopContainer(ctx, pod, c.ID, spec, "", "", override)
@@ -245,25 +245,6 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, running *Pod, overri
 		result.add(ActionResult{Action: ActionKillPodSandbox, Target: s.ID})
 	}
 	return result.Err()
-}
-
-func findContainerSpec(pod *v1.Pod, name string) *v1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	for i := range pod.Spec.EphemeralContainers {
-		if pod.Spec.EphemeralContainers[i].Name == name {
-			return (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
-		}
-	}
-	return nil
 }
 
 // gracePeriod returns the seconds a container is given to stop.

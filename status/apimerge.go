@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // OwnedCondition reports whether the agent owns the pod condition type,
@@ -39,12 +41,12 @@ func OwnedCondition(t v1.PodConditionType) bool {
 // older than what is stored (another writer got further) and must not be
 // written, since a terminal phase is never left.
 func mergeForAPI(stored, ours v1.PodStatus, couldRun bool, now time.Time) (merged v1.PodStatus, heldBack, stale bool) {
-	if IsTerminal(stored.Phase) && !IsTerminal(ours.Phase) {
+	if podmodel.IsTerminal(stored.Phase) && !podmodel.IsTerminal(ours.Phase) {
 		return stored, false, true
 	}
 	merged = *ours.DeepCopy()
 
-	if !IsTerminal(stored.Phase) && IsTerminal(ours.Phase) && couldRun {
+	if !podmodel.IsTerminal(stored.Phase) && podmodel.IsTerminal(ours.Phase) && couldRun {
 		merged.Phase, merged.Reason, merged.Message = stored.Phase, stored.Reason, stored.Message
 		heldBack = true
 	}
@@ -59,7 +61,7 @@ func mergeForAPI(stored, ours v1.PodStatus, couldRun bool, now time.Time) (merge
 		switch {
 		case OwnedCondition(c.Type):
 			conds = append(conds, c)
-		case c.Type == v1.DisruptionTarget && IsTerminal(merged.Phase):
+		case c.Type == v1.DisruptionTarget && podmodel.IsTerminal(merged.Phase):
 			if p := findCondition(conds, c.Type); p != nil {
 				*p = c
 			} else {
@@ -69,7 +71,7 @@ func mergeForAPI(stored, ours v1.PodStatus, couldRun bool, now time.Time) (merge
 	}
 	merged.Conditions = conds
 
-	if IsTerminal(merged.Phase) {
+	if podmodel.IsTerminal(merged.Phase) {
 		reason := "PodCompleted"
 		if merged.Phase == v1.PodFailed {
 			reason = "PodFailed"

@@ -307,14 +307,9 @@ func (m *Manager) Stats() Stats {
 	}
 }
 
-// IsTerminal reports whether the phase is Succeeded or Failed.
-func IsTerminal(phase v1.PodPhase) bool {
-	return phase == v1.PodSucceeded || phase == v1.PodFailed
-}
-
 // merge is the local merge of a new status with the one held.
 func merge(old v1.PodStatus, status v1.PodStatus, now time.Time) v1.PodStatus {
-	if IsTerminal(old.Phase) {
+	if podmodel.IsTerminal(old.Phase) {
 		status.Phase = old.Phase
 		if status.Reason == "" {
 			status.Reason, status.Message = old.Reason, old.Message

@@ -179,7 +179,7 @@ func (m *Manager) couldRun(uid types.UID, status v1.PodStatus) bool {
 	if m.opts.CouldHaveRunningContainers != nil {
 		return m.opts.CouldHaveRunningContainers(uid)
 	}
-	return !IsTerminal(status.Phase) && !allTerminated(status)
+	return !podmodel.IsTerminal(status.Phase) && !allTerminated(status)
 }
 
 // allTerminated reports whether every container status is terminated
@@ -313,7 +313,7 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 	}
 	m.mu.Unlock()
 
-	if static || api.DeletionTimestamp == nil || !IsTerminal(api.Status.Phase) && anyRunning(api.Status) {
+	if static || api.DeletionTimestamp == nil || !podmodel.IsTerminal(api.Status.Phase) && anyRunning(api.Status) {
 		return nil
 	}
 	if m.couldRun(uid, status) {
