@@ -38,6 +38,18 @@ const waitPoll = 300 * time.Millisecond
 // dirPerm is the mode of the pod directories, as the kubelet's.
 const dirPerm = 0o750
 
+// AllowedHostPath is a host path that hostPath volumes may use, with
+// everything below it; the PodSecurityPolicy field of the same name.
+type AllowedHostPath struct {
+	// PathPrefix is an absolute path; it matches whole path components:
+	// /data allows /data and /data/x, not /database.
+	PathPrefix string
+	// ReadOnly allows the paths only for containers that all mount them
+	// read-only (volumeMounts[].readOnly), unless another entry allows them
+	// writable.
+	ReadOnly bool
+}
+
 // Options configure a Manager. The zero value is usable: no plugins (every
 // volume fails with ErrNoPlugin), pods under /var/lib/nodekit/pods.
 type Options struct {
@@ -46,9 +58,19 @@ type Options struct {
 	// Defaults to DefaultRootDir (/var/lib/nodekit).
 	RootDir string
 	// Plugins set up the volumes; for each volume the first plugin whose
-	// CanSupport returns true is used. The agent passes hostpath.New and
-	// emptydir.New. Names must be unique. Defaults to none.
+	// CanSupport returns true is used. Names must be unique. Defaults to
+	// none; the nodekit agent passes hostPath (with AllowedHostPaths),
+	// emptyDir and downwardAPI, plus configMap, secret and projected when
+	// it joins a cluster.
 	Plugins []Plugin
+	// AllowedHostPaths is the node's host-path policy: the host paths
+	// that hostPath volumes may use. nil allows every path, as the kubelet
+	// does; a non-nil list allows only the paths below its prefixes, so an
+	// empty non-nil list allows none. The Manager checks that each prefix
+	// is absolute and has no ".."; the hostPath plugin enforces the list
+	// (hostpath.Options takes the same list; the nodekit agent passes this
+	// one). Defaults to nil.
+	AllowedHostPaths []AllowedHostPath
 	// ReconcilePeriod is the pause between two passes of Run over every
 	// pod. Defaults to 100ms (the kubelet's reconciler period).
 	ReconcilePeriod time.Duration
@@ -76,6 +98,11 @@ type Options struct {
 
 // withDefaults applies the defaults and validates the options.
 func (o Options) withDefaults() (Options, error) {
+	for _, a := range o.AllowedHostPaths {
+		if !filepath.IsAbs(a.PathPrefix) || hostfs.HasBackstep(a.PathPrefix) {
+			return o, fmt.Errorf("volume: allowed host path %q is not an absolute path without '..'", a.PathPrefix)
+		}
+	}
 	if o.RootDir == "" {
 		o.RootDir = DefaultRootDir
 	}
