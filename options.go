@@ -108,7 +108,7 @@ type Options struct {
 	// live under <RootDir>/pods. Two agents in one process need two.
 	// Defaults to /var/lib/nodekit.
 	RootDir string
-	// Volumes configures the volume manager (reconcile every 100ms, wait
+	// Volumes configures the volume manager (reconcile on changes, wait
 	// at most 2m3s for a pod's volumes, refresh configMap, secret,
 	// downwardAPI and projected volumes every 1m) and the host paths pods
 	// may mount (AllowedHostPaths; nil allows all, as the kubelet). Its
