@@ -402,7 +402,11 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 	} else {
 		restartCount = restartCountFromLogDir(PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.UID) + "/" + c.Name)
 	}
-	cfg, err := m.containerConfig(pod, spec, restartCount, imageRef, podIPs, mounts)
+	err = m.checkRunAsNonRoot(ctx, pod, c, imageRef)
+	var cfg *runtimeapi.ContainerConfig
+	if err == nil {
+		cfg, err = m.containerConfig(pod, spec, restartCount, imageRef, podIPs, mounts)
+	}
 	if err != nil {
 		m.ev.container(pod, c, "", v1.EventTypeWarning, EventFailed, "Error: "+err.Error())
 		ar.Message = err.Error()
