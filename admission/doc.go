@@ -73,8 +73,11 @@
 //
 // # Concurrency
 //
-// The handlers keep no state between calls and are safe for concurrent
-// use as long as their NodeFunc and option functions are.
+// The handlers are safe for concurrent use as long as their NodeFunc and
+// option functions are. Only ResourceFit keeps state between calls: the
+// requests of the active pods, by pod object, so that an admission beside
+// n pods costs n look-ups rather than n request computations (a pod
+// object must not change once passed; an update brings a new one).
 //
 // # Errors
 //

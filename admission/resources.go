@@ -6,9 +6,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nodekit/nodekit/podmodel"
@@ -50,6 +52,7 @@ func insufficient(name v1.ResourceName, requested, used, capacity int64) Result 
 // size it does not list has a capacity of zero. The pod count is
 // PodCount's. A nil node admits every pod.
 func ResourceFit(node NodeFunc) Handler {
+	var cache requestsCache
 	return Func(func(pod *v1.Pod, active []*v1.Pod) Result {
 		n := node()
 		if n == nil {
@@ -73,12 +76,7 @@ func ResourceFit(node NodeFunc) Handler {
 			return Admitted
 		}
 		slices.SortFunc(names, compareResources)
-		used := map[v1.ResourceName]int64{}
-		for _, p := range active {
-			for name, q := range podmodel.Requests(p) {
-				used[name] += amount(name, q)
-			}
-		}
+		used := cache.used(active, names)
 		for _, name := range names {
 			req := amount(name, want[name])
 			c := alloc[name]
@@ -89,6 +87,44 @@ func ResourceFit(node NodeFunc) Handler {
 		}
 		return Admitted
 	})
+}
+
+// requestsCache keeps the requests of the active pods between admissions,
+// by pod object: a pod's spec never changes under the same *v1.Pod (an
+// update brings a new object), so each pod's requests are computed once,
+// and an admission beside n pods costs n map look-ups rather than n
+// request computations.
+type requestsCache struct {
+	mu   sync.Mutex
+	pods map[types.UID]cachedRequests
+}
+
+type cachedRequests struct {
+	pod      *v1.Pod
+	requests v1.ResourceList
+}
+
+// used sums the requests of the active pods for the named resources, and
+// keeps the requests of these pods only.
+func (c *requestsCache) used(active []*v1.Pod, names []v1.ResourceName) map[v1.ResourceName]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := make(map[types.UID]cachedRequests, len(active))
+	used := make(map[v1.ResourceName]int64, len(names))
+	for _, p := range active {
+		cr, ok := c.pods[p.UID]
+		if !ok || cr.pod != p {
+			cr = cachedRequests{pod: p, requests: podmodel.Requests(p)}
+		}
+		next[p.UID] = cr
+		for _, name := range names {
+			if q, ok := cr.requests[name]; ok {
+				used[name] += amount(name, q)
+			}
+		}
+	}
+	c.pods = next
+	return used
 }
 
 // compareResources orders cpu, memory and ephemeral-storage first, as the
