@@ -58,6 +58,9 @@ func ResourceFit(node NodeFunc) Handler {
 		if n == nil {
 			return Admitted
 		}
+		if !requestsAny(pod) {
+			return Admitted
+		}
 		alloc := n.Status.Allocatable
 		want := podmodel.Requests(pod)
 		names := make([]v1.ResourceName, 0, len(want))
@@ -87,6 +90,22 @@ func ResourceFit(node NodeFunc) Handler {
 		}
 		return Admitted
 	})
+}
+
+// requestsAny reports whether the pod requests anything: a BestEffort pod
+// without overhead fits anywhere, without counting.
+func requestsAny(pod *v1.Pod) bool {
+	if len(pod.Spec.Overhead) > 0 || (pod.Spec.Resources != nil && len(pod.Spec.Resources.Requests) > 0) {
+		return true
+	}
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if len(cs[i].Resources.Requests) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // requestsCache keeps the requests of the active pods between admissions,
