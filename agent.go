@@ -57,8 +57,9 @@ type Agent struct {
 	handler  *Handler
 	// capacity is Options.Capacity or, read at the start of Run, the
 	// machine's; admission reads it from the sync loop.
-	capacity v1.ResourceList
-	loop     *syncloop.Loop
+	capacity  v1.ResourceList
+	localNode // the Node admission checks against when none is registered
+	loop      *syncloop.Loop
 
 	// runtimeErr holds the last runtime health check's result (an error
 	// value or nil in an errBox).
@@ -241,6 +242,10 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
+	admit, err := a.admitHandlers()
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: %w", err)
+	}
 	hc := HandlerConfig{
 		Pods:     a.pods,
 		Workers:  a.workers,
@@ -250,7 +255,7 @@ func New(opts Options) (*Agent, error) {
 		Cgroups:  a.cgroups,
 		Runtime:  rm,
 		Cache:    a.cache,
-		Admit:    append([]AdmitHandler{MaxPods(opts.MaxPods), ResourceFit(func() v1.ResourceList { return a.capacity })}, opts.Admit...),
+		Admit:    admit,
 		Logger:   log,
 	}
 	if a.mirrors != nil {

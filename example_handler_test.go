@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podworker"
@@ -84,7 +85,7 @@ func ExampleNewHandler() {
 	defer cancel()
 	running := make(chan string, 1)
 	a := assemble(dir, rt, func(s *nodekit.PodSyncer) podworker.SyncFuncs { return loggingSync{s} },
-		[]nodekit.AdmitHandler{nodekit.MaxPods(110)},
+		[]nodekit.AdmitHandler{admission.PodCount(110)},
 		func(pod *v1.Pod, s v1.PodStatus) {
 			if s.Phase == v1.PodRunning {
 				select {
