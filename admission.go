@@ -12,17 +12,6 @@ import (
 	"github.com/nodekit/nodekit/node"
 )
 
-// The admission contract lives in package admission; these names are
-// aliases of its types.
-type (
-	// AdmitHandler is admission.Handler.
-	AdmitHandler = admission.Handler
-	// AdmitResult is admission.Result.
-	AdmitResult = admission.Result
-	// AdmitFunc is admission.Func.
-	AdmitFunc = admission.Func
-)
-
 // admitHandlers are the agent's admission checks, in the kubelet's order
 // (resources the API server would have refused, sysctls, OS, pod count,
 // resources, node affinity, node name, host ports, NoExecute taints,

@@ -14,8 +14,8 @@ type Result struct {
 	Reason, Message string
 }
 
-// Admitted is the Result of a check that lets the pod run.
-var Admitted = Result{Admit: true}
+// Admitted() is the Result of a check that lets the pod run.
+func Admitted() Result { return Result{Admit: true} }
 
 // Handler decides whether a new pod may run, given the pods already
 // admitted and still active (the pod itself is not among them). It is
@@ -42,7 +42,7 @@ func Chain(handlers ...Handler) Handler {
 				return r
 			}
 		}
-		return Admitted
+		return Admitted()
 	})
 }
 

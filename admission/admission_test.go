@@ -63,7 +63,7 @@ func runCases(t *testing.T, h Handler, cases []admitCase) {
 
 func TestPodCount(t *testing.T) {
 	runCases(t, PodCount(2), []admitCase{
-		{name: "room", pod: pod("a"), active: []*v1.Pod{pod("b")}, want: Admitted},
+		{name: "room", pod: pod("a"), active: []*v1.Pod{pod("b")}, want: Admitted()},
 		{name: "full", pod: pod("a"), active: []*v1.Pod{pod("b"), pod("c")},
 			want: rejected("OutOfpods", "Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2")},
 	})
@@ -87,9 +87,9 @@ func TestResourceFit(t *testing.T) {
 	}
 	always := v1.ContainerRestartPolicyAlways
 	runCases(t, ResourceFit(node()), []admitCase{
-		{name: "besteffort fits", pod: pod("a"), active: []*v1.Pod{pod("b", requests(rl("cpu", "2")))}, want: Admitted},
+		{name: "besteffort fits", pod: pod("a"), active: []*v1.Pod{pod("b", requests(rl("cpu", "2")))}, want: Admitted()},
 		{name: "fits beside the others", pod: pod("a", requests(rl("cpu", "1"))),
-			active: []*v1.Pod{pod("b", requests(rl("cpu", "500m")))}, want: Admitted},
+			active: []*v1.Pod{pod("b", requests(rl("cpu", "500m")))}, want: Admitted()},
 		{name: "cpu counted over the admitted pods", pod: pod("a", requests(rl("cpu", "1500m"))),
 			active: []*v1.Pod{pod("b", requests(rl("cpu", "1")))},
 			want:   rejected("OutOfcpu", "Node didn't have enough resource: cpu, requested: 1500, used: 1000, capacity: 2000")},
@@ -103,7 +103,7 @@ func TestResourceFit(t *testing.T) {
 		{name: "extended resource the node has", pod: pod("a", requests(rl("example.com/gpu", "1"))),
 			active: []*v1.Pod{pod("b", requests(rl("example.com/gpu", "1")))},
 			want:   rejected("OutOfexample.com/gpu", "Node didn't have enough resource: example.com/gpu, requested: 1, used: 1, capacity: 1")},
-		{name: "extended resource the node does not list is not checked", pod: pod("a", requests(rl("example.com/fpga", "4"))), want: Admitted},
+		{name: "extended resource the node does not list is not checked", pod: pod("a", requests(rl("example.com/fpga", "4"))), want: Admitted()},
 		{name: "hugepages the node lacks", pod: pod("a", requests(rl("hugepages-2Mi", "2Mi", "memory", "1Mi"))),
 			want: rejected("OutOfhugepages-2Mi", "Node didn't have enough resource: hugepages-2Mi, requested: 2097152, used: 0, capacity: 0")},
 		{name: "init container larger than the app containers", pod: pod("a", requests(rl("cpu", "100m")), withInit(v1.Container{Name: "init",
@@ -119,7 +119,7 @@ func TestResourceFit(t *testing.T) {
 		}), want: rejected("OutOfcpu", "Node didn't have enough resource: cpu, requested: 3000, used: 0, capacity: 2000")},
 	})
 	runCases(t, ResourceFit(func() *v1.Node { return nil }), []admitCase{
-		{name: "no node", pod: pod("a", requests(rl("cpu", "100"))), want: Admitted},
+		{name: "no node", pod: pod("a", requests(rl("cpu", "100"))), want: Admitted()},
 	})
 }
 
@@ -128,7 +128,7 @@ func TestInvalidResources(t *testing.T) {
 		return func(p *v1.Pod) { p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: r, Limits: l} }
 	}
 	runCases(t, InvalidResources(), []admitCase{
-		{name: "valid", pod: pod("a", withLimits(rl("cpu", "1"), rl("cpu", "64", "memory", "1Ti"))), want: Admitted},
+		{name: "valid", pod: pod("a", withLimits(rl("cpu", "1"), rl("cpu", "64", "memory", "1Ti"))), want: Admitted()},
 		{name: "negative request", pod: pod("a", withLimits(rl("cpu", "-100m"), nil)),
 			want: rejected("InvalidResources", `container "app": cpu request -100m is negative`)},
 		{name: "negative extended limit", pod: pod("a", withLimits(nil, rl("example.com/gpu", "-1"))),
@@ -164,18 +164,18 @@ func TestNodePredicates(t *testing.T) {
 	affinityFail := rejected("NodeAffinity", "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector")
 	t.Run("NodeAffinity", func(t *testing.T) {
 		runCases(t, NodeAffinity(n), []admitCase{
-			{name: "no selector", pod: pod("a"), want: Admitted},
-			{name: "selector matches", pod: pod("a", func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"zone": "a"} }), want: Admitted},
+			{name: "no selector", pod: pod("a"), want: Admitted()},
+			{name: "selector matches", pod: pod("a", func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"zone": "a"} }), want: Admitted()},
 			{name: "selector does not match", pod: pod("a", func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"zone": "b"} }), want: affinityFail},
-			{name: "affinity In matches", pod: pod("a", affinity(v1.NodeSelectorOpIn, "a", "c")), want: Admitted},
+			{name: "affinity In matches", pod: pod("a", affinity(v1.NodeSelectorOpIn, "a", "c")), want: Admitted()},
 			{name: "affinity NotIn", pod: pod("a", affinity(v1.NodeSelectorOpNotIn, "a")), want: affinityFail},
 			{name: "affinity DoesNotExist", pod: pod("a", affinity(v1.NodeSelectorOpDoesNotExist)), want: affinityFail},
 		})
 	})
 	t.Run("NodeName", func(t *testing.T) {
 		runCases(t, NodeName(n), []admitCase{
-			{name: "unset", pod: pod("a"), want: Admitted},
-			{name: "this node", pod: pod("a", func(p *v1.Pod) { p.Spec.NodeName = "node-1" }), want: Admitted},
+			{name: "unset", pod: pod("a"), want: Admitted()},
+			{name: "this node", pod: pod("a", func(p *v1.Pod) { p.Spec.NodeName = "node-1" }), want: Admitted()},
 			{name: "another node", pod: pod("a", func(p *v1.Pod) { p.Spec.NodeName = "node-2" }),
 				want: rejected("NodeName", "Predicate NodeName failed: node(s) didn't match the requested node name")},
 		})
@@ -187,16 +187,16 @@ func TestNodePredicates(t *testing.T) {
 		taintFail := rejected("TaintToleration", "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate")
 		runCases(t, Taints(n), []admitCase{
 			{name: "NoExecute not tolerated", pod: pod("a"), want: taintFail},
-			{name: "tolerated by key and value", pod: pod("a", tolerate(v1.Toleration{Key: "dedicated", Operator: v1.TolerationOpEqual, Value: "gpu", Effect: v1.TaintEffectNoExecute})), want: Admitted},
-			{name: "tolerated by Exists", pod: pod("a", tolerate(v1.Toleration{Key: "dedicated", Operator: v1.TolerationOpExists})), want: Admitted},
+			{name: "tolerated by key and value", pod: pod("a", tolerate(v1.Toleration{Key: "dedicated", Operator: v1.TolerationOpEqual, Value: "gpu", Effect: v1.TaintEffectNoExecute})), want: Admitted()},
+			{name: "tolerated by Exists", pod: pod("a", tolerate(v1.Toleration{Key: "dedicated", Operator: v1.TolerationOpExists})), want: Admitted()},
 			{name: "other value", pod: pod("a", tolerate(v1.Toleration{Key: "dedicated", Operator: v1.TolerationOpEqual, Value: "cpu"})), want: taintFail},
 			{name: "static pods are not checked", pod: pod("a", func(p *v1.Pod) {
 				p.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
-			}), want: Admitted},
+			}), want: Admitted()},
 		})
 		runCases(t, Taints(node(func(n *v1.Node) {
 			n.Spec.Taints = []v1.Taint{{Key: "maintenance", Effect: v1.TaintEffectNoSchedule}, {Key: "x", Effect: v1.TaintEffectPreferNoSchedule}}
-		})), []admitCase{{name: "NoSchedule is the scheduler's", pod: pod("a"), want: Admitted}})
+		})), []admitCase{{name: "NoSchedule is the scheduler's", pod: pod("a"), want: Admitted()}})
 	})
 	t.Run("nil node", func(t *testing.T) {
 		none := func() *v1.Node { return nil }
@@ -221,11 +221,11 @@ func TestNodePorts(t *testing.T) {
 	}
 	fail := rejected("NodePorts", "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports")
 	runCases(t, NodePorts(), []admitCase{
-		{name: "no host port", pod: pod("a"), active: []*v1.Pod{pod("b", port("", "", 8080))}, want: Admitted},
-		{name: "free port", pod: pod("a", port("", "", 8081)), active: []*v1.Pod{pod("b", port("", "", 8080))}, want: Admitted},
+		{name: "no host port", pod: pod("a"), active: []*v1.Pod{pod("b", port("", "", 8080))}, want: Admitted()},
+		{name: "free port", pod: pod("a", port("", "", 8081)), active: []*v1.Pod{pod("b", port("", "", 8080))}, want: Admitted()},
 		{name: "same port, defaults", pod: pod("a", port("", "", 8080)), active: []*v1.Pod{pod("b", port("", v1.ProtocolTCP, 8080))}, want: fail},
-		{name: "other protocol", pod: pod("a", port("", v1.ProtocolUDP, 8080)), active: []*v1.Pod{pod("b", port("", "", 8080))}, want: Admitted},
-		{name: "distinct IPs", pod: pod("a", port("10.0.0.1", "", 8080)), active: []*v1.Pod{pod("b", port("10.0.0.2", "", 8080))}, want: Admitted},
+		{name: "other protocol", pod: pod("a", port("", v1.ProtocolUDP, 8080)), active: []*v1.Pod{pod("b", port("", "", 8080))}, want: Admitted()},
+		{name: "distinct IPs", pod: pod("a", port("10.0.0.1", "", 8080)), active: []*v1.Pod{pod("b", port("10.0.0.2", "", 8080))}, want: Admitted()},
 		{name: "all addresses against one", pod: pod("a", port("0.0.0.0", "", 8080)), active: []*v1.Pod{pod("b", port("10.0.0.2", "", 8080))}, want: fail},
 		{name: "held by a sidecar", pod: pod("a", port("", "", 8080)), active: []*v1.Pod{pod("b", sidecarPort)}, want: fail},
 	})
@@ -233,11 +233,11 @@ func TestNodePorts(t *testing.T) {
 
 func TestOS(t *testing.T) {
 	runCases(t, osCheck("linux"), []admitCase{
-		{name: "nothing asked", pod: pod("a"), want: Admitted},
+		{name: "nothing asked", pod: pod("a"), want: Admitted()},
 		{name: "linux", pod: pod("a", func(p *v1.Pod) {
 			p.Labels = map[string]string{"kubernetes.io/os": "linux"}
 			p.Spec.OS = &v1.PodOS{Name: v1.Linux}
-		}), want: Admitted},
+		}), want: Admitted()},
 		{name: "label for windows", pod: pod("a", func(p *v1.Pod) { p.Labels = map[string]string{"kubernetes.io/os": "windows"} }),
 			want: rejected("PodOSSelectorNodeLabelDoesNotMatch", "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label")},
 		{name: "os field windows", pod: pod("a", func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Windows} }),
@@ -262,19 +262,19 @@ func TestSysctls(t *testing.T) {
 	}
 	forbidden := func(msg string) Result { return rejected("SysctlForbidden", "forbidden sysctl: "+msg) }
 	runCases(t, h, []admitCase{
-		{name: "none", pod: sysctlPod(false, false), want: Admitted},
-		{name: "safe", pod: sysctlPod(false, false, "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_rmem"), want: Admitted},
-		{name: "safe with slashes", pod: sysctlPod(false, false, "net/ipv4/ip_local_port_range"), want: Admitted},
+		{name: "none", pod: sysctlPod(false, false), want: Admitted()},
+		{name: "safe", pod: sysctlPod(false, false, "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_rmem"), want: Admitted()},
+		{name: "safe with slashes", pod: sysctlPod(false, false, "net/ipv4/ip_local_port_range"), want: Admitted()},
 		{name: "unsafe", pod: sysctlPod(false, false, "kernel.sem"), want: forbidden(`"kernel.sem" not allowlisted`)},
-		{name: "allowed by pattern", pod: sysctlPod(false, false, "kernel.msgmax"), want: Admitted},
-		{name: "allowed by name", pod: sysctlPod(false, false, "net.core.somaxconn"), want: Admitted},
+		{name: "allowed by pattern", pod: sysctlPod(false, false, "kernel.msgmax"), want: Admitted()},
+		{name: "allowed by name", pod: sysctlPod(false, false, "net.core.somaxconn"), want: Admitted()},
 		{name: "net sysctl with host network", pod: sysctlPod(true, false, "net.ipv4.ip_local_port_range"),
 			want: forbidden(`"net.ipv4.ip_local_port_range" not allowed with host Net enabled`)},
 		{name: "ipc sysctl with host IPC", pod: sysctlPod(false, true, "kernel.shm_rmid_forced"),
 			want: forbidden(`"kernel.shm_rmid_forced" not allowed with host IPC enabled`)},
 		{name: "ipc pattern with host IPC", pod: sysctlPod(false, true, "kernel.msgmnb"),
 			want: forbidden(`"kernel.msgmnb" not allowed with host IPC enabled`)},
-		{name: "net sysctl with host IPC only", pod: sysctlPod(false, true, "net.ipv4.tcp_syncookies"), want: Admitted},
+		{name: "net sysctl with host IPC only", pod: sysctlPod(false, true, "net.ipv4.tcp_syncookies"), want: Admitted()},
 	})
 
 	for _, tt := range []struct {
@@ -325,19 +325,19 @@ func TestAppArmor(t *testing.T) {
 		}
 	}
 	runCases(t, on, []admitCase{
-		{name: "none", pod: pod("a"), want: Admitted},
-		{name: "runtime default", pod: pod("a", profile(v1.AppArmorProfileTypeRuntimeDefault, nil)), want: Admitted},
-		{name: "loaded localhost", pod: pod("a", profile(v1.AppArmorProfileTypeLocalhost, ptr.To("k8s-deny-write"))), want: Admitted},
+		{name: "none", pod: pod("a"), want: Admitted()},
+		{name: "runtime default", pod: pod("a", profile(v1.AppArmorProfileTypeRuntimeDefault, nil)), want: Admitted()},
+		{name: "loaded localhost", pod: pod("a", profile(v1.AppArmorProfileTypeLocalhost, ptr.To("k8s-deny-write"))), want: Admitted()},
 		{name: "not loaded", pod: pod("a", profile(v1.AppArmorProfileTypeLocalhost, ptr.To("missing"))),
 			want: rejected("AppArmor", `Cannot enforce AppArmor: profile "missing" is not loaded`)},
 		{name: "annotation not loaded", pod: pod("a", func(p *v1.Pod) {
 			p.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/app": "localhost/other"}
 		}), want: rejected("AppArmor", `Cannot enforce AppArmor: profile "other" is not loaded`)},
 		{name: "running pods are not checked again", pod: pod("a", profile(v1.AppArmorProfileTypeLocalhost, ptr.To("missing")),
-			func(p *v1.Pod) { p.Status.Phase = v1.PodRunning }), want: Admitted},
+			func(p *v1.Pod) { p.Status.Phase = v1.PodRunning }), want: Admitted()},
 	})
 	runCases(t, off, []admitCase{
-		{name: "unconfined on a host without AppArmor", pod: pod("a", profile(v1.AppArmorProfileTypeUnconfined, nil)), want: Admitted},
+		{name: "unconfined on a host without AppArmor", pod: pod("a", profile(v1.AppArmorProfileTypeUnconfined, nil)), want: Admitted()},
 		{name: "pod-level profile on a host without AppArmor", pod: pod("a", func(p *v1.Pod) {
 			p.Spec.SecurityContext = &v1.PodSecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}}
 		}), want: rejected("AppArmor", "Cannot enforce AppArmor: AppArmor is not enabled on the host")},
@@ -361,8 +361,8 @@ func TestRuntimeClass(t *testing.T) {
 	})
 	class := func(name string) func(*v1.Pod) { return func(p *v1.Pod) { p.Spec.RuntimeClassName = &name } }
 	runCases(t, h, []admitCase{
-		{name: "no class", pod: pod("a"), want: Admitted},
-		{name: "known handler", pod: pod("a", class("default")), want: Admitted},
+		{name: "no class", pod: pod("a"), want: Admitted()},
+		{name: "known handler", pod: pod("a", class("default")), want: Admitted()},
 		{name: "missing class", pod: pod("a", class("kata")), want: rejected("RuntimeClass", `runtimeclasses.node.k8s.io "kata" not found`)},
 		{name: "handler the runtime lacks", pod: pod("a", class("gvisor")),
 			want: rejected("RuntimeClass", `RuntimeClass "gvisor" names the runtime handler "runsc", which this node does not offer`)},
@@ -374,10 +374,10 @@ func TestNoNewPrivs(t *testing.T) {
 		p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)}
 	}
 	runCases(t, NoNewPrivs(func() error { return errors.New("the runtime cannot set no_new_privs") }), []admitCase{
-		{name: "not required", pod: pod("a"), want: Admitted},
+		{name: "not required", pod: pod("a"), want: Admitted()},
 		{name: "required", pod: pod("a", noEscalation), want: rejected("NoNewPrivs", "Cannot enforce NoNewPrivs: the runtime cannot set no_new_privs")},
 	})
-	runCases(t, NoNewPrivs(func() error { return nil }), []admitCase{{name: "supported", pod: pod("a", noEscalation), want: Admitted}})
+	runCases(t, NoNewPrivs(func() error { return nil }), []admitCase{{name: "supported", pod: pod("a", noEscalation), want: Admitted()}})
 }
 
 func TestChain(t *testing.T) {
@@ -386,7 +386,7 @@ func TestChain(t *testing.T) {
 		return Func(func(*v1.Pod, []*v1.Pod) Result {
 			calls = append(calls, name)
 			if admit {
-				return Admitted
+				return Admitted()
 			}
 			return rejected(name, "no")
 		})

@@ -45,15 +45,15 @@ func AppArmor(opts AppArmorOptions) Handler {
 	return Func(func(pod *v1.Pod, _ []*v1.Pod) Result {
 		if pod.Status.Phase != v1.PodPending && pod.Status.Phase != "" {
 			// Running or terminated: checked when it was admitted.
-			return Admitted
+			return Admitted()
 		}
 		if !appArmorRequired(pod) {
-			return Admitted
+			return Admitted()
 		}
 		if err := validateAppArmor(pod, opts); err != nil {
 			return Result{Reason: ReasonAppArmor, Message: "Cannot enforce AppArmor: " + err.Error()}
 		}
-		return Admitted
+		return Admitted()
 	})
 }
 

@@ -39,7 +39,7 @@ func ExampleChain() {
 func ExampleFunc() {
 	edgeOnly := admission.Func(func(pod *v1.Pod, _ []*v1.Pod) admission.Result {
 		if pod.Labels["edge"] == "yes" {
-			return admission.Admitted
+			return admission.Admitted()
 		}
 		return admission.Result{Reason: "NotForEdge", Message: "the pod is not labelled edge=yes"}
 	})

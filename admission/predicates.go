@@ -28,10 +28,10 @@ func NodeAffinity(node NodeFunc) Handler {
 	return Func(func(pod *v1.Pod, _ []*v1.Pod) Result {
 		n := node()
 		if n == nil {
-			return Admitted
+			return Admitted()
 		}
 		if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(n); ok {
-			return Admitted
+			return Admitted()
 		}
 		return predicateFailure(ReasonNodeAffinity, descNodeAffinity)
 	})
@@ -44,7 +44,7 @@ func NodeName(node NodeFunc) Handler {
 	return Func(func(pod *v1.Pod, _ []*v1.Pod) Result {
 		n := node()
 		if n == nil || pod.Spec.NodeName == "" || pod.Spec.NodeName == n.Name {
-			return Admitted
+			return Admitted()
 		}
 		return predicateFailure(ReasonNodeName, descNodeName)
 	})
@@ -61,7 +61,7 @@ func NodePorts() Handler {
 	return Func(func(pod *v1.Pod, active []*v1.Pod) Result {
 		want := hostPorts(pod, nil)
 		if len(want) == 0 {
-			return Admitted
+			return Admitted()
 		}
 		var used []hostPort
 		for _, p := range active {
@@ -74,7 +74,7 @@ func NodePorts() Handler {
 				}
 			}
 		}
-		return Admitted
+		return Admitted()
 	})
 }
 
@@ -129,7 +129,7 @@ func Taints(node NodeFunc) Handler {
 	return Func(func(pod *v1.Pod, _ []*v1.Pod) Result {
 		n := node()
 		if n == nil || podmodel.IsStatic(pod) {
-			return Admitted
+			return Admitted()
 		}
 		for i := range n.Spec.Taints {
 			t := &n.Spec.Taints[i]
@@ -140,7 +140,7 @@ func Taints(node NodeFunc) Handler {
 				return predicateFailure(ReasonTaintToleration, descTaintToleration)
 			}
 		}
-		return Admitted
+		return Admitted()
 	})
 }
 
@@ -178,6 +178,6 @@ func osCheck(goos string) Handler {
 				Message: "Failed to admit pod as the OS field doesn't match node OS",
 			}
 		}
-		return Admitted
+		return Admitted()
 	})
 }

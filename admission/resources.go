@@ -22,7 +22,7 @@ import (
 func PodCount(limit int) Handler {
 	return Func(func(_ *v1.Pod, active []*v1.Pod) Result {
 		if len(active)+1 <= limit {
-			return Admitted
+			return Admitted()
 		}
 		return insufficient(v1.ResourcePods, 1, int64(len(active)), int64(limit))
 	})
@@ -56,10 +56,10 @@ func ResourceFit(node NodeFunc) Handler {
 	return Func(func(pod *v1.Pod, active []*v1.Pod) Result {
 		n := node()
 		if n == nil {
-			return Admitted
+			return Admitted()
 		}
 		if !requestsAny(pod) {
-			return Admitted
+			return Admitted()
 		}
 		alloc := n.Status.Allocatable
 		want := podmodel.Requests(pod)
@@ -76,7 +76,7 @@ func ResourceFit(node NodeFunc) Handler {
 			names = append(names, name)
 		}
 		if len(names) == 0 {
-			return Admitted
+			return Admitted()
 		}
 		slices.SortFunc(names, compareResources)
 		used := cache.used(active, names)
@@ -88,7 +88,7 @@ func ResourceFit(node NodeFunc) Handler {
 				return insufficient(name, req, used[name], capacity)
 			}
 		}
-		return Admitted
+		return Admitted()
 	})
 }
 
@@ -240,7 +240,7 @@ func InvalidResources() Handler {
 		if msg := invalidResources(pod.Spec.Overhead, nil); msg != "" {
 			return Result{Reason: ReasonInvalidResources, Message: "overhead: " + msg}
 		}
-		return Admitted
+		return Admitted()
 	})
 }
 

@@ -32,7 +32,7 @@ type RuntimeClassOptions struct {
 func RuntimeClass(opts RuntimeClassOptions) Handler {
 	return Func(func(pod *v1.Pod, _ []*v1.Pod) Result {
 		if pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName == "" || opts.Lookup == nil {
-			return Admitted
+			return Admitted()
 		}
 		name := *pod.Spec.RuntimeClassName
 		handler, err := opts.Lookup(name)
@@ -40,13 +40,13 @@ func RuntimeClass(opts RuntimeClassOptions) Handler {
 			return Result{Reason: ReasonRuntimeClass, Message: err.Error()}
 		}
 		if opts.Handlers == nil {
-			return Admitted
+			return Admitted()
 		}
 		if hs := opts.Handlers(); !slices.Contains(hs, handler) {
 			return Result{Reason: ReasonRuntimeClass,
 				Message: fmt.Sprintf("RuntimeClass %q names the runtime handler %q, which this node does not offer", name, handler)}
 		}
-		return Admitted
+		return Admitted()
 	})
 }
 
@@ -60,7 +60,7 @@ func RuntimeClass(opts RuntimeClassOptions) Handler {
 func NoNewPrivs(supported func() error) Handler {
 	return Func(func(pod *v1.Pod, _ []*v1.Pod) Result {
 		if pod.Status.Phase != v1.PodPending && pod.Status.Phase != "" {
-			return Admitted
+			return Admitted()
 		}
 		required := false
 		for _, c := range pod.Spec.Containers {
@@ -70,11 +70,11 @@ func NoNewPrivs(supported func() error) Handler {
 			}
 		}
 		if !required {
-			return Admitted
+			return Admitted()
 		}
 		if err := supported(); err != nil {
 			return Result{Reason: ReasonNoNewPrivs, Message: "Cannot enforce NoNewPrivs: " + err.Error()}
 		}
-		return Admitted
+		return Admitted()
 	})
 }

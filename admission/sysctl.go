@@ -131,14 +131,14 @@ func newSysctls(patterns []string) (Handler, error) {
 
 func (w *sysctlAllowlist) admit(pod *v1.Pod, _ []*v1.Pod) Result {
 	if pod.Spec.SecurityContext == nil {
-		return Admitted
+		return Admitted()
 	}
 	for _, s := range pod.Spec.SecurityContext.Sysctls {
 		if err := w.validate(s.Name, pod.Spec.HostNetwork, pod.Spec.HostIPC); err != "" {
 			return Result{Reason: ReasonSysctlForbidden, Message: "forbidden sysctl: " + err}
 		}
 	}
-	return Admitted
+	return Admitted()
 }
 
 func (w *sysctlAllowlist) validate(sysctl string, hostNet, hostIPC bool) string {
