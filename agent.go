@@ -337,10 +337,14 @@ func (a *Agent) joinCluster() error {
 	return nil
 }
 
-// hostIPs are the node's internal addresses, for pod statuses: the Node's
-// when the agent joined a cluster.
+// hostIPs are the node's internal addresses, for pod statuses and the
+// environment's HOST_IP: the Node's when the agent joined a cluster, else
+// Options.Node.InternalIP when set.
 func (a *Agent) hostIPs() []string {
 	if a.node == nil {
+		if ip := a.opts.Node.InternalIP; ip != nil {
+			return []string{ip.String()}
+		}
 		return nil
 	}
 	n, ok := a.node.Node()
