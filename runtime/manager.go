@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 )
 
 // DefaultPodLogsDir is where container logs go unless ManagerOptions says
@@ -88,6 +89,8 @@ type Manager struct {
 	log  logr.Logger
 	ev   events
 	now  func() time.Time
+	// clock times the waits of the termination ordering.
+	clock clock.Clock
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -122,6 +125,7 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 		log:         opts.Logger.WithName("runtime"),
 		ev:          events{rec: opts.Recorder},
 		now:         time.Now,
+		clock:       clock.RealClock{},
 		runtimeName: "cri",
 		containerBO: newBackOff(opts.BackOff),
 		imageBO:     newBackOff(opts.ImageBackOff),
@@ -400,6 +404,7 @@ func convertContainerStatus(c *runtimeapi.Container, st *runtimeapi.ContainerSta
 	if cs.ID == "" {
 		cs.ID = c.GetId()
 	}
+	cs.SandboxID = c.GetPodSandboxId()
 	return cs
 }
 

@@ -13,6 +13,9 @@ import (
 const (
 	ReasonContainerCreating = "ContainerCreating"
 	ReasonPodInitializing   = "PodInitializing"
+	// ReasonPodSandboxNotReady is the reason of PodReadyToStartContainers
+	// False; its message is one of runtime's SandboxMessage constants.
+	ReasonPodSandboxNotReady = "PodSandboxNotReady"
 )
 
 // ProbeResults set the Started and Ready flags of a pod's container
@@ -102,8 +105,8 @@ func Generate(in Input) v1.PodStatus {
 		}
 	}
 	rtsc := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue}
-	if runtime.PodSandboxChanged(pod, rs) {
-		rtsc.Status = v1.ConditionFalse
+	if changed, msg := runtime.PodSandboxChanged(pod, rs); changed {
+		rtsc = v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse, Reason: ReasonPodSandboxNotReady, Message: msg}
 	}
 	s.Conditions = append(s.Conditions, rtsc)
 	all := append(append([]v1.ContainerStatus{}, s.InitContainerStatuses...), s.ContainerStatuses...)

@@ -1,0 +1,108 @@
+package podmodel
+
+import (
+	v1 "k8s.io/api/core/v1"
+)
+
+// ContainerShouldRestart reports whether a container that exited with
+// exitCode is started again, as the kubelet decides it with
+// ContainerRestartRules and RestartAllContainersOnContainerExits on (the
+// default since 1.35 and 1.36): with a container-level restartPolicy, the
+// first of its restartPolicyRules that matches the exit code decides
+// (Restart and RestartAllContainers both restart), else the container's
+// restartPolicy; without one, the pod's restartPolicy (Always when unset).
+func ContainerShouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode int32) bool {
+	if c.RestartPolicy != nil {
+		if rule, ok := MatchingRestartRule(c, exitCode); ok {
+			switch rule.Action {
+			case v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleActionRestartAllContainers:
+				return true
+			}
+		}
+		switch *c.RestartPolicy {
+		case v1.ContainerRestartPolicyAlways:
+			return true
+		case v1.ContainerRestartPolicyOnFailure:
+			return exitCode != 0
+		case v1.ContainerRestartPolicyNever:
+			return false
+		}
+	}
+	switch spec.RestartPolicy {
+	case v1.RestartPolicyOnFailure:
+		return exitCode != 0
+	case v1.RestartPolicyNever:
+		return false
+	}
+	return true
+}
+
+// MatchingRestartRule returns the first of the container's
+// restartPolicyRules whose exit-code requirement (In or NotIn the values)
+// the exit code meets. Rules with another operator, or without exitCodes,
+// never match.
+func MatchingRestartRule(c *v1.Container, exitCode int32) (v1.ContainerRestartRule, bool) {
+	for _, rule := range c.RestartPolicyRules {
+		if rule.ExitCodes == nil {
+			continue
+		}
+		in := false
+		for _, v := range rule.ExitCodes.Values {
+			if v == exitCode {
+				in = true
+				break
+			}
+		}
+		switch rule.ExitCodes.Operator {
+		case v1.ContainerRestartRuleOnExitCodesOpIn:
+			if in {
+				return rule, true
+			}
+		case v1.ContainerRestartRuleOnExitCodesOpNotIn:
+			if !in {
+				return rule, true
+			}
+		}
+	}
+	return v1.ContainerRestartRule{}, false
+}
+
+// TriggersRestartAll reports whether the container exiting with exitCode
+// restarts every container of the pod: its first matching rule's action
+// is RestartAllContainers.
+func TriggersRestartAll(c *v1.Container, exitCode int32) bool {
+	rule, ok := MatchingRestartRule(c, exitCode)
+	return ok && rule.Action == v1.ContainerRestartRuleActionRestartAllContainers
+}
+
+// IsContainerRestartable reports whether the container may run again after
+// it exits: a container-level rule with the Restart action, else its
+// restartPolicy is not Never; without a container-level restartPolicy,
+// the pod's is not Never.
+func IsContainerRestartable(spec *v1.PodSpec, c *v1.Container) bool {
+	if c.RestartPolicy != nil {
+		for _, rule := range c.RestartPolicyRules {
+			if rule.Action == v1.ContainerRestartRuleActionRestart {
+				return true
+			}
+		}
+		return *c.RestartPolicy != v1.ContainerRestartPolicyNever
+	}
+	return spec.RestartPolicy != v1.RestartPolicyNever
+}
+
+// AllContainersCouldRestart reports whether any container (init or app)
+// has a rule with the RestartAllContainers action: only such pods carry
+// the AllContainersRestarting condition.
+func AllContainersCouldRestart(spec *v1.PodSpec) bool {
+	for _, list := range [][]v1.Container{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			for _, rule := range list[i].RestartPolicyRules {
+				if rule.Action == v1.ContainerRestartRuleActionRestartAllContainers {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
