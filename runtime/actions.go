@@ -385,11 +385,19 @@ func anyActiveRegularContainerStarted(pod *v1.Pod, status *PodStatus) bool {
 	return false
 }
 
-// PodInitialized reports whether the pod's initialization finished in its
-// current sandbox: an app container has an instance there. The API
-// status's phase is judged with it.
-func PodInitialized(pod *v1.Pod, status *PodStatus) bool {
+// HasAnyActiveRegularContainerStarted reports whether the pod's
+// initialization finished in its current sandbox: an app container has an
+// instance there. The API status's phase is judged with it.
+func HasAnyActiveRegularContainerStarted(pod *v1.Pod, status *PodStatus) bool {
 	return anyActiveRegularContainerStarted(pod, status)
+}
+
+// HasAnyRegularContainerCreated reports whether an app container has an
+// instance (created, running or exited) in any sandbox: the pod was
+// initialized at some point, so an init container missing from the
+// runtime has completed.
+func HasAnyRegularContainerCreated(pod *v1.Pod, status *PodStatus) bool {
+	return anyRegularContainerCreated(pod, status)
 }
 
 // computeInitContainerActions is the kubelet's function of the same name:
