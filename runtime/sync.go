@@ -112,7 +112,7 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 	for _, i := range actions.ContainersToStart {
 		starting[pod.Spec.Containers[i].Name] = true
 	}
-	if !actions.CreateSandbox {
+	if !actions.CreateSandbox && len(actions.ContainersToReset) == 0 {
 		m.pruneContainers(ctx, pod, status, starting, &result)
 	}
 
