@@ -106,3 +106,30 @@ func AllContainersCouldRestart(spec *v1.PodSpec) bool {
 	}
 	return false
 }
+
+// RestartAllRequested reports whether the pod's API status s asks for all
+// its containers to restart in place: its AllContainersRestarting
+// condition is True, or a container's status is terminated with an exit
+// code whose first matching rule is RestartAllContainers (the part of the
+// kubelet's ShouldAllContainersRestart that reads the API status).
+func RestartAllRequested(pod *v1.Pod, s *v1.PodStatus) bool {
+	if s == nil {
+		return false
+	}
+	for _, c := range s.Conditions {
+		if c.Type == v1.AllContainersRestarting && c.Status == v1.ConditionTrue {
+			return true
+		}
+	}
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+		for _, cs := range list {
+			if cs.State.Terminated == nil {
+				continue
+			}
+			if c := FindContainer(pod, cs.Name); c != nil && TriggersRestartAll(c, cs.State.Terminated.ExitCode) {
+				return true
+			}
+		}
+	}
+	return false
+}

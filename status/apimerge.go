@@ -46,6 +46,9 @@ func mergeForAPI(stored, ours v1.PodStatus, couldRun bool, now time.Time) (merge
 		return stored, false, true
 	}
 	merged = *ours.DeepCopy()
+	if stored.ObservedGeneration > merged.ObservedGeneration {
+		merged.ObservedGeneration = stored.ObservedGeneration
+	}
 
 	if !podmodel.IsTerminal(stored.Phase) && podmodel.IsTerminal(ours.Phase) && couldRun {
 		merged.Phase, merged.Reason, merged.Message = stored.Phase, stored.Reason, stored.Message

@@ -164,6 +164,11 @@ func Generate(in Input) v1.PodStatus {
 	s.Conditions = append(s.Conditions, podmodel.ReadyCondition(pod, s.Conditions, all, s.Phase))
 	s.Conditions = append(s.Conditions, podmodel.ContainersReadyCondition(pod, all, s.Phase))
 	s.Conditions = append(s.Conditions, v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue})
+	for i := range s.Conditions {
+		if c := &s.Conditions[i]; OwnedCondition(c.Type) {
+			c.ObservedGeneration = pod.Generation
+		}
+	}
 	if podmodel.AllContainersCouldRestart(&pod.Spec) {
 		s.Conditions = append(s.Conditions, allContainersRestartingCondition(pod, rs, old, s.Phase))
 	}
@@ -176,26 +181,14 @@ func Generate(in Input) v1.PodStatus {
 // in the runtime or as the previous status shows it, with an exit code
 // whose first matching rule is RestartAllContainers.
 func ShouldAllContainersRestart(pod *v1.Pod, rs *runtime.PodStatus, old *v1.PodStatus) bool {
-	if old != nil {
-		if c := findCondition(old.Conditions, v1.AllContainersRestarting); c != nil && c.Status == v1.ConditionTrue {
-			return true
-		}
+	if podmodel.RestartAllRequested(pod, old) {
+		return true
 	}
 	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
 			c := &list[i]
 			if cs := rs.FindContainerStatusByName(c.Name); cs != nil && cs.State == runtime.ContainerStateExited && podmodel.TriggersRestartAll(c, cs.ExitCode) {
 				return true
-			}
-			if old == nil {
-				continue
-			}
-			for _, statuses := range [][]v1.ContainerStatus{old.InitContainerStatuses, old.ContainerStatuses} {
-				for _, o := range statuses {
-					if o.Name == c.Name && o.State.Terminated != nil && podmodel.TriggersRestartAll(c, o.State.Terminated.ExitCode) {
-						return true
-					}
-				}
 			}
 		}
 	}

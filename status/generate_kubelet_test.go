@@ -280,3 +280,31 @@ func TestGenerateKubeletRules(t *testing.T) {
 		})
 	}
 }
+
+// TestObservedGeneration: the conditions the agent owns, and the status
+// the Manager holds, carry the pod's generation (the kubelet's
+// PodObservedGenerationTracking, GA since 1.35); AllContainersRestarting
+// does not, as with the kubelet.
+func TestObservedGeneration(t *testing.T) {
+	pod := withContainerPolicy(testPod("p", "a"), "a", v1.ContainerRestartPolicyNever, restartAllOn(7))
+	pod.Generation = 4
+	pod.Status.Conditions = []v1.PodCondition{{Type: "example.com/gate", Status: v1.ConditionTrue, ObservedGeneration: 1}}
+	s := Generate(Input{Pod: pod, Runtime: readyPodStatus(running("a", 0))})
+	for _, c := range s.Conditions {
+		want := int64(4)
+		switch c.Type {
+		case "example.com/gate":
+			want = 1
+		case v1.AllContainersRestarting:
+			want = 0
+		}
+		if c.ObservedGeneration != want {
+			t.Errorf("condition %s: observedGeneration %d, want %d", c.Type, c.ObservedGeneration, want)
+		}
+	}
+	m := NewManager(Options{})
+	m.SetPodStatus(pod, s)
+	if got, _ := m.GetPodStatus(pod.UID); got.ObservedGeneration != 4 {
+		t.Errorf("status observedGeneration = %d, want 4", got.ObservedGeneration)
+	}
+}
