@@ -39,6 +39,12 @@ type ManagerOptions struct {
 	// ImageBackOff of failed image pulls (ImagePullBackOff). Defaults to
 	// Initial 10s, Max 300s, Reset 10m.
 	ImageBackOff BackOffOptions
+	// CPUCFSQuotaPeriod is the CFS period of containers with a CPU limit
+	// (the CRI cpu_period; the kubelet's --cpu-cfs-quota-period): the
+	// limit allows its share of each period, at least 1ms. Between 1ms
+	// and 1s. Defaults to 100ms. Give the pod cgroups the same period
+	// (cgroup.PodManagerOptions.CPUCFSQuotaPeriod).
+	CPUCFSQuotaPeriod time.Duration
 	// MinGracePeriod is the shortest time a container is given to stop
 	// (unless a kill overrides the grace period). Defaults to 2s.
 	MinGracePeriod time.Duration
@@ -65,6 +71,12 @@ func (o *ManagerOptions) setDefaults() error {
 	}
 	o.BackOff.setDefaults()
 	o.ImageBackOff.setDefaults()
+	if o.CPUCFSQuotaPeriod == 0 {
+		o.CPUCFSQuotaPeriod = 100 * time.Millisecond
+	}
+	if o.CPUCFSQuotaPeriod < time.Millisecond || o.CPUCFSQuotaPeriod > time.Second {
+		return fmt.Errorf("runtime: CPUCFSQuotaPeriod %s is not between 1ms and 1s", o.CPUCFSQuotaPeriod)
+	}
 	if o.MinGracePeriod < 0 {
 		return errors.New("runtime: negative MinGracePeriod")
 	}
