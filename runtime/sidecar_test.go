@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -35,30 +36,41 @@ func sidecarRunningPod(t *testing.T, f *fakes) *v1.Pod {
 	return pod
 }
 
+// recordStops makes container a of pod take slow to stop and returns the
+// container names by ID and the names in the order they were stopped.
+func recordStops(t *testing.T, f *fakes, pod *v1.Pod, slow time.Duration) (names map[string]string, order func() []string) {
+	names = map[string]string{}
+	for _, c := range f.status(t, pod).ContainerStatuses {
+		names[c.ID] = c.Name
+	}
+	var (
+		mu      sync.Mutex
+		stopped []string
+	)
+	f.rec.stopHook = func(id string) {
+		if names[id] == "a" {
+			time.Sleep(slow)
+		}
+		mu.Lock()
+		stopped = append(stopped, names[id])
+		mu.Unlock()
+	}
+	return names, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(stopped)
+	}
+}
+
 func TestKillPodStopsSidecarsAfterAppContainersInReverseOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakes(t, ManagerOptions{})
 		pod := sidecarRunningPod(t, f)
-		names := map[string]string{}
-		for _, c := range f.status(t, pod).ContainerStatuses {
-			names[c.ID] = c.Name
-		}
-		var (
-			mu    sync.Mutex
-			order []string
-		)
-		f.rec.stopHook = func(id string) {
-			if names[id] == "a" {
-				time.Sleep(10 * time.Second) // a takes 10s to stop
-			}
-			mu.Lock()
-			order = append(order, names[id])
-			mu.Unlock()
-		}
+		names, order := recordStops(t, f, pod, 10*time.Second) // a takes 10s to stop
 		if err := f.m.KillPod(t.Context(), pod, nil, nil); err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff([]string{"b", "a", "s2", "s1"}, order); diff != "" {
+		if diff := cmp.Diff([]string{"b", "a", "s2", "s1"}, order()); diff != "" {
 			t.Errorf("stop order (-want +got):\n%s", diff)
 		}
 		timeouts := map[string]int64{}
@@ -76,29 +88,14 @@ func TestKillPodSidecarWaitEndsWithGracePeriod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakes(t, ManagerOptions{})
 		pod := sidecarRunningPod(t, f)
-		names := map[string]string{}
-		for _, c := range f.status(t, pod).ContainerStatuses {
-			names[c.ID] = c.Name
-		}
-		var (
-			mu    sync.Mutex
-			order []string
-		)
-		f.rec.stopHook = func(id string) {
-			if names[id] == "a" {
-				time.Sleep(time.Hour) // a never stops within the grace period
-			}
-			mu.Lock()
-			order = append(order, names[id])
-			mu.Unlock()
-		}
+		_, order := recordStops(t, f, pod, time.Hour) // a never stops within the grace period
 		grace := int64(5)
 		if err := f.m.KillPod(t.Context(), pod, nil, &grace); err != nil {
 			t.Fatal(err)
 		}
 		// Both sidecars stop when the grace period ends, before a.
-		if len(order) != 4 || order[0] != "b" || order[3] != "a" {
-			t.Errorf("stop order = %v, want b, then s1 and s2, then a", order)
+		if got := order(); len(got) != 4 || got[0] != "b" || got[3] != "a" {
+			t.Errorf("stop order = %v, want b, then s1 and s2, then a", got)
 		}
 	})
 }
