@@ -45,6 +45,11 @@ type ManagerOptions struct {
 	// and 1s. Defaults to 100ms. Give the pod cgroups the same period
 	// (cgroup.PodManagerOptions.CPUCFSQuotaPeriod).
 	CPUCFSQuotaPeriod time.Duration
+	// MaxParallelImagePulls is how many images are pulled at once. The pods
+	// that need the same image at the same time always share one pull.
+	// Defaults to 1: pulls are serialized, the kubelet's default
+	// (serializeImagePulls).
+	MaxParallelImagePulls int
 	// MinGracePeriod is the shortest time a container is given to stop
 	// (unless a kill overrides the grace period). Defaults to 2s.
 	MinGracePeriod time.Duration
@@ -80,6 +85,9 @@ func (o *ManagerOptions) setDefaults() error {
 	if o.MinGracePeriod < 0 {
 		return errors.New("runtime: negative MinGracePeriod")
 	}
+	if o.MaxParallelImagePulls < 0 {
+		return errors.New("runtime: negative MaxParallelImagePulls")
+	}
 	if o.MinGracePeriod == 0 {
 		o.MinGracePeriod = 2 * time.Second
 	}
@@ -103,6 +111,8 @@ type Manager struct {
 	now  func() time.Time
 	// clock times the waits of the termination ordering.
 	clock clock.Clock
+	// pulls coalesces the pulls of one image.
+	pulls *puller
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -138,6 +148,7 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 		ev:          events{rec: opts.Recorder},
 		now:         time.Now,
 		clock:       clock.RealClock{},
+		pulls:       newPuller(is, opts.MaxParallelImagePulls),
 		runtimeName: "cri",
 		containerBO: newBackOff(opts.BackOff),
 		imageBO:     newBackOff(opts.ImageBackOff),
