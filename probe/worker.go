@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // maxRetries is how many times a probe that could not be run (the Prober
@@ -157,8 +159,14 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		if !w.set(ctx, Failure) {
 			return false
 		}
-		// Stop if the container will not run again.
-		return cs.State.Terminated == nil || w.pod.Spec.RestartPolicy != v1.RestartPolicyNever
+		// Stop if the container will not run again: its restart rules and
+		// policies (a sidecar always restarts) say so and the pod is not
+		// restarting all its containers.
+		if cs.State.Terminated == nil {
+			return true
+		}
+		return podmodel.ContainerShouldRestart(w.container, &w.pod.Spec, cs.State.Terminated.ExitCode) ||
+			podmodel.RestartAllRequested(w.pod, &status)
 	}
 	if w.pod.DeletionTimestamp != nil && w.key.typ != Readiness {
 		// The pod is being deleted: never restart its containers now.

@@ -178,12 +178,16 @@ func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 // API server showed it): the start time is kept once set, a terminal phase
 // (Succeeded, Failed) is never left, and the transition times of
 // conditions whose status did not change are kept (a changed one without a
-// time gets the current time). It reports whether anything changed. With
+// time gets the current time); status.observedGeneration is the pod's
+// generation. It reports whether anything changed. With
 // a client, a change (and any call for a pod being deleted, or whose
 // terminal phase was held back) wakes the writer; SetPodStatus never waits
 // for the API server.
 func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool {
 	status = *status.DeepCopy()
+	// The generation of the spec this status was generated from
+	// (PodObservedGenerationTracking, GA in the kubelet since 1.35).
+	status.ObservedGeneration = pod.Generation
 	m.mu.Lock()
 	e, ok := m.pods[pod.UID]
 	if !ok {
