@@ -164,7 +164,8 @@ type Options struct {
 	EventFilter func(eventtype, reason string) bool
 
 	// OnPodStatus, when set, is called after each change of a pod's status
-	// (phase, conditions, containers). It must not block.
+	// (phase, conditions, containers), one call at a time. It must not
+	// block.
 	OnPodStatus func(pod *v1.Pod, status v1.PodStatus)
 }
 
