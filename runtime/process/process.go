@@ -333,7 +333,8 @@ func (b *Backend) signal(p *procInfo, sig syscall.Signal) {
 }
 
 // kill kills the process group left by a container whose monitor is gone.
-// The group is the container's while its leader is who it was, or when no
+// The group is the container's while its leader is who it was (running or
+// a zombie), or when no
 // process has the leader's PID: the kernel does not give a PID away while
 // a process group of that ID has members.
 func (b *Backend) kill(dir string) {
@@ -341,7 +342,7 @@ func (b *Backend) kill(dir string) {
 	if p == nil {
 		return
 	}
-	if _, _, err := procStat(p.PID); errors.Is(err, os.ErrNotExist) || alive(p.PID, p.PIDStart) {
+	if start, _, err := procStat(p.PID); errors.Is(err, os.ErrNotExist) || (err == nil && start == p.PIDStart) {
 		_ = syscall.Kill(-p.PID, syscall.SIGKILL)
 	}
 }
