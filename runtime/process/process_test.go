@@ -14,7 +14,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	process.RunMonitor() // the test binary is the monitor too
+	serveIfAsked()       // the test binary is the web server of TestAgentPipeline
+	process.RunMonitor() // and the monitor of every container
 	os.Exit(m.Run())
 }
 

@@ -304,20 +304,29 @@ func testEvents(s *suite) {
 	ch := make(chan *runtimeapi.ContainerEventResponse, 100)
 	established := make(chan struct{})
 	errc := make(chan error, 1)
+	ended := false // errc was read
 	go func() {
 		errc <- es.GetContainerEvents(ctx, ch, func(runtimeapi.RuntimeService_GetContainerEventsClient) { close(established) })
 	}()
 	defer func() {
 		cancel()
-		<-errc
+		if !ended {
+			<-errc
+		}
 	}()
+	streamEnded := func(err error, got any) {
+		ended = true
+		if runtime.IsUnimplemented(err) {
+			// A CRI client sets the stream up before it learns that
+			// the runtime (containerd 1.6) has no events.
+			t.Skipf("the runtime does not implement GetContainerEvents: %v", err)
+		}
+		t.Fatalf("GetContainerEvents ended: %v (events so far %v)", err, got)
+	}
 	select {
 	case <-established:
 	case err := <-errc:
-		if runtime.IsUnimplemented(err) {
-			t.Skipf("the runtime does not implement GetContainerEvents: %v", err)
-		}
-		t.Fatalf("GetContainerEvents: %v", err)
+		streamEnded(err, nil)
 	case <-time.After(time.Minute):
 		t.Fatal("GetContainerEvents: no stream after a minute")
 	}
@@ -349,7 +358,7 @@ func testEvents(s *suite) {
 				t.Errorf("%s event: sandbox status of %q, want %q", ev.ContainerEventType, ev.GetPodSandboxStatus().GetId(), sb.id)
 			}
 		case err := <-errc:
-			t.Fatalf("GetContainerEvents ended: %v (events so far %v)", err, got)
+			streamEnded(err, got)
 		case <-timeout:
 			t.Fatalf("events of the container after a minute: %v, want %v", got, want)
 		}
