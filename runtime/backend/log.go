@@ -22,7 +22,8 @@ const MaxLogLineSize = 16 * 1024
 // Each line is written with a single Write to the underlying writer, so the
 // two streams of a container may share one file (as OpenLogFile returns). A
 // line longer than MaxLogLineSize is written as "P" (partial) pieces and a
-// final "F" piece. Close writes what is left of an unterminated line.
+// final "F" piece. Close writes what is left of an unterminated line as a
+// partial line, as containerd does.
 //
 // A LogWriter is safe for concurrent use.
 type LogWriter struct {
@@ -82,15 +83,16 @@ func (l *LogWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Close writes an unterminated last line, if any, as a full line. It does
-// not close the underlying writer.
+// Close writes an unterminated last line, if any, as a partial ("P") line,
+// as containerd does at the end of a stream. It does not close the
+// underlying writer.
 func (l *LogWriter) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.buf) == 0 {
 		return nil
 	}
-	err := l.emit('F', l.buf)
+	err := l.emit('P', l.buf)
 	l.buf = l.buf[:0]
 	return err
 }

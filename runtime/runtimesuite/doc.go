@@ -32,8 +32,8 @@
 // Runtimes that run real processes (Config.Processes): ExecSync output,
 // exit code (k8s.io/utils/exec ExitStatus) and timeout (DeadlineExceeded);
 // the log file in the CRI format at <LogDirectory>/<LogPath>, stdout and
-// stderr, an unterminated last line; environment variables and working
-// directory; a container that exits on SIGTERM stops within its grace
+// stderr, an unterminated last line (partial, "P", as containerd writes
+// it); environment variables and working directory; a container that exits on SIGTERM stops within its grace
 // period with its own exit code; one that ignores SIGTERM is killed after
 // the grace period with exit code 137.
 //
