@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr/testr"
+	"go.uber.org/goleak"
 
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/backend"
@@ -30,6 +31,7 @@ func newRuntime(t *testing.T, dir string) *backend.Runtime {
 }
 
 func TestConformance(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	runtimesuite.Run(t, func(t *testing.T) runtimesuite.Config {
 		dir := t.TempDir()
 		var mu sync.Mutex

@@ -104,6 +104,7 @@ func benchPodStart(b *testing.B, n int, rs runtime.RuntimeService, is runtime.Im
 			})}},
 			Runtime: rs,
 			Images:  is,
+			MaxPods: n,
 			RootDir: filepath.Join(dir, "root"),
 			Logger:  logr.Discard(),
 			OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
