@@ -75,6 +75,7 @@ func New(opts Options) (*Agent, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
+	scopeRuntime(&opts)
 	log := opts.Logger.WithValues("node", opts.NodeName)
 	a := &Agent{opts: opts, log: log}
 	a.recorder.filter = opts.EventFilter

@@ -104,6 +104,16 @@
 //   - Old stopped sandboxes of a running pod are not garbage-collected;
 //     RemovePod removes them with the pod.
 //
+// # Agents sharing a runtime
+//
+// WithIdentity scopes a RuntimeService to one agent: what it creates
+// carries the label LabelAgent, and its lists and event stream show only
+// objects with that label. The agent (package nodekit) scopes its runtime
+// with its NodeName, so that agents of different names on one runtime
+// (hollow nodes, two agents on a shared containerd) never stop or remove
+// each other's pods, where the kubelet, which owns its runtime, removes
+// every pod it does not know.
+//
 // # Concurrency
 //
 // Manager is safe for concurrent use; callers (the pod workers) serialise the

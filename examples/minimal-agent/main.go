@@ -23,18 +23,19 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/runtime/cri"
-	"github.com/nodekit/nodekit/runtime/runtimetest"
+	"github.com/nodekit/nodekit/runtime/process"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/sources/file"
 	"github.com/nodekit/nodekit/sources/http"
 )
 
 func main() {
+	process.RunMonitor() // this binary is also the monitor of each container's process
 	manifests := flag.String("manifests", "examples/manifests", "directory (or file) of static pod manifests")
 	url := flag.String("manifest-url", "", "URL of a Pod or PodList to run too")
 	host, _ := os.Hostname()
 	nodeName := flag.String("node-name", strings.ToLower(host), "node name")
-	endpoint := flag.String("runtime-endpoint", "", "CRI endpoint, e.g. unix:///run/containerd/containerd.sock (default: the in-memory runtime)")
+	endpoint := flag.String("runtime-endpoint", "", "CRI endpoint, e.g. unix:///run/containerd/containerd.sock (default: containers as host processes)")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of a cluster to join as a node (default: standalone)")
 	verbosity := flag.Int("v", 0, "log verbosity (0: state changes, 1: pod lifecycle, 4: every sync)")
 	flag.Parse()
@@ -49,6 +50,7 @@ func main() {
 
 func run(ctx context.Context, log logr.Logger, manifests, url, nodeName, endpoint, kubeconfig string) error {
 	opts := nodekit.Options{NodeName: nodeName, Logger: log, OnPodStatus: phasePrinter()}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("nodekit-%d", os.Geteuid())) // the process runtime's
 	fileSource, err := file.New(file.Options{Path: manifests, NodeName: nodeName, Logger: log})
 	if err != nil {
 		return err
@@ -68,14 +70,12 @@ func run(ctx context.Context, log logr.Logger, manifests, url, nodeName, endpoin
 		}
 		defer c.Close()
 		opts.Runtime = c
-	} else {
-		// The in-memory runtime simulates sleep and exit: no processes, no cgroups.
-		m := runtimetest.New(runtimetest.Options{})
-		defer m.Close()
-		opts.Runtime = m
-		opts.RootDir = filepath.Join(os.TempDir(), "nodekit", "root")
-		opts.RuntimeManager.PodLogsDir = filepath.Join(os.TempDir(), "nodekit", "logs")
-		opts.Cgroups.Disabled = true
+	} else if rt, err := process.New(process.Options{StateDir: filepath.Join(dir, "process"), Logger: log}); err != nil {
+		return err
+	} else { // host processes that outlive the agent; pod cgroups only as root
+		defer rt.Close()
+		opts.Runtime, opts.RootDir, opts.Cgroups.Disabled = rt, filepath.Join(dir, "root"), os.Geteuid() != 0
+		opts.RuntimeManager.PodLogsDir = filepath.Join(dir, "logs")
 	}
 	if kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -101,7 +101,7 @@ func phasePrinter() func(*v1.Pod, v1.PodStatus) {
 		line := string(s.Phase)
 		for _, c := range append(s.InitContainerStatuses, s.ContainerStatuses...) {
 			if st := c.State; st.Running != nil {
-				line += fmt.Sprintf(" %s=running(restarts:%d)", c.Name, c.RestartCount)
+				line += fmt.Sprintf(" %s=running(restarts:%d,ready:%t)", c.Name, c.RestartCount, c.Ready)
 			} else if st.Terminated != nil {
 				line += fmt.Sprintf(" %s=exited:%d(restarts:%d)", c.Name, st.Terminated.ExitCode, c.RestartCount)
 			} else if st.Waiting != nil {
