@@ -234,7 +234,9 @@ func (r responder) Error(w http.ResponseWriter, req *http.Request, err error) {
 // runtime/cri.Client.RuntimeClient returns) to a Streamer.
 func CRIStreamer(c runtimeapi.RuntimeServiceClient) Streamer { return criStreamer{c} }
 
-type criStreamer struct{ c runtimeapi.RuntimeServiceClient }
+type criStreamer struct {
+	c runtimeapi.RuntimeServiceClient
+}
 
 func (s criStreamer) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
 	return s.c.Exec(ctx, req, grpc.WaitForReady(false))
