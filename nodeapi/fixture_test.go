@@ -101,3 +101,5 @@ func (f *fixture) options(streamer nodeapi.Streamer) nodeapi.Options {
 		Health:          []nodeapi.HealthCheck{{Name: "syncloop", Check: func(*http.Request) error { return nil }}},
 	}
 }
+
+func readFile(p string) ([]byte, error) { return os.ReadFile(p) }

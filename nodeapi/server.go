@@ -11,17 +11,28 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 )
+
+// logWriter sends the HTTP server's own messages (TLS handshake errors)
+// to the logger.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.V(2).Info("HTTP server", "message", strings.TrimSpace(string(p)))
+	return len(p), nil
+}
 
 // DefaultPort is the kubelet's authenticated API port.
 const DefaultPort = 10250
@@ -174,7 +185,7 @@ func (s *Server) Run(ctx context.Context) error {
 				delete(s.hijacked, c)
 			}
 		},
-		ErrorLog: nil,
+		ErrorLog: stdlog.New(logWriter{s.log}, "", 0),
 	}
 	errc := make(chan error, 1)
 	go func() {
