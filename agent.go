@@ -59,6 +59,7 @@ type Agent struct {
 	// machine's; admission reads it from the sync loop.
 	capacity v1.ResourceList
 	loop     *syncloop.Loop
+	nodeAPI  *nodeAPIServer // nil when not served
 
 	// runtimeErr holds the last runtime health check's result (an error
 	// value or nil in an errBox).
@@ -73,6 +74,9 @@ type errBox struct{ err error }
 func New(opts Options) (*Agent, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
+	}
+	if opts.Node.KubeletPort == 0 {
+		opts.Node.KubeletPort = opts.nodeAPIPort()
 	}
 	log := opts.Logger.WithValues("node", opts.NodeName)
 	a := &Agent{opts: opts, log: log}
@@ -299,6 +303,9 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
 	a.runtimeErr.Store(&errBox{err: errors.New("nodekit: runtime not checked yet")})
+	if a.nodeAPI, err = a.newNodeAPI(); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -410,6 +417,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("sources", a.config.Run)
 	if a.node != nil {
 		run("node", a.node.Run)
+	}
+	if a.nodeAPI != nil {
+		run("node api", a.nodeAPI.Run)
 	}
 	run("sync loop", a.loop.Run)
 	err := g.Wait()

@@ -166,6 +166,11 @@ type Options struct {
 	// OnPodStatus, when set, is called after each change of a pod's status
 	// (phase, conditions, containers). It must not block.
 	OnPodStatus func(pod *v1.Pod, status v1.PodStatus)
+
+	// NodeAPI configures the node's HTTP API (kubectl logs, exec, attach,
+	// port-forward; stats and metrics), served with a KubeClient when
+	// NodeAPI.Enabled. See NodeAPIOptions.
+	NodeAPI NodeAPIOptions
 }
 
 func (o *Options) setDefaults() error {

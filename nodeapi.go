@@ -1,0 +1,185 @@
+package nodekit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/nodeapi"
+	"github.com/nodekit/nodekit/nodeapi/logs"
+)
+
+// NodeAPIOptions configure the node's HTTP API (package nodeapi): the
+// kubelet's port 10250, which the API server calls for kubectl logs,
+// exec, attach, port-forward, and for metrics and stats. An agent with a
+// KubeClient serves it when Enabled; it authenticates callers by client
+// certificate (ClientCAFile) and by bearer token, and authorizes them with
+// SubjectAccessReviews, as the kubelet does. A standalone agent does not
+// serve it (nothing could authorize a request).
+//
+// Unlike the kubelet, which always serves it, the API is off by default:
+// an embedded agent (a test, or hollow nodes in one process) must not take
+// port 10250 unasked. examples/minimal-agent turns it on.
+type NodeAPIOptions struct {
+	// Enabled serves the API (with a KubeClient). Defaults to false.
+	Enabled bool
+	// Address to listen on. Defaults to all addresses.
+	Address string
+	// Port defaults to 10250; it is advertised in the Node's
+	// status.daemonEndpoints.
+	Port int
+	// Listener replaces Address and Port (tests); Port is still what the
+	// Node advertises.
+	Listener net.Listener
+	// CertFile and KeyFile are the serving certificate. Defaults to a
+	// self-signed one for the node's name and InternalIP, kept in CertDir.
+	CertFile, KeyFile string
+	// CertDir defaults to RootDir/pki, as the kubelet's.
+	CertDir string
+	// ClientCAFile verifies client certificates (the API server's
+	// --kubelet-client-certificate is signed by it). Defaults to none:
+	// only bearer tokens authenticate.
+	ClientCAFile string
+	// Anonymous lets requests without credentials in as
+	// system:anonymous, still subject to authorization. Defaults to false.
+	Anonymous bool
+	// Streamer hands out exec, attach and port-forward URLs. Defaults to
+	// the runtime's own CRI streaming server when Runtime has a CRI
+	// client (RuntimeClient, as runtime/cri's), otherwise to a
+	// nodeapi.StreamingServer over the Runtime when it is a
+	// nodeapi.StreamingRuntime, or over its ExecSync (exec only).
+	Streamer nodeapi.Streamer
+	// Stats serves /stats/summary. Defaults to none (404).
+	Stats nodeapi.StatsProvider
+	// Registry is the agent's own Prometheus registry, served at
+	// /metrics; the agent adds its collectors to it. Defaults to a new
+	// one (never the process-wide registry).
+	Registry *prometheus.Registry
+}
+
+// runtimeClienter is the optional capability of a RuntimeService that
+// gives its CRI gRPC client (runtime/cri.Client).
+type runtimeClienter interface {
+	RuntimeClient() runtimeapi.RuntimeServiceClient
+}
+
+// nodeAPIPort returns the port the Node advertises: 0 when the API is not
+// served.
+func (o *Options) nodeAPIPort() int32 {
+	if !o.NodeAPI.Enabled || o.KubeClient == nil {
+		return 0
+	}
+	if o.NodeAPI.Port == 0 {
+		return nodeapi.DefaultPort
+	}
+	return int32(o.NodeAPI.Port)
+}
+
+// nodeAPIServer is the node API with what it runs.
+type nodeAPIServer struct {
+	server    *nodeapi.Server
+	streaming *nodeapi.StreamingServer // nil when the runtime streams
+	registry  *prometheus.Registry
+	runtime   nodeapi.Runtime
+	nodeName  string
+}
+
+// newNodeAPI assembles the node API over the agent's parts; nil when it is
+// not served.
+func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
+	o := a.opts.NodeAPI
+	if !o.Enabled || a.opts.KubeClient == nil {
+		return nil, nil
+	}
+	s := &nodeAPIServer{registry: o.Registry, runtime: a.opts.Runtime, nodeName: a.opts.NodeName}
+	if s.registry == nil {
+		s.registry = prometheus.NewRegistry()
+	}
+	streamer := o.Streamer
+	if streamer == nil {
+		if rc, ok := a.opts.Runtime.(runtimeClienter); ok {
+			streamer = nodeapi.CRIStreamer(rc.RuntimeClient())
+		} else {
+			sr, ok := a.opts.Runtime.(nodeapi.StreamingRuntime)
+			if !ok {
+				sr = nodeapi.ExecOnlyRuntime{Runtime: a.opts.Runtime}
+			}
+			var err error
+			if s.streaming, err = nodeapi.NewStreamingServer(sr, nodeapi.StreamingServerOptions{}); err != nil {
+				return nil, fmt.Errorf("nodekit: %w", err)
+			}
+			streamer = s.streaming
+		}
+	}
+	auth, err := nodeapi.NewDelegatingAuth(a.opts.KubeClient, nodeapi.AuthOptions{ClientCAFile: o.ClientCAFile, Anonymous: o.Anonymous})
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: %w", err)
+	}
+	h, err := nodeapi.New(nodeapi.Options{
+		NodeName: a.opts.NodeName,
+		Pods:     a.pods,
+		Logs: &logs.Provider{Runtime: a.opts.Runtime, Status: func(p *v1.Pod) (v1.PodStatus, bool) {
+			return a.statuses.GetPodStatus(p.UID)
+		}},
+		Runtime:  a.opts.Runtime,
+		Streamer: streamer,
+		Stats:    o.Stats,
+		Metrics:  s.registry,
+		Health: []nodeapi.HealthCheck{
+			{Name: "syncloop", Check: func(*http.Request) error { return a.loop.Healthy() }},
+			{Name: "pleg", Check: func(*http.Request) error { return a.events.Healthy() }},
+		},
+		Auth:   auth,
+		Logger: a.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: %w", err)
+	}
+	certDir := o.CertDir
+	if certDir == "" && o.CertFile == "" {
+		certDir = filepath.Join(a.opts.RootDir, "pki")
+	}
+	hostnames := []string{a.opts.NodeName}
+	var ips []net.IP
+	if ip := a.opts.Node.InternalIP; ip != nil {
+		ips = append(ips, ip)
+	}
+	s.server, err = nodeapi.NewServer(h, nodeapi.ServerOptions{
+		Address: o.Address, Port: int(a.opts.nodeAPIPort()), Listener: o.Listener,
+		CertFile: o.CertFile, KeyFile: o.KeyFile, CertDir: certDir, Hostnames: hostnames, IPs: ips,
+		Logger: a.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: %w", err)
+	}
+	return s, nil
+}
+
+// Run serves the node API until ctx ends.
+func (s *nodeAPIServer) Run(ctx context.Context) error {
+	rc := &nodeapi.RuntimeCollector{Context: ctx, Runtime: s.runtime, NodeName: s.nodeName}
+	for _, c := range []prometheus.Collector{rc, collectors.NewGoCollector()} {
+		if err := s.registry.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return fmt.Errorf("registering metrics: %w", err)
+			}
+		}
+	}
+	defer s.registry.Unregister(rc)
+	g, ctx := errgroup.WithContext(ctx)
+	if s.streaming != nil {
+		g.Go(func() error { return s.streaming.Run(ctx) })
+	}
+	g.Go(func() error { return s.server.Run(ctx) })
+	return g.Wait()
+}
