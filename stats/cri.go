@@ -10,7 +10,9 @@ import (
 // to a Runtime.
 func CRIClient(c runtimeapi.RuntimeServiceClient) Runtime { return criClient{c} }
 
-type criClient struct{ c runtimeapi.RuntimeServiceClient }
+type criClient struct {
+	c runtimeapi.RuntimeServiceClient
+}
 
 func (c criClient) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
 	r, err := c.c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: filter})
