@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodekit/nodekit/nodeapi"
 	"github.com/nodekit/nodekit/nodeapi/logs"
+	"github.com/nodekit/nodekit/stats"
 )
 
 // NodeAPIOptions configure the node's HTTP API (package nodeapi): the
@@ -58,8 +59,10 @@ type NodeAPIOptions struct {
 	// nodeapi.StreamingServer over the Runtime when it is a
 	// nodeapi.StreamingRuntime, or over its ExecSync (exec only).
 	Streamer nodeapi.Streamer
-	// Stats serves /stats/summary. Defaults to none (404).
-	Stats nodeapi.StatsProvider
+	// Stats serves /stats/summary and /metrics/resource. Defaults to a
+	// stats.Provider over the runtime's CRI client when Runtime has one
+	// (RuntimeClient), else none (404).
+	Stats stats.Summarizer
 	// Registry is the agent's own Prometheus registry, served at
 	// /metrics; the agent adds its collectors to it. Defaults to a new
 	// one (never the process-wide registry).
@@ -91,6 +94,8 @@ type nodeAPIServer struct {
 	registry  *prometheus.Registry
 	runtime   nodeapi.Runtime
 	nodeName  string
+	stats     stats.Summarizer     // nil without
+	resource  *prometheus.Registry // /metrics/resource
 }
 
 // newNodeAPI assembles the node API over the agent's parts; nil when it is
@@ -103,6 +108,19 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 	s := &nodeAPIServer{registry: o.Registry, runtime: a.opts.Runtime, nodeName: a.opts.NodeName}
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
+	}
+	s.stats = o.Stats
+	if rc, ok := a.opts.Runtime.(runtimeClienter); ok && s.stats == nil {
+		p, err := stats.New(stats.Options{NodeName: a.opts.NodeName, Runtime: stats.CRIClient(rc.RuntimeClient()), RootDir: a.opts.RootDir, Logger: a.log})
+		if err != nil {
+			return nil, fmt.Errorf("nodekit: %w", err)
+		}
+		s.stats = p
+	}
+	var resourceMetrics prometheus.Gatherer
+	if s.stats != nil {
+		s.resource = prometheus.NewRegistry()
+		resourceMetrics = s.resource
 	}
 	streamer := o.Streamer
 	if streamer == nil {
@@ -130,10 +148,11 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 		Logs: &logs.Provider{Runtime: a.opts.Runtime, Status: func(p *v1.Pod) (v1.PodStatus, bool) {
 			return a.statuses.GetPodStatus(p.UID)
 		}},
-		Runtime:  a.opts.Runtime,
-		Streamer: streamer,
-		Stats:    o.Stats,
-		Metrics:  s.registry,
+		Runtime:         a.opts.Runtime,
+		Streamer:        streamer,
+		Stats:           s.stats,
+		Metrics:         s.registry,
+		ResourceMetrics: resourceMetrics,
 		Health: []nodeapi.HealthCheck{
 			{Name: "syncloop", Check: func(*http.Request) error { return a.loop.Healthy() }},
 			{Name: "pleg", Check: func(*http.Request) error { return a.events.Healthy() }},
@@ -176,6 +195,13 @@ func (s *nodeAPIServer) Run(ctx context.Context) error {
 		}
 	}
 	defer s.registry.Unregister(rc)
+	if s.resource != nil {
+		r := &stats.ResourceCollector{Context: ctx, Provider: s.stats}
+		if err := s.resource.Register(r); err != nil {
+			return fmt.Errorf("registering resource metrics: %w", err)
+		}
+		defer s.resource.Unregister(r)
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	if s.streaming != nil {
 		g.Go(func() error { return s.streaming.Run(ctx) })

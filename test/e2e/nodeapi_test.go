@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/node"
@@ -160,8 +162,9 @@ func waitLine(t *testing.T, ch <-chan string, re *regexp.Regexp) string {
 // server (started with kubelet client certificates) on containerd, and
 // drives it with kubectl 1.37: logs (current, previous, tail, timestamps,
 // follow), exec with stdin and exit code, attach, port-forward; the
-// metrics through the API server's node proxy; and 401/403 straight to
-// the agent's port.
+// metrics and stats through the API server's node proxy, parsed with the
+// Prometheus text parser and the kubelet's stats types; and 401/403
+// straight to the agent's port.
 func TestNodeAPIKubectl(t *testing.T) {
 	c := newCluster(t, false)
 	kubectl := kubectlRunner{t: t, bin: kubectlPath(t), kubeconfig: c.kubeconfig, ns: c.ns}
@@ -308,6 +311,58 @@ func TestNodeAPIKubectl(t *testing.T) {
 		}
 		if h := kubectl.ok("get", "--raw", "/api/v1/nodes/"+c.node+"/proxy/healthz"); h != "ok" {
 			t.Errorf("healthz through the proxy: %q", h)
+		}
+	})
+
+	t.Run("stats", func(t *testing.T) {
+		var summary statsapi.Summary
+		raw := kubectl.ok("get", "--raw", "/api/v1/nodes/"+c.node+"/proxy/stats/summary")
+		if err := json.Unmarshal([]byte(raw), &summary); err != nil {
+			t.Fatalf("decoding /stats/summary: %v\n%s", err, raw)
+		}
+		if summary.Node.NodeName != c.node || summary.Node.CPU == nil || summary.Node.Memory == nil || summary.Node.Memory.WorkingSetBytes == nil || summary.Node.Fs == nil {
+			t.Errorf("node stats %+v", summary.Node)
+		}
+		var talker *statsapi.PodStats
+		for i, p := range summary.Pods {
+			if p.PodRef.Namespace == c.ns && p.PodRef.Name == "talker" {
+				talker = &summary.Pods[i]
+			}
+		}
+		if talker == nil || len(talker.Containers) != 1 || talker.Containers[0].Name != "main" ||
+			talker.Containers[0].CPU == nil || talker.Containers[0].CPU.UsageCoreNanoSeconds == nil ||
+			talker.Containers[0].Memory == nil || talker.Containers[0].Memory.WorkingSetBytes == nil ||
+			talker.CPU == nil || talker.Memory == nil {
+			t.Fatalf("talker's stats: %+v", talker)
+		}
+
+		res := kubectl.ok("get", "--raw", "/api/v1/nodes/"+c.node+"/proxy/metrics/resource")
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		mfs, err := p.TextToMetricFamilies(strings.NewReader(res))
+		if err != nil {
+			t.Fatalf("parsing /metrics/resource: %v", err)
+		}
+		for _, name := range []string{"node_cpu_usage_seconds_total", "node_memory_working_set_bytes", "pod_cpu_usage_seconds_total",
+			"pod_memory_working_set_bytes", "container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "container_start_time_seconds"} {
+			if mfs[name] == nil || len(mfs[name].GetMetric()) == 0 {
+				t.Errorf("/metrics/resource lacks %s", name)
+			}
+		}
+		if e := mfs["resource_scrape_error"]; e == nil || e.GetMetric()[0].GetGauge().GetValue() != 0 {
+			t.Errorf("resource_scrape_error: %v", e)
+		}
+		found := false
+		for _, m := range mfs["container_memory_working_set_bytes"].GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == c.ns && labels["pod"] == "talker" && labels["container"] == "main" && m.GetGauge().GetValue() > 0 && m.GetTimestampMs() > 0 {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no working set for talker/main with a timestamp in /metrics/resource")
 		}
 	})
 
