@@ -82,9 +82,13 @@
 //     answer 404 (after authorization, as the kubelet's do).
 //   - The delegating authentication and authorization are written here on
 //     client-go's TokenReview and SubjectAccessReview clients rather than
-//     taken from k8s.io/apiserver: that library registers process-wide
-//     feature gates and would add about 40 modules (see the README's
-//     measurement); nodekit forbids global state.
+//     taken from k8s.io/apiserver's delegating authenticator and
+//     authorizer. Measured in this module: those import
+//     k8s.io/component-base's featuregate and legacyregistry (process-wide
+//     state, which TestDeps forbids) and OpenTelemetry, and grow `go list
+//     -m all` from 126 to 170 modules, the packages compiled by 214 (758 to
+//     972) and a stripped binary by 9.9 MB (58.6 to 68.5 MB); the code
+//     here is about 300 lines.
 //   - No read-only port (10255): deprecated in the kubelet, off by default.
 //   - The serving certificate is given or self-signed; certificate signing
 //     requests through the certificates API, with rotation, are not done

@@ -74,6 +74,7 @@ func Read(ctx context.Context, path, containerID string, opts *Options, rs Conta
 		w         = newWriter(stdout, stderr, opts)
 		msg       Message
 		baseName  = filepath.Base(path)
+		long      []byte
 		dir       = filepath.Dir(path)
 	)
 	defer func() {
@@ -85,7 +86,17 @@ func Read(ctx context.Context, path, containerID string, opts *Options, rs Conta
 		if stop || (limitedMode && limitedNum == 0) {
 			return nil
 		}
-		l, err := r.ReadBytes(eol[0])
+		// ReadSlice reuses the reader's buffer; only a line longer than
+		// the buffer is gathered into long.
+		l, err := r.ReadSlice(eol[0])
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], l...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				l, err = r.ReadSlice(eol[0])
+				long = append(long, l...)
+			}
+			l = long
+		}
 		if err != nil {
 			if err != io.EOF {
 				return fmt.Errorf("logs: failed to read log file %q: %w", path, err)

@@ -351,3 +351,19 @@ func TestFollowCancel(t *testing.T) {
 		t.Fatal("a cancelled follow returned nil")
 	}
 }
+
+// TestReadLongLines reads records longer than the reader's buffer.
+func TestReadLongLines(t *testing.T) {
+	long := strings.Repeat("x", 200<<10)
+	p := writeLog(t, "2016-10-06T00:17:09.669794202Z stdout P "+long+"\n2016-10-06T00:17:10.669794202Z stdout F "+long+"\n2016-10-06T00:17:11.669794202Z stderr F short\n")
+	var stdout, stderr bytes.Buffer
+	if err := Read(t.Context(), p, "id", NewOptions(&v1.PodLogOptions{Timestamps: true}, time.Now()), &runningRuntime{}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if want := "2016-10-06T00:17:09.669794202Z " + long + long + "\n"; stdout.String() != want {
+		t.Errorf("stdout: %d bytes, want %d", stdout.Len(), len(want))
+	}
+	if want := "2016-10-06T00:17:11.669794202Z short\n"; stderr.String() != want {
+		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	}
+}
