@@ -2,16 +2,20 @@ package nodekit
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/nodeapi"
@@ -47,8 +51,12 @@ type NodeAPIOptions struct {
 	// CertDir defaults to RootDir/pki, as the kubelet's.
 	CertDir string
 	// ClientCAFile verifies client certificates (the API server's
-	// --kubelet-client-certificate is signed by it). Defaults to none:
-	// only bearer tokens authenticate.
+	// --kubelet-client-certificate is signed by it). Defaults to the
+	// client CA the API server publishes (ConfigMap
+	// kube-system/extension-apiserver-authentication, key client-ca-file,
+	// read when Run starts), which signs that certificate in clusters made
+	// by kubeadm; the kubelet has no such default. When it cannot be read,
+	// only bearer tokens authenticate, and the agent logs why.
 	ClientCAFile string
 	// Anonymous lets requests without credentials in as
 	// system:anonymous, still subject to authorization. Defaults to false.
@@ -96,6 +104,46 @@ type nodeAPIServer struct {
 	nodeName  string
 	stats     stats.Summarizer     // nil without
 	resource  *prometheus.Registry // /metrics/resource
+
+	auth         *nodeapi.Auth // filled by Run
+	client       kubernetes.Interface
+	clientCAFile string
+	anonymous    bool
+	log          logr.Logger
+}
+
+// The ConfigMap in which the API server publishes the CA of the client
+// certificates it accepts (--client-ca-file), as aggregated API servers
+// read it.
+const (
+	authConfigMapNamespace = "kube-system"
+	authConfigMapName      = "extension-apiserver-authentication"
+	authConfigMapClientCA  = "client-ca-file"
+)
+
+// setupAuth fills s.auth: the client CA is ClientCAFile or, without one,
+// the API server's published client CA; when neither can be had, only
+// bearer tokens authenticate.
+func (s *nodeAPIServer) setupAuth(ctx context.Context) error {
+	ao := nodeapi.AuthOptions{ClientCAFile: s.clientCAFile, Anonymous: s.anonymous}
+	if ao.ClientCAFile == "" {
+		cm, err := s.client.CoreV1().ConfigMaps(authConfigMapNamespace).Get(ctx, authConfigMapName, metav1.GetOptions{})
+		pool := x509.NewCertPool()
+		switch {
+		case err != nil:
+			s.log.Info("No client CA for the node API: only bearer tokens authenticate (set NodeAPI.ClientCAFile)", "err", err.Error())
+		case !pool.AppendCertsFromPEM([]byte(cm.Data[authConfigMapClientCA])):
+			s.log.Info("No client CA for the node API: only bearer tokens authenticate (set NodeAPI.ClientCAFile)", "configMap", authConfigMapNamespace+"/"+authConfigMapName)
+		default:
+			ao.ClientCAs = pool
+		}
+	}
+	auth, err := nodeapi.NewDelegatingAuth(s.client, ao)
+	if err != nil {
+		return err
+	}
+	*s.auth = *auth
+	return nil
 }
 
 // newNodeAPI assembles the node API over the agent's parts; nil when it is
@@ -138,10 +186,11 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 			streamer = s.streaming
 		}
 	}
-	auth, err := nodeapi.NewDelegatingAuth(a.opts.KubeClient, nodeapi.AuthOptions{ClientCAFile: o.ClientCAFile, Anonymous: o.Anonymous})
-	if err != nil {
-		return nil, fmt.Errorf("nodekit: %w", err)
-	}
+	// Filled by Run, which may read the client CA from the API server,
+	// before the server starts.
+	s.auth = &nodeapi.Auth{}
+	s.client = a.opts.KubeClient
+	s.clientCAFile, s.anonymous, s.log = o.ClientCAFile, o.Anonymous, a.log
 	h, err := nodeapi.New(nodeapi.Options{
 		NodeName: a.opts.NodeName,
 		Pods:     a.pods,
@@ -157,7 +206,7 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 			{Name: "syncloop", Check: func(*http.Request) error { return a.loop.Healthy() }},
 			{Name: "pleg", Check: func(*http.Request) error { return a.events.Healthy() }},
 		},
-		Auth:   auth,
+		Auth:   s.auth,
 		Logger: a.log,
 	})
 	if err != nil {
@@ -185,6 +234,9 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 
 // Run serves the node API until ctx ends.
 func (s *nodeAPIServer) Run(ctx context.Context) error {
+	if err := s.setupAuth(ctx); err != nil {
+		return err
+	}
 	rc := &nodeapi.RuntimeCollector{Context: ctx, Runtime: s.runtime, NodeName: s.nodeName}
 	for _, c := range []prometheus.Collector{rc, collectors.NewGoCollector()} {
 		if err := s.registry.Register(c); err != nil {

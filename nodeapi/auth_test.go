@@ -7,9 +7,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -90,6 +93,7 @@ func newFakeAPI() *fakeAPI {
 
 // testCA is a CA with a client certificate for the API server.
 type testCA struct {
+	caDER  []byte
 	pool   *x509.CertPool
 	client tls.Certificate
 }
@@ -115,7 +119,7 @@ func newTestCA(t *testing.T, cn string) *testCA {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(caCert)
-	return &testCA{pool: pool, client: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}}
+	return &testCA{caDER: caDER, pool: pool, client: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}}
 }
 
 // TestAuthEveryPath: every path answers 401 without credentials or with a
@@ -180,9 +184,16 @@ func TestAuthClientCertificate(t *testing.T) {
 	api := newFakeAPI()
 	ca := newTestCA(t, "kube-apiserver-kubelet-client")
 	other := newTestCA(t, "kube-apiserver-kubelet-client")
-	auth, err := nodeapi.NewDelegatingAuth(api.client, nodeapi.AuthOptions{ClientCAs: ca.pool})
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.caDER}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := nodeapi.NewDelegatingAuth(api.client, nodeapi.AuthOptions{ClientCAFile: caFile})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := nodeapi.NewDelegatingAuth(api.client, nodeapi.AuthOptions{ClientCAFile: filepath.Join(t.TempDir(), "none")}); err == nil {
+		t.Error("a missing client CA file: no error")
 	}
 	h, err := nodeapi.New(nodeapi.Options{NodeName: "node-1", Auth: auth})
 	if err != nil {

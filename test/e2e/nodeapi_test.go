@@ -168,7 +168,6 @@ func waitLine(t *testing.T, ch <-chan string, re *regexp.Regexp) string {
 func TestNodeAPIKubectl(t *testing.T) {
 	c := newCluster(t, false)
 	kubectl := kubectlRunner{t: t, bin: kubectlPath(t), kubeconfig: c.kubeconfig, ns: c.ns}
-	caFile := filepath.Join(filepath.Dir(c.kubeconfig), "pki", "ca.crt")
 	if _, err := os.Stat(filepath.Join(filepath.Dir(c.kubeconfig), "pki", "kubelet-client.crt")); err != nil {
 		t.Fatalf("the API server has no kubelet client certificate (an instance from an older hack/apiserver.sh?): %v", err)
 	}
@@ -181,7 +180,9 @@ func TestNodeAPIKubectl(t *testing.T) {
 		o.KubeClient = c.agentAPI
 		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
 		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
-		o.NodeAPI = nodekit.NodeAPIOptions{Enabled: true, Listener: ln, Port: port, ClientCAFile: caFile}
+		// The client CA is the one the API server publishes, as for
+		// minimal-agent --kubeconfig.
+		o.NodeAPI = nodekit.NodeAPIOptions{Enabled: true, Listener: ln, Port: port}
 	})
 
 	// talker exits 3 on its first run and then prints a tick a second;
