@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	restclient "k8s.io/client-go/rest"
 	clientremotecommand "k8s.io/client-go/tools/remotecommand"
@@ -295,5 +296,72 @@ func TestRun(t *testing.T) {
 	}
 	if rec := serve(t, h, "POST", "/run/default/nope/app?cmd=ls"); rec.Code != 404 {
 		t.Errorf("missing pod: %d", rec.Code)
+	}
+}
+
+// TestConcurrentExec runs 100 exec sessions at once through the handler
+// and the streaming server, then stops both: every session gets its
+// output and exit code, and no goroutine is left.
+func TestConcurrentExec(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	f := newFixture(t)
+	ss, err := nodeapi.NewStreamingServer(echoRuntime{}, nodeapi.StreamingServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- ss.Run(ctx) }()
+	h, err := nodeapi.New(f.options(ss))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	for {
+		if _, err := ss.Exec(t.Context(), &runtimeapi.ExecRequest{ContainerId: "x", Cmd: []string{"true"}, Stdout: true}); err == nil {
+			break
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal("the streaming server did not start")
+		}
+	}
+	const sessions = 100
+	errs := make(chan error, sessions)
+	for i := range sessions {
+		go func() {
+			u, _ := url.Parse(srv.URL + fmt.Sprintf("/exec/default/web/app?command=x&command=%d&input=1&output=1&error=1", i%5))
+			exec, err := clientremotecommand.NewSPDYExecutor(&restclient.Config{Host: srv.URL}, "POST", u)
+			if err != nil {
+				errs <- err
+				return
+			}
+			var stdout, stderr bytes.Buffer
+			err = exec.StreamWithContext(t.Context(), clientremotecommand.StreamOptions{
+				Stdin: strings.NewReader(fmt.Sprint("session ", i)), Stdout: &stdout, Stderr: &stderr,
+			})
+			var exitErr utilexec.ExitError
+			switch {
+			case i%5 == 0 && err != nil:
+				errs <- fmt.Errorf("session %d: %w", i, err)
+			case i%5 != 0 && (!errors.As(err, &exitErr) || exitErr.ExitStatus() != i%5):
+				errs <- fmt.Errorf("session %d: exit %v, want %d", i, err, i%5)
+			case stdout.String() != fmt.Sprint("session ", i):
+				errs <- fmt.Errorf("session %d: stdout %q", i, stdout.String())
+			default:
+				errs <- nil
+			}
+		}()
+	}
+	for range sessions {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	srv.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Error(err)
 	}
 }
