@@ -113,8 +113,6 @@ func New(opts Options) (*Agent, error) {
 		statusOpts.Client = opts.KubeClient
 		statusOpts.NodeName = opts.NodeName
 		statusOpts.Logger = log
-		// The workers come later; the closure reads them when called.
-		statusOpts.CouldHaveRunningContainers = func(uid types.UID) bool { return a.workers.CouldHaveRunningContainers(uid) }
 		statusOpts.MirrorPod = a.mirrors.MirrorPod
 		statusOpts.APIPod = a.pods.GetPodByUID
 	}
@@ -239,7 +237,10 @@ func New(opts Options) (*Agent, error) {
 		Queue:          a.queue,
 		ResyncInterval: opts.ResyncInterval,
 		BackOffPeriod:  opts.ErrorBackOff,
-		Logger:         log,
+		// The status manager holds a terminal phase back, and does not
+		// delete a pod, until the workers say its containers stopped.
+		Terminated: a.statuses.PodTerminated,
+		Logger:     log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)

@@ -59,6 +59,8 @@ type (
 	// that are gone.
 	StatusSet interface {
 		PodStatuses
+		// PodTerminated is told of a rejected pod: it never runs.
+		PodTerminated(uid types.UID)
 		RemoveOrphans(desired map[types.UID]bool)
 	}
 	// CacheDeleter forgets a pod's cached runtime status.
@@ -218,6 +220,7 @@ func (h *Handler) reject(pod *v1.Pod, r AdmitResult) {
 	h.mu.Lock()
 	h.rejected[pod.UID] = true
 	h.mu.Unlock()
+	h.c.Statuses.PodTerminated(pod.UID)
 	h.c.Statuses.SetPodStatus(pod, v1.PodStatus{
 		Phase:   v1.PodFailed,
 		Reason:  r.Reason,
