@@ -18,7 +18,10 @@
 // with nanoseconds, "stdout" or "stderr", and a tag whose first element
 // is "F" (a full line) or "P" (a partial line, continued by the next
 // record; its trailing newline is not part of the content). Lines that do
-// not parse are skipped, as the kubelet skips them. TailLines counts lines
+// not parse are skipped, as the kubelet skips them, but a first line that
+// does not parse fails the read ("unsupported log format"); a file whose
+// first line is Docker JSON ({"log":...,"stream":...,"time":...}) is read
+// as Docker JSON, as the kubelet still does. TailLines counts lines
 // of the file (a long line split into partial records counts once per
 // record), SinceTime and SinceSeconds compare with each record's timestamp,
 // LimitBytes counts the bytes written (timestamps included), and
@@ -35,7 +38,11 @@
 //
 // # Differences from the kubelet
 //
-// The Docker JSON log format, gone from the kubelet with dockershim, is
-// not read. The clock is injected (Options.Clock) so that the periodic
+// The logic is that of k8s.io/cri-client/pkg/logs, the kubelet's, which
+// nodekit does not import (it brings OpenTelemetry and component-base, and
+// takes the whole CRI interface and klog's logger); the output was
+// compared byte for byte with it. Lines are read in place rather than
+// copied.
+// The clock is injected (Options.Clock) so that the periodic
 // checks of a follow can be tested without waiting.
 package logs

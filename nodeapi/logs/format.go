@@ -2,6 +2,7 @@ package logs
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -128,6 +129,37 @@ func ParseCRILog(line []byte, msg *Message) error {
 	}
 	msg.Log = line[idx+1:]
 	return nil
+}
+
+// ParseDockerJSONLog parses one line of a Docker JSON log file
+// ({"log":"...","stream":"stdout","time":"..."}), the format the kubelet
+// still reads when a file's first line is in it.
+func ParseDockerJSONLog(line []byte, msg *Message) error {
+	var l struct {
+		Log     string    `json:"log,omitempty"`
+		Stream  string    `json:"stream,omitempty"`
+		Created time.Time `json:"time"`
+	}
+	if err := json.Unmarshal(line, &l); err != nil {
+		return fmt.Errorf("logs: failed with %v to unmarshal log %q", err, line)
+	}
+	msg.Timestamp = l.Created
+	msg.Stream = runtimeapi.LogStreamType(l.Stream)
+	msg.Partial = false
+	msg.Log = []byte(l.Log)
+	return nil
+}
+
+// parseFunc returns the parser for a file whose first line is line: CRI,
+// else Docker JSON; an error (the read fails) when neither parses it.
+func parseFunc(line []byte) (func([]byte, *Message) error, error) {
+	var m Message
+	for _, p := range []func([]byte, *Message) error{ParseCRILog, ParseDockerJSONLog} {
+		if err := p(line, &m); err == nil {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("failed to get parse function: unsupported log format: %q", line)
 }
 
 // writer writes parsed records to stdout and stderr, applying Since,

@@ -12,6 +12,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/go-logr/logr"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 )
@@ -75,6 +77,7 @@ func Read(ctx context.Context, path, containerID string, opts *Options, rs Conta
 		msg       Message
 		baseName  = filepath.Base(path)
 		long      []byte
+		parse     func([]byte, *Message) error
 		dir       = filepath.Dir(path)
 	)
 	defer func() {
@@ -147,7 +150,13 @@ func Read(ctx context.Context, path, containerID string, opts *Options, rs Conta
 			}
 			log.V(4).Info("Incomplete line in log file", "path", path)
 		}
-		if err := ParseCRILog(l, &msg); err != nil {
+		if parse == nil {
+			// The first line decides the format, as the kubelet's does.
+			if parse, err = parseFunc(l); err != nil {
+				return err
+			}
+		}
+		if err := parse(l, &msg); err != nil {
 			log.Error(err, "Failed when parsing line in log file", "path", path)
 			continue
 		}
@@ -183,14 +192,15 @@ func waitLogs(ctx context.Context, log logr.Logger, clk clock.Clock, id, logFile
 		case <-ctx.Done():
 			return false, false, fmt.Errorf("logs: context cancelled: %w", ctx.Err())
 		case e := <-w.Events:
-			if filepath.Base(e.Name) != logFileName {
-				continue
-			}
-			switch {
-			case e.Has(fsnotify.Create):
-				return true, true, nil
-			case e.Has(fsnotify.Write):
+			// Any change in the directory may be the file's: read again;
+			// a file created under the log's name is a rotation.
+			switch e.Op {
+			case fsnotify.Write, fsnotify.Rename, fsnotify.Remove, fsnotify.Chmod:
 				return true, false, nil
+			case fsnotify.Create:
+				return true, filepath.Base(e.Name) == logFileName, nil
+			default:
+				log.Error(nil, "Received unexpected fsnotify event, retrying", "event", e.String())
 			}
 		case err := <-w.Errors:
 			log.Error(err, "fsnotify watch error, retrying unless no more retries left", "retries", retries)
@@ -209,6 +219,10 @@ func waitLogs(ctx context.Context, log logr.Logger, clk clock.Clock, id, logFile
 func isContainerRunning(ctx context.Context, id string, rs ContainerStatuser) (bool, error) {
 	resp, err := rs.ContainerStatus(ctx, id, false)
 	if err != nil {
+		// A runtime that is away (restarting) may come back: go on.
+		if status.Code(err) == codes.Unavailable {
+			return true, nil
+		}
 		return false, fmt.Errorf("logs: container %q status: %w", id, err)
 	}
 	if resp.GetStatus() == nil {

@@ -367,3 +367,32 @@ func TestReadLongLines(t *testing.T) {
 		t.Errorf("stderr %q, want %q", stderr.String(), want)
 	}
 }
+
+func TestReadFormats(t *testing.T) {
+	for _, tc := range []struct {
+		name, content string
+		tail          *int64
+		wantStdout    string
+		wantErr       string
+	}{
+		{name: "docker json", content: `{"log":"one\n","stream":"stdout","time":"2016-10-20T18:39:20.57606443Z"}` + "\n" + `{"log":"two","stream":"stdout","time":"2016-10-20T18:39:21Z"}` + "\n",
+			wantStdout: "one\ntwo"},
+		{name: "first line in no format", content: "garbage\n2016-10-06T00:17:09.669794202Z stdout F line1\n",
+			wantErr: "unsupported log format"},
+		{name: "tail starting at a bad line", content: sampleLog, tail: ptr.To[int64](3), wantErr: "unsupported log format"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout bytes.Buffer
+			err := Read(t.Context(), writeLog(t, tc.content), "id", NewOptions(&v1.PodLogOptions{TailLines: tc.tail}, time.Now()), &runningRuntime{}, &stdout, &stdout)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || stdout.String() != tc.wantStdout {
+				t.Errorf("got %q, %v; want %q", stdout.String(), err, tc.wantStdout)
+			}
+		})
+	}
+}
