@@ -476,7 +476,7 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		return "", msg, fmt.Errorf("%w: %s", ErrImagePullBackOff, msg)
 	}
 	m.ev.container(pod, c, "", v1.EventTypeNormal, EventPulling, fmt.Sprintf("Pulling image %q", c.Image))
-	ref, err := m.is.PullImage(ctx, spec, nil, sandboxCfg)
+	ref, err := m.pulls.pull(ctx, spec, nil, sandboxCfg)
 	end := m.now()
 	if err != nil {
 		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
