@@ -60,6 +60,7 @@ type Agent struct {
 	capacity  v1.ResourceList
 	localNode // the Node admission checks against when none is registered
 	loop      *syncloop.Loop
+	nodeAPI   *nodeAPIServer // nil when not served
 
 	// runtimeErr holds the last runtime health check's result (an error
 	// value or nil in an errBox).
@@ -76,6 +77,9 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	scopeRuntime(&opts)
+	if opts.Node.KubeletPort == 0 {
+		opts.Node.KubeletPort = opts.nodeAPIPort()
+	}
 	log := opts.Logger.WithValues("node", opts.NodeName)
 	a := &Agent{opts: opts, log: log}
 	a.recorder.filter = opts.EventFilter
@@ -290,6 +294,9 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
 	a.runtimeErr.Store(&errBox{err: errors.New("nodekit: runtime not checked yet")})
+	if a.nodeAPI, err = a.newNodeAPI(); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -403,6 +410,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("sources", a.config.Run)
 	if a.node != nil {
 		run("node", a.node.Run)
+	}
+	if a.nodeAPI != nil {
+		run("node api", a.nodeAPI.Run)
 	}
 	run("sync loop", a.loop.Run)
 	err := g.Wait()

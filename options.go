@@ -175,6 +175,11 @@ type Options struct {
 	// (phase, conditions, containers), one call at a time. It must not
 	// block.
 	OnPodStatus func(pod *v1.Pod, status v1.PodStatus)
+
+	// NodeAPI configures the node's HTTP API (kubectl logs, exec, attach,
+	// port-forward; stats and metrics), served with a KubeClient when
+	// NodeAPI.Enabled. See NodeAPIOptions.
+	NodeAPI NodeAPIOptions
 }
 
 func (o *Options) setDefaults() error {

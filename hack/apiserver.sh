@@ -18,6 +18,12 @@
 # ${NODEKIT_APISERVER_DIR:-${TMPDIR:-/tmp}/nodekit-apiserver}. The tests read
 # the kubeconfig from NODEKIT_KUBECONFIG, never KUBECONFIG, so they cannot
 # touch a real cluster.
+#
+# kube-apiserver reaches node agents' HTTP APIs (logs, exec, port-forward)
+# as the kubelet's: at the Node's InternalIP (then Hostname), with the
+# client certificate DIR/pki/kubelet-client.crt (CN
+# kube-apiserver-kubelet-client, group system:masters) signed by
+# DIR/pki/ca.crt, which agents take as their client CA.
 set -euo pipefail
 
 KUBE_VERSION=v1.37.2
@@ -167,6 +173,20 @@ make_certs() {
 		-extfile "$d/serving.ext" -out "$d/serving.crt" 2>/dev/null
 	openssl ecparam -name prime256v1 -genkey -noout -out "$d/sa.key" 2>/dev/null
 	openssl ec -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
+	make_kubelet_client_cert
+}
+
+# make_kubelet_client_cert makes the certificate kube-apiserver presents to
+# node agents, signed by the cluster CA (also for an instance made by an
+# older version of this script, on --reuse).
+make_kubelet_client_cert() {
+	local d=$DIR/pki
+	[ -f "$d/kubelet-client.crt" ] && [ -f "$d/kubelet-client.key" ] && return 0
+	openssl ecparam -name prime256v1 -genkey -noout -out "$d/kubelet-client.key" 2>/dev/null
+	openssl req -new -key "$d/kubelet-client.key" -subj "/O=system:masters/CN=kube-apiserver-kubelet-client" -out "$d/kubelet-client.csr" 2>/dev/null
+	printf 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature\n' >"$d/kubelet-client.ext"
+	openssl x509 -req -in "$d/kubelet-client.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 3650 -sha256 \
+		-extfile "$d/kubelet-client.ext" -out "$d/kubelet-client.crt" 2>/dev/null
 }
 
 write_kubeconfig() {
@@ -238,6 +258,8 @@ start_apiserver() {
 		--service-cluster-ip-range=10.0.0.0/24 \
 		--disable-admission-plugins=ServiceAccount \
 		--allow-privileged=true \
+		--kubelet-client-certificate="$DIR/pki/kubelet-client.crt" --kubelet-client-key="$DIR/pki/kubelet-client.key" \
+		--kubelet-preferred-address-types=InternalIP,Hostname \
 		--cert-dir="$DIR/apiserver-certs" \
 		--profiling=false \
 		--shutdown-send-retry-after=true \
@@ -271,6 +293,7 @@ cmd_start() {
 		DIR=$(cd "$DIR" && pwd)
 		read -r api_port etcd_port peer_port <"$DIR/ports"
 		token=$(cut -d, -f1 "$DIR/tokens.csv")
+		make_kubelet_client_cert
 		start_etcd "$etcd_port" "$peer_port" || { stop_pid "$ETCD_PID" etcd; die "etcd did not become healthy, see $DIR/etcd.log"; }
 		if ! start_apiserver "$api_port" "$etcd_port" "$token"; then
 			stop_pid "$APISERVER_PID" kube-apiserver

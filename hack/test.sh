@@ -60,6 +60,9 @@ if [ "$(id -u)" -eq 0 ] && [ "$(uname -s)" = Linux ] && [ "${NODEKIT_E2E:-1}" !=
 	fi
 	if [ "${NODEKIT_APISERVER:-1}" != 0 ]; then
 		t=$(now); hack/apiserver.sh build; step "$t" "build kube-apiserver, etcd"
+		# kubectl for the node API's end-to-end test (cached; it shares
+		# most of kube-apiserver's build cache).
+		t=$(now); hack/kubectl.sh build >/dev/null; step "$t" "build kubectl"
 		t=$(now)
 		apiserver_dir=$(mktemp -d)/apiserver
 		hack/apiserver.sh start --dir "$apiserver_dir" >&2

@@ -87,6 +87,11 @@ type Options struct {
 	// "nodekit/" and the module version of github.com/nodekit/nodekit in
 	// the binary ("nodekit/devel" when unknown).
 	AgentVersion string
+	// KubeletPort is the port of the node's HTTP API, advertised in
+	// status.daemonEndpoints.kubeletEndpoint.Port, where the API server
+	// reaches it for logs, exec, port-forward and metrics. Defaults to 0:
+	// no API advertised.
+	KubeletPort int32
 	// StatusUpdateFrequency is how often the status is computed and compared
 	// with the Node's. Defaults to 10s.
 	StatusUpdateFrequency time.Duration
@@ -113,6 +118,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.MaxPods < 0 {
 		return fmt.Errorf("node: negative MaxPods %d", o.MaxPods)
+	}
+	if o.KubeletPort < 0 || o.KubeletPort > 65535 {
+		return fmt.Errorf("node: KubeletPort %d out of range", o.KubeletPort)
 	}
 	if o.StatusUpdateFrequency < 0 || o.StatusReportFrequency < 0 || o.LeaseDuration < 0 || o.LeaseRenewInterval < 0 {
 		return errors.New("node: negative frequency, duration or interval")

@@ -36,12 +36,13 @@ type facts struct {
 	allocatable v1.ResourceList
 	addresses   []v1.NodeAddress
 	nodeInfo    v1.NodeSystemInfo
+	kubeletPort int32
 }
 
 // newFacts computes the facts of opts (defaults applied) on machine m, with
 // internalIP (nil for none).
 func newFacts(opts Options, m Machine, internalIP net.IP) facts {
-	f := facts{labels: maps.Clone(opts.Labels)}
+	f := facts{labels: maps.Clone(opts.Labels), kubeletPort: opts.KubeletPort}
 	f.labels[LabelHostname] = opts.Hostname
 	f.labels[LabelOS] = m.OperatingSystem
 	f.labels[LabelArch] = m.Architecture
@@ -99,7 +100,7 @@ func (f facts) newNode(name string, taints []v1.Taint, runtimeVersion string, he
 
 // status returns old with the parts this controller owns replaced: the
 // capacity and allocatable resources it sets (others are kept), the
-// addresses, the nodeInfo, and the Ready, MemoryPressure, DiskPressure and
+// addresses, the nodeInfo, the kubelet endpoint's port, and the Ready, MemoryPressure, DiskPressure and
 // PIDPressure conditions (others are kept). Every owned condition gets now
 // as its heartbeat; its transition time is now only when its status
 // changed.
@@ -120,6 +121,7 @@ func (f facts) status(old v1.NodeStatus, runtimeVersion string, health error, no
 	s.Addresses = append([]v1.NodeAddress(nil), f.addresses...)
 	s.NodeInfo = f.nodeInfo
 	s.NodeInfo.ContainerRuntimeVersion = runtimeVersion
+	s.DaemonEndpoints.KubeletEndpoint.Port = f.kubeletPort
 
 	t := metav1.NewTime(now)
 	for _, want := range ownedConditions(health) {

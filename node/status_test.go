@@ -216,3 +216,24 @@ func TestLabelsPatch(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusKubeletEndpoint: the node API's port is advertised in
+// status.daemonEndpoints, and a Node advertising another is updated.
+func TestStatusKubeletEndpoint(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	none := testFacts(t, Options{}).status(v1.NodeStatus{}, "", nil, now)
+	if got := none.DaemonEndpoints.KubeletEndpoint.Port; got != 0 {
+		t.Errorf("without a port: %d, want 0", got)
+	}
+	f := testFacts(t, Options{KubeletPort: 10250})
+	s := f.status(none, "", nil, now)
+	if got := s.DaemonEndpoints.KubeletEndpoint.Port; got != 10250 {
+		t.Errorf("port %d, want 10250", got)
+	}
+	if !statusChanged(none, s) {
+		t.Error("a new port is no change")
+	}
+	if statusChanged(s, f.status(s, "", nil, now)) {
+		t.Error("the same port is a change")
+	}
+}

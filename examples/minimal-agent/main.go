@@ -83,6 +83,7 @@ func run(ctx context.Context, log logr.Logger, manifests, url, nodeName, endpoin
 			return err
 		}
 		cfg.QPS, cfg.Burst = 50, 100 // the kubelet's
+		opts.NodeAPI.Enabled = true  // the kubelet's port 10250: kubectl logs, exec, port-forward, metrics
 		if opts.KubeClient, err = kubernetes.NewForConfig(cfg); err != nil {
 			return err
 		}
