@@ -106,14 +106,14 @@ func TestPlanImages(t *testing.T) {
 		wantSpace: []string{"never-used-old", "never-used-new", "used-1h-ago", "used-5m-ago"},
 		wantFree:  5 * gi,
 	}, {
-		name:    "an image used at this detection is not a candidate even if the caller's inUse misses it",
-		records: ImageRecords{"now": rec(time.Hour, 0, gi)},
-		fs:      FsStats{Capacity: 100, Available: 0},
+		name:     "an image used at this detection is not a candidate even if the caller's inUse misses it",
+		records:  ImageRecords{"now": rec(time.Hour, 0, gi)},
+		fs:       FsStats{Capacity: 100, Available: 0},
 		wantFree: 20,
 	}, {
-		name:     "available above capacity counts as capacity",
-		records:  ImageRecords{"a": rec(time.Hour, never, gi)},
-		fs:       FsStats{Capacity: 100, Available: 200},
+		name:    "available above capacity counts as capacity",
+		records: ImageRecords{"a": rec(time.Hour, never, gi)},
+		fs:      FsStats{Capacity: 100, Available: 200},
 	}, {
 		name:    "zero capacity is an error",
 		records: ImageRecords{"a": rec(time.Hour, never, gi)},
