@@ -59,6 +59,7 @@ type Agent struct {
 	// machine's; admission reads it from the sync loop.
 	capacity v1.ResourceList
 	loop     *syncloop.Loop
+	alive    nodeAlive // garbage collectors (nodealive.go)
 
 	// runtimeErr holds the last runtime health check's result (an error
 	// value or nil in an errBox).
@@ -256,6 +257,9 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
+	if err := a.buildNodeAlive(); err != nil {
+		return nil, err
+	}
 	hc := HandlerConfig{
 		Pods:     a.pods,
 		Workers:  a.workers,
@@ -411,6 +415,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.node != nil {
 		run("node", a.node.Run)
 	}
+	a.runNodeAlive(run)
 	run("sync loop", a.loop.Run)
 	err := g.Wait()
 	a.log.Info("Node agent stopped")
@@ -439,6 +444,7 @@ func (a *Agent) checkRuntime(ctx context.Context) {
 		a.log.Error(err, "Container runtime not healthy")
 	case err == nil && prev.err != nil:
 		a.log.Info("Container runtime healthy")
+		a.runtimeRecovered()
 	}
 }
 

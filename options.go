@@ -132,6 +132,11 @@ type Options struct {
 	// machine's CPUs and memory.
 	Capacity v1.ResourceList
 
+	// GC configures the garbage collection of dead containers, old
+	// sandboxes, the logs of deleted pods and unused images (kubelet
+	// defaults; see package gc).
+	GC GCOptions
+
 	// Probes configures the liveness, readiness and startup probes. Its
 	// Runtime (for exec probes) defaults to Runtime; Statuses is the
 	// agent's.

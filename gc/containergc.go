@@ -62,7 +62,7 @@ type ContainerOptions struct {
 
 // ContainerCollector removes dead containers, old sandboxes and the logs
 // of removed pods, as the kubelet's container garbage collector: every
-// Period, at once when Trigger is called (the agent calls it when the
+// Period, often for a while after Trigger (the agent calls it when the
 // runtime comes back after an outage, when half-made sandboxes are most
 // likely), and from Collect. It is safe for concurrent use.
 type ContainerCollector struct {
@@ -112,7 +112,10 @@ func NewContainerCollector(rt Runtime, opts ContainerOptions) (*ContainerCollect
 	}, nil
 }
 
-// Trigger asks Run for a collection as soon as possible. It never blocks.
+// Trigger asks Run for a collection now and then every RetryPeriod for
+// one Period: the agent calls it when the runtime answers again after an
+// outage, and the pods' new sandboxes come within seconds, each making
+// the sandbox a crash left half-made collectable. It never blocks.
 func (c *ContainerCollector) Trigger() {
 	select {
 	case c.trigger <- struct{}{}:
@@ -120,12 +123,14 @@ func (c *ContainerCollector) Trigger() {
 	}
 }
 
-// Run collects every Period (after RetryPeriod when the runtime could not
-// be listed) and on Trigger until ctx ends; it returns nil then. Errors of
-// a collection are logged, never returned.
+// Run collects every Period (every RetryPeriod when the runtime could not
+// be listed, and for one Period after a Trigger) until ctx ends; it
+// returns nil then. Errors of a collection are logged, never returned.
 func (c *ContainerCollector) Run(ctx context.Context) error {
-	t := c.opts.Clock.NewTimer(c.opts.Period)
+	clk := c.opts.Clock
+	t := clk.NewTimer(c.opts.Period)
 	defer t.Stop()
+	var burstUntil time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -133,8 +138,12 @@ func (c *ContainerCollector) Run(ctx context.Context) error {
 		case <-t.C():
 		case <-c.trigger:
 			t.Stop()
+			burstUntil = clk.Now().Add(c.opts.Period)
 		}
 		next := c.opts.Period
+		if clk.Now().Before(burstUntil) {
+			next = c.opts.RetryPeriod
+		}
 		if _, err := c.Collect(ctx, false); err != nil && ctx.Err() == nil {
 			c.log.Error(err, "Container garbage collection failed")
 			var le *listError

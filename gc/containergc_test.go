@@ -88,9 +88,9 @@ func listIDs(t *testing.T, rt *runtimetest.Runtime) (cs, sbs []string) {
 }
 
 // TestContainerCollectorRun: the collector removes nothing before its
-// period, collects on Trigger at once, retries a failed listing after
-// RetryPeriod rather than Period, and leaves a running pod's current
-// sandbox and container alone.
+// period, collects on Trigger at once and every RetryPeriod for a Period
+// after it, retries a failed listing after RetryPeriod, and leaves a
+// running pod's current sandbox and container alone.
 func TestContainerCollectorRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
@@ -173,8 +173,15 @@ func TestContainerCollectorRun(t *testing.T) {
 			t.Errorf("the live pod's log directory: %v", err)
 		}
 
-		// The next collection comes a Period later, not a RetryPeriod.
+		// After a Trigger, a collection every RetryPeriod for one Period
+		// (at +10s, ..., +60s), then every Period.
 		base := rt.Calls("ListContainers") // listIDs listed too
+		time.Sleep(DefaultContainerPeriod - DefaultRetryPeriod)
+		synctest.Wait()
+		if n := rt.Calls("ListContainers") - base; n != 11 {
+			t.Fatalf("%d collections in the minute after Trigger, want 11", n)
+		}
+		base = rt.Calls("ListContainers")
 		time.Sleep(DefaultContainerPeriod - time.Second)
 		synctest.Wait()
 		if n := rt.Calls("ListContainers") - base; n != 0 {

@@ -26,8 +26,10 @@
 //     and releases its IP. This is also what removes the sandboxes a
 //     runtime crash left half-made during RunPodSandbox: the agent goes on
 //     with a new sandbox, and the old one, not ready, is collected. The
-//     agent calls Trigger when the runtime comes back after an outage, so
-//     that such sandboxes go within seconds instead of at the next period.
+//     agent calls Trigger when the runtime comes back after an outage: the
+//     collector then runs every RetryPeriod (5 s) for one Period, so that
+//     such sandboxes go within seconds of the pod's new sandbox instead of
+//     at the next period.
 //   - the log directories (<PodLogsDir>/<namespace>_<name>_<uid>) of
 //     deleted pods.
 //
