@@ -211,7 +211,9 @@ func TestNewChecksOptions(t *testing.T) {
 	for _, bad := range []func(o *Options){
 		func(o *Options) { o.Stats = nil },
 		func(o *Options) { o.Thresholds = []Threshold{{Signal: "cpu.available"}} },
-		func(o *Options) { o.Thresholds = []Threshold{{Signal: SignalMemoryAvailable, Value: Value{Percentage: 2}}} },
+		func(o *Options) {
+			o.Thresholds = []Threshold{{Signal: SignalMemoryAvailable, Value: Value{Percentage: 2}}}
+		},
 		func(o *Options) { o.MonitoringInterval = -time.Second },
 	} {
 		o := ok
