@@ -212,19 +212,7 @@ func (c *ImageCollector) Collect(ctx context.Context) (ImageResult, error) {
 	} else if planErr != nil {
 		errs = append(errs, planErr)
 	}
-	remove := func(im ImageCandidate) bool {
-		if err := c.images.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: im.ID}); err != nil && !runtime.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("gc: removing image %s %v: %w", im.ID, im.Tags, err))
-			return false
-		}
-		c.mu.Lock()
-		delete(c.records, im.ID)
-		c.mu.Unlock()
-		res.Removed = append(res.Removed, im)
-		res.Freed += im.Size
-		c.log.Info("Removed image", "imageID", im.ID, "tags", im.Tags, "size", im.Size, "reason", im.Reason)
-		return true
-	}
+	remove := c.remover(ctx, &res, &errs)
 	for _, im := range plan.Old {
 		remove(im)
 	}
@@ -238,6 +226,50 @@ func (c *ImageCollector) Collect(ctx context.Context) (ImageResult, error) {
 		if res.Freed < plan.BytesToFree {
 			errs = append(errs, fmt.Errorf("gc: Failed to garbage collect required amount of images. Attempted to free %d bytes, but only found %d bytes eligible to free.", plan.BytesToFree, res.Freed))
 		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// remover returns the function that removes one image, counting it in
+// res or its error in errs.
+func (c *ImageCollector) remover(ctx context.Context, res *ImageResult, errs *[]error) func(ImageCandidate) bool {
+	return func(im ImageCandidate) bool {
+		if err := c.images.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: im.ID}); err != nil && !runtime.IsNotFound(err) {
+			*errs = append(*errs, fmt.Errorf("gc: removing image %s %v: %w", im.ID, im.Tags, err))
+			return false
+		}
+		c.mu.Lock()
+		delete(c.records, im.ID)
+		c.mu.Unlock()
+		res.Removed = append(res.Removed, im)
+		res.Freed += im.Size
+		c.log.Info("Removed image", "imageID", im.ID, "tags", im.Tags, "size", im.Size, "reason", im.Reason)
+		return true
+	}
+}
+
+// DeleteUnused removes every unused image first seen at least MinAge ago,
+// whatever the disk usage: the eviction manager's node-level reclaim
+// under disk pressure (the kubelet's DeleteUnusedImages).
+func (c *ImageCollector) DeleteUnused(ctx context.Context) (ImageResult, error) {
+	inUse, err := c.detect(ctx)
+	if err != nil {
+		return ImageResult{}, err
+	}
+	c.mu.Lock()
+	cands, err := UnusedImages(c.opts.Clock.Now(), c.records, inUse, c.opts.Policy)
+	c.mu.Unlock()
+	if err != nil {
+		return ImageResult{}, err
+	}
+	var res ImageResult
+	var errs []error
+	remove := c.remover(ctx, &res, &errs)
+	for _, im := range cands {
+		if ctx.Err() != nil {
+			break
+		}
+		remove(im)
 	}
 	return res, errors.Join(errs...)
 }

@@ -166,17 +166,7 @@ func PlanImages(now, began time.Time, records ImageRecords, inUse map[string]boo
 	if err != nil {
 		return ImagePlan{}, err
 	}
-	var order []ImageCandidate
-	for id, rec := range records {
-		if inUse[id] || rec.Pinned {
-			continue
-		}
-		order = append(order, ImageCandidate{ID: id, Size: rec.Size, Tags: rec.RepoTags})
-	}
-	slices.SortFunc(order, func(a, b ImageCandidate) int {
-		ra, rb := records[a.ID], records[b.ID]
-		return cmp.Or(ra.LastUsed.Compare(rb.LastUsed), ra.FirstDetected.Compare(rb.FirstDetected), cmp.Compare(a.ID, b.ID))
-	})
+	order := candidates(records, inUse)
 	var plan ImagePlan
 	if policy.MaxAge > 0 && now.Sub(began) > policy.MaxAge {
 		rest := order[:0:0]
@@ -217,6 +207,14 @@ func PlanImages(now, began time.Time, records ImageRecords, inUse map[string]boo
 	if freed >= plan.BytesToFree {
 		return plan, nil
 	}
+	plan.Space = eligible(now, order, records, policy)
+	return plan, nil
+}
+
+// eligible are the candidates (in order) that may go for space: not used
+// at this detection and first detected at least MinAge ago.
+func eligible(now time.Time, order []ImageCandidate, records ImageRecords, policy ImagePolicy) []ImageCandidate {
+	var out []ImageCandidate
 	for _, c := range order {
 		rec := records[c.ID]
 		if !rec.LastUsed.Before(now) {
@@ -226,7 +224,35 @@ func PlanImages(now, began time.Time, records ImageRecords, inUse map[string]boo
 			continue // may have just been pulled for a container
 		}
 		c.Reason = ReasonSpace
-		plan.Space = append(plan.Space, c)
+		out = append(out, c)
 	}
-	return plan, nil
+	return out
+}
+
+// UnusedImages are every image the eviction manager's reclaim may remove
+// at now (the kubelet's DeleteUnusedImages): not in use, not pinned, first
+// detected at least MinAge ago, least recently used first.
+func UnusedImages(now time.Time, records ImageRecords, inUse map[string]bool, policy ImagePolicy) ([]ImageCandidate, error) {
+	policy, err := policy.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return eligible(now, candidates(records, inUse), records, policy), nil
+}
+
+// candidates are the images neither in use nor pinned, least recently
+// used first, then first detected first.
+func candidates(records ImageRecords, inUse map[string]bool) []ImageCandidate {
+	var order []ImageCandidate
+	for id, rec := range records {
+		if inUse[id] || rec.Pinned {
+			continue
+		}
+		order = append(order, ImageCandidate{ID: id, Size: rec.Size, Tags: rec.RepoTags})
+	}
+	slices.SortFunc(order, func(a, b ImageCandidate) int {
+		ra, rb := records[a.ID], records[b.ID]
+		return cmp.Or(ra.LastUsed.Compare(rb.LastUsed), ra.FirstDetected.Compare(rb.FirstDetected), cmp.Compare(a.ID, b.ID))
+	})
+	return order
 }

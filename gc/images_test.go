@@ -254,3 +254,34 @@ func TestImageCollectorCollect(t *testing.T) {
 		t.Errorf("freed %d, want 10", res.Freed)
 	}
 }
+
+// TestImageCollectorDeleteUnused: the eviction manager's reclaim removes
+// every unused image old enough, whatever the disk usage, never one in
+// use, pinned or younger than MinAge.
+func TestImageCollectorDeleteUnused(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	imgs := &fakeImages{images: []*runtimeapi.Image{
+		img("sha256:app", 30, "app:1"), img("sha256:old1", 10), img("sha256:old2", 10), img("sha256:pinned", 10, "pause:3.10"),
+	}}
+	c, err := NewImageCollector(imgs, ImageOptions{
+		Containers: fakeContainers{using("sha256:app")},
+		FsStats:    func(context.Context) (FsStats, error) { return FsStats{Capacity: 100, Available: 99}, nil },
+		Pinned:     []string{"pause:3.10"},
+		Clock:      clk,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.DeleteUnused(t.Context()); err != nil || len(res.Removed) != 0 {
+		t.Fatalf("at first detection: removed %v, %v; want none (MinAge)", res.Removed, err)
+	}
+	clk.Step(2 * time.Minute)
+	imgs.images = append(imgs.images, img("sha256:new", 10))
+	res, err := c.DeleteUnused(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"sha256:old1", "sha256:old2"}, candidateIDs(res.Removed)); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+}
