@@ -272,6 +272,7 @@ func New(opts Options) (*Agent, error) {
 		Admit:    append([]AdmitHandler{MaxPods(opts.MaxPods), ResourceFit(func() v1.ResourceList { return a.capacity })}, opts.Admit...),
 		Logger:   log,
 	}
+	hc.Admit = append(hc.Admit, a.EvictionAdmit())
 	if a.mirrors != nil {
 		hc.Mirrors = a.mirrors
 	}
@@ -332,6 +333,7 @@ func (a *Agent) joinCluster() error {
 	if nodeOpts.Logger.GetSink() == nil {
 		nodeOpts.Logger = a.opts.Logger // the node package names the node itself
 	}
+	a.nodeAliveNodeOptions(&nodeOpts)
 	if nodeOpts.Health == nil {
 		// Ready as the kubelet: the runtime answers and the PLEG relists.
 		nodeOpts.Health = func() error { return a.runtimeHealthy(nil) }

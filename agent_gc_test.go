@@ -67,7 +67,7 @@ func TestAgentCollectsSandboxLeakedByRuntimeCrash(t *testing.T) {
 					RuntimeStatusPeriod: time.Second,
 					RuntimeManager:      runtime.ManagerOptions{PodLogsDir: t.TempDir()},
 					Cgroups:             cgroup.PodManagerOptions{Disabled: true},
-					GC:                  nodekit.GCOptions{DisableContainers: tc.disable},
+					NodeResources:       nodekit.NodeResourcesOptions{GC: nodekit.GCOptions{DisableContainers: tc.disable}},
 					Logger:              logs.logger(t),
 				})
 				if err != nil {

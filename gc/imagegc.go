@@ -273,3 +273,6 @@ func (c *ImageCollector) DeleteUnused(ctx context.Context) (ImageResult, error) 
 	}
 	return res, errors.Join(errs...)
 }
+
+// FsStats reads the image file system as the collector does.
+func (c *ImageCollector) FsStats(ctx context.Context) (FsStats, error) { return c.opts.FsStats(ctx) }

@@ -122,10 +122,12 @@ func (r ImageRecords) Detect(now time.Time, images []*runtimeapi.Image, containe
 	return inUse
 }
 
-// FsStats is the image file system's size and free space, in bytes.
+// FsStats is the image file system's size and free space, in bytes, and
+// its inodes (0 when unknown).
 type FsStats struct {
-	Capacity  uint64
-	Available uint64
+	Capacity           uint64
+	Available          uint64
+	Inodes, InodesFree uint64
 }
 
 // ImageCandidate is an image the collector may remove.

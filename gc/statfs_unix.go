@@ -16,5 +16,5 @@ func Statfs(path string) (FsStats, error) {
 		return FsStats{}, fmt.Errorf("gc: statfs %s: %w", path, err)
 	}
 	bs := uint64(st.Bsize)
-	return FsStats{Capacity: st.Blocks * bs, Available: st.Bavail * bs}, nil
+	return FsStats{Capacity: st.Blocks * bs, Available: st.Bavail * bs, Inodes: st.Files, InodesFree: st.Ffree}, nil
 }
