@@ -145,27 +145,15 @@ func New(opts Options) (*Agent, error) {
 	}
 	a.runtime = rm
 
-	if opts.EventGenerator != nil {
-		a.events, a.cache = opts.EventGenerator, opts.Cache
-	} else {
-		a.cache = pleg.NewCache()
-		plegOpts := opts.PLEG
-		if plegOpts.Logger.GetSink() == nil {
-			plegOpts.Logger = log
+	a.cache = pleg.NewCache()
+	newPLEG := opts.PLEG
+	if newPLEG == nil {
+		newPLEG = func(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
+			return pleg.NewAuto(rt, st, c, pleg.EventedOptions{Logger: log})
 		}
-		if opts.DisableEventedPLEG {
-			a.events, err = pleg.NewGeneric(opts.Runtime, rm, a.cache, pleg.GenericOptions{
-				RelistPeriod:    plegOpts.RelistPeriod,
-				RelistThreshold: plegOpts.RelistThreshold,
-				ChannelCapacity: plegOpts.ChannelCapacity,
-				Logger:          plegOpts.Logger,
-			})
-		} else {
-			a.events, err = pleg.NewAuto(opts.Runtime, rm, a.cache, plegOpts)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("nodekit: %w", err)
-		}
+	}
+	if a.events, err = newPLEG(opts.Runtime, rm, a.cache, log); err != nil {
+		return nil, fmt.Errorf("nodekit: %w", err)
 	}
 
 	volOpts := opts.Volumes
@@ -174,11 +162,7 @@ func New(opts Options) (*Agent, error) {
 		volOpts.Logger = log
 	}
 	if volOpts.Plugins == nil {
-		hpOpts := opts.HostPath
-		if hpOpts.Logger.GetSink() == nil {
-			hpOpts.Logger = log
-		}
-		hp, err := hostpath.New(hpOpts)
+		hp, err := hostpath.New(hostpath.Options{AllowedHostPaths: volOpts.AllowedHostPaths, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)
 		}
@@ -327,9 +311,7 @@ func (a *Agent) joinCluster() error {
 	nodeOpts := a.opts.Node
 	nodeOpts.NodeName = a.opts.NodeName
 	nodeOpts.MaxPods = a.opts.MaxPods
-	if nodeOpts.Capacity == nil {
-		nodeOpts.Capacity = a.opts.Capacity
-	}
+	nodeOpts.Capacity = a.opts.Capacity
 	if nodeOpts.Logger.GetSink() == nil {
 		nodeOpts.Logger = a.opts.Logger // the node package names the node itself
 	}

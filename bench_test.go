@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
@@ -64,14 +66,14 @@ func benchmarkStartPods(b *testing.B, n int, generic bool) {
 		seen := make(map[types.UID]bool, n)
 		src := make(chanSource, 1)
 		agent, err := nodekit.New(nodekit.Options{
-			NodeName:           "bench",
-			Sources:            []nodekit.NamedSource{{Name: "bench", Source: src}},
-			Runtime:            rt,
-			MaxPods:            n,
-			RuntimeManager:     runtime.ManagerOptions{PodLogsDir: shmDir(b, "logs")},
-			RootDir:            shmDir(b, "root"),
-			Cgroups:            cgroup.PodManagerOptions{Disabled: true},
-			DisableEventedPLEG: generic,
+			NodeName:       "bench",
+			Sources:        []nodekit.NamedSource{{Name: "bench", Source: src}},
+			Runtime:        rt,
+			MaxPods:        n,
+			RuntimeManager: runtime.ManagerOptions{PodLogsDir: shmDir(b, "logs")},
+			RootDir:        shmDir(b, "root"),
+			Cgroups:        cgroup.PodManagerOptions{Disabled: true},
+			PLEG:           newPLEG(generic),
 			OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
 				// Called serially for each pod; seen is only touched here.
 				if s.Phase == v1.PodRunning && !seen[pod.UID] {
@@ -145,4 +147,15 @@ func shmDir(b *testing.B, name string) string {
 		return dir
 	}
 	return b.TempDir()
+}
+
+// newPLEG gives the agent a relisting PLEG when generic is true, and the
+// default (nil: pleg.NewAuto) otherwise.
+func newPLEG(generic bool) func(runtime.RuntimeService, pleg.StatusGetter, pleg.Cache, logr.Logger) (pleg.EventGenerator, error) {
+	if !generic {
+		return nil
+	}
+	return func(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
+		return pleg.NewGeneric(rt, st, c, pleg.GenericOptions{Logger: log})
+	}
 }

@@ -15,7 +15,8 @@ import (
 	"github.com/nodekit/nodekit/podmodel"
 )
 
-// Observer is told of every change of a pod's status. It must not block.
+// Observer is told of every change of a pod's status, one call at a time and
+// in the order of the changes. It must not block.
 type Observer func(pod *v1.Pod, status v1.PodStatus)
 
 // The defaults of Options.
