@@ -62,43 +62,45 @@ func request(s Signal, pod *v1.Pod) int64 {
 // Pods without stats come first where usage is compared, as with the
 // kubelet. Ties keep the input order. Rank sorts pods in place.
 func Rank(s Signal, pods []*v1.Pod, stats map[types.UID]PodStats) {
-	get := func(p *v1.Pod) (PodStats, bool) {
-		ps, ok := stats[p.UID]
-		if !ok {
-			return ps, false
+	// The keys are computed once per pod: a pod's requests take a walk
+	// over its containers.
+	type key struct {
+		pod      *v1.Pod
+		measured bool
+		exceeds  bool
+		above    int64 // usage less request
+		priority int32
+	}
+	keys := make([]key, len(pods))
+	for i, p := range pods {
+		k := key{pod: p, priority: corev1helpers.PodPriority(p)}
+		if ps, ok := stats[p.UID]; ok {
+			if u := usage(s, ps); u != nil {
+				k.measured = true
+				k.above = int64(*u) - request(s, p)
+				k.exceeds = k.above > 0
+			}
 		}
-		return ps, usage(s, ps) != nil
+		keys[i] = k
 	}
-	exceeds := func(a, b *v1.Pod) int {
-		as, aok := get(a)
-		bs, bok := get(b)
-		if !aok || !bok {
-			return cmpBool(!aok, !bok)
+	exceeds := func(a, b key) int {
+		if !a.measured || !b.measured {
+			return cmpBool(!a.measured, !b.measured)
 		}
-		aEx := int64(*usage(s, as)) > request(s, a)
-		bEx := int64(*usage(s, bs)) > request(s, b)
-		return cmpBool(aEx, bEx)
+		return cmpBool(a.exceeds, b.exceeds)
 	}
-	above := func(a, b *v1.Pod) int {
-		as, aok := get(a)
-		bs, bok := get(b)
-		if !aok || !bok {
-			return cmpBool(!aok, !bok)
+	above := func(a, b key) int {
+		if !a.measured || !b.measured {
+			return cmpBool(!a.measured, !b.measured)
 		}
-		aa := int64(*usage(s, as)) - request(s, a)
-		ba := int64(*usage(s, bs)) - request(s, b)
-		return cmp.Compare(ba, aa) // larger first
+		return cmp.Compare(b.above, a.above) // larger first
 	}
-	priority := func(a, b *v1.Pod) int {
-		return cmp.Compare(corev1helpers.PodPriority(a), corev1helpers.PodPriority(b))
-	}
-	var order []func(a, b *v1.Pod) int
+	priority := func(a, b key) int { return cmp.Compare(a.priority, b.priority) }
+	order := []func(a, b key) int{exceeds, priority, above}
 	if s == SignalPIDAvailable {
-		order = []func(a, b *v1.Pod) int{priority, above}
-	} else {
-		order = []func(a, b *v1.Pod) int{exceeds, priority, above}
+		order = []func(a, b key) int{priority, above}
 	}
-	slices.SortStableFunc(pods, func(a, b *v1.Pod) int {
+	slices.SortStableFunc(keys, func(a, b key) int {
 		for _, f := range order {
 			if c := f(a, b); c != 0 {
 				return c
@@ -106,6 +108,9 @@ func Rank(s Signal, pods []*v1.Pod, stats map[types.UID]PodStats) {
 		}
 		return 0
 	})
+	for i := range keys {
+		pods[i] = keys[i].pod
+	}
 }
 
 // cmpBool orders true before false.
