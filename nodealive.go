@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/gc"
+	"github.com/nodekit/nodekit/logrotate"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
@@ -28,6 +29,19 @@ type NodeResourcesOptions struct {
 	Eviction EvictionOptions
 	// GC configures the garbage collectors.
 	GC GCOptions
+	// LogRotation configures the rotation of the containers' logs (10Mi,
+	// 5 files, every 10s, rotated files gzip-compressed). It needs a
+	// runtime that can reopen a container's log (CRI ReopenContainerLog:
+	// the runtime/cri client); without one, logs are not rotated and the
+	// agent logs why.
+	LogRotation LogRotationOptions
+}
+
+// LogRotationOptions configure the container log rotation (package
+// logrotate).
+type LogRotationOptions struct {
+	Disable bool
+	logrotate.Options
 }
 
 // EvictionOptions configure the eviction manager (package eviction).
@@ -71,6 +85,7 @@ type nodeAlive struct {
 	containerGC *gc.ContainerCollector // nil when disabled
 	imageGC     *gc.ImageCollector     // nil when disabled
 	eviction    *eviction.Manager      // nil when disabled
+	logs        *logrotate.Rotator     // nil when disabled
 	thresholds  []eviction.Threshold
 	imageFs     func(context.Context) (gc.FsStats, error) // nil when unknown
 }
@@ -108,6 +123,17 @@ func (a *Agent) buildNodeAlive() error {
 		} else {
 			a.alive.imageGC = c
 			a.alive.imageFs = c.FsStats
+		}
+	}
+	if lo := o.LogRotation; !lo.Disable {
+		if lo.Logger.GetSink() == nil {
+			lo.Logger = a.log
+		}
+		r, err := logrotate.New(a.opts.Runtime, lo.Options)
+		if err != nil {
+			a.log.Info("Container logs are not rotated", "reason", err.Error())
+		} else {
+			a.alive.logs = r
 		}
 	}
 	eo := o.Eviction
@@ -278,6 +304,9 @@ func (a *Agent) runNodeAlive(run func(name string, f func(context.Context) error
 	}
 	if m := a.alive.eviction; m != nil {
 		run("eviction manager", m.Run)
+	}
+	if r := a.alive.logs; r != nil {
+		run("log rotation", r.Run)
 	}
 }
 
