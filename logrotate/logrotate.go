@@ -80,7 +80,9 @@ type runtimeClienter interface {
 	RuntimeClient() runtimeapi.RuntimeServiceClient
 }
 
-type clientReopener struct{ rc runtimeapi.RuntimeServiceClient }
+type clientReopener struct {
+	rc runtimeapi.RuntimeServiceClient
+}
 
 func (c clientReopener) ReopenContainerLog(ctx context.Context, id string) error {
 	_, err := c.rc.ReopenContainerLog(ctx, &runtimeapi.ReopenContainerLogRequest{ContainerId: id}, grpc.WaitForReady(false))
