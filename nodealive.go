@@ -57,7 +57,8 @@ type EvictionOptions struct {
 	// imagefs.available<15%), pressure transition period 5m, monitoring
 	// every 10s. ActivePods, Evict, Terminated, the reclaim functions and
 	// Recorder are the agent's. Stats defaults to eviction.CgroupStats on
-	// the agent's cgroups, root directory and pod logs.
+	// the agent's cgroups, root directory and pod logs, and then
+	// MemoryCgroup to the cgroup v1 memory root (threshold notifications).
 	Manager eviction.Options
 }
 
@@ -158,6 +159,15 @@ func (a *Agent) buildNodeAlive() error {
 	}
 	if mo.Stats == nil {
 		mo.Stats = a.defaultStats()
+		if mo.MemoryCgroup == "" {
+			root := a.opts.Cgroups.CgroupfsRoot
+			if root == "" {
+				root = "/sys/fs/cgroup"
+			}
+			// cgroup v1: threshold notifications on the node's memory
+			// usage; on v2 the manager finds none and polls.
+			mo.MemoryCgroup = filepath.Join(root, "memory")
+		}
 	}
 	m, err := eviction.New(mo)
 	if err != nil {

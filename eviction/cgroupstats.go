@@ -150,7 +150,7 @@ func readMemory(proc, cgroot string) (*MemoryStats, error) {
 	if ws < total {
 		avail = total - ws
 	}
-	return &MemoryStats{Available: avail, Capacity: total, WorkingSet: ws}, nil
+	return &MemoryStats{Available: avail, Capacity: total, WorkingSet: ws, InactiveFile: usage - ws}, nil
 }
 
 // parseMeminfo reads /proc/meminfo in bytes.

@@ -47,7 +47,7 @@ func TestCgroupStatsV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := *s.Memory, (MemoryStats{Capacity: 1024000000, WorkingSet: 500000000, Available: 524000000}); got != want {
+	if got, want := *s.Memory, (MemoryStats{Capacity: 1024000000, WorkingSet: 500000000, Available: 524000000, InactiveFile: 100000000}); got != want {
 		t.Errorf("memory %+v, want %+v", got, want)
 	}
 	if got, want := *s.PIDs, (PIDStats{Capacity: 30000, Available: 29750}); got != want {

@@ -43,6 +43,13 @@
 // Evicted event. One pod per synchronization; the next one waits (at most
 // 30 s) until it terminated.
 //
+// With Options.MemoryCgroup (cgroup v1), the manager also arms the
+// kernel's memory threshold notifications (cgroup.event_control on
+// memory.usage_in_bytes) at the usage where each memory.available
+// threshold is crossed (capacity less the threshold plus the inactive file
+// pages, as the kubelet computes it), re-armed when that value changes,
+// and synchronizes as soon as one fires rather than at the next interval.
+//
 // Admit is the kubelet's admission check: under memory pressure only
 // BestEffort pods are refused (unless they tolerate the memory-pressure
 // taint); under other pressure every pod but the critical ones.
@@ -56,8 +63,9 @@
 // # Differences from the kubelet
 //
 //   - No local-storage eviction of pods over their emptyDir sizeLimit or
-//     ephemeral-storage limit, no allocatable memory signal, no memory
-//     threshold notifier (cgroup events): pressure is polled.
+//     ephemeral-storage limit, no allocatable memory signal (and so no
+//     notifier on the pods' cgroup). Threshold notifications need cgroup
+//     v1, as the kubelet's; on v2 pressure is polled.
 //   - The node conditions' taints are left to the cluster's node lifecycle
 //     controller, as for the kubelet; PressureTaints names them.
 //   - A pressure condition with a PressureTransitionPeriod shorter than

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -75,6 +76,13 @@ type Options struct {
 	// Recorder receives the Evicted event of each evicted pod. Defaults to
 	// none.
 	Recorder Recorder
+	// MemoryCgroup is the cgroup v1 memory directory of the node (e.g.
+	// /sys/fs/cgroup/memory): the manager arms the kernel's memory
+	// threshold notifications on its usage for each memory.available
+	// threshold, and synchronizes at once when one fires instead of at the
+	// next interval (the kubelet's memory threshold notifier). Defaults to
+	// "": polling only (cgroup v2 offers no such notification).
+	MemoryCgroup string
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 	// Logger defaults to discarding.
@@ -94,6 +102,10 @@ type Manager struct {
 
 	mu         sync.Mutex
 	conditions []v1.NodeConditionType
+	lastMemory *MemoryStats // of the last synchronization
+
+	// wake is signalled by the memory threshold notifiers.
+	wake chan struct{}
 }
 
 // New returns a Manager. It does no I/O.
@@ -120,7 +132,7 @@ func New(opts Options) (*Manager, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Manager{opts: opts, log: opts.Logger.WithName("eviction")}, nil
+	return &Manager{opts: opts, log: opts.Logger.WithName("eviction"), wake: make(chan struct{}, 1)}, nil
 }
 
 // Thresholds returns the manager's thresholds.
@@ -150,11 +162,14 @@ func (m *Manager) Admit(pod *v1.Pod) (ok bool, reason, message string) {
 // terminate before the next synchronization, as the kubelet does.
 func (m *Manager) Run(ctx context.Context) error {
 	clk := m.opts.Clock
+	notifiers := &memoryNotifiers{m: m}
+	defer notifiers.stop()
 	for {
 		evicted, err := m.Synchronize(ctx)
 		if err != nil && ctx.Err() == nil {
 			m.log.Error(err, "Eviction manager: synchronize failed")
 		}
+		notifiers.update()
 		if len(evicted) > 0 && m.opts.Terminated != nil {
 			m.waitForCleanup(ctx, evicted)
 		} else {
@@ -164,6 +179,9 @@ func (m *Manager) Run(ctx context.Context) error {
 				t.Stop()
 				return nil
 			case <-t.C():
+			case <-m.wake:
+				t.Stop()
+				m.log.V(2).Info("Eviction manager: memory threshold crossed, synchronizing")
 			}
 		}
 		if ctx.Err() != nil {
@@ -215,6 +233,9 @@ func (m *Manager) Synchronize(ctx context.Context) ([]*v1.Pod, error) {
 		return nil, fmt.Errorf("eviction: reading stats: %w", err)
 	}
 	obs := Observe(stats)
+	m.mu.Lock()
+	m.lastMemory = stats.Memory
+	m.mu.Unlock()
 	now := m.opts.Clock.Now()
 	next, acting := Step(now, m.opts.Thresholds, obs, m.st, m.opts.PressureTransitionPeriod)
 	m.st = next
@@ -333,4 +354,61 @@ func (m *Manager) setConditions(c []v1.NodeConditionType) {
 			m.opts.OnConditions(slices.Clone(c))
 		}
 	}
+}
+
+// memoryNotifiers are the memory threshold notifications Run keeps armed,
+// one per memory.available threshold. Only Run's goroutine uses them.
+type memoryNotifiers struct {
+	m        *Manager
+	armed    map[string]int64 // threshold key → bytes armed
+	active   []*thresholdNotifier
+	disabled bool
+}
+
+// update arms the notifications at the usage where each memory threshold
+// is crossed: capacity less the threshold plus the inactive file pages,
+// the kubelet's computation; unchanged values are left armed.
+func (n *memoryNotifiers) update() {
+	m := n.m
+	if m.opts.MemoryCgroup == "" || n.disabled {
+		return
+	}
+	if err := notifierSupported(m.opts.MemoryCgroup); err != nil {
+		m.log.Info("Eviction manager: memory threshold notifications unavailable; polling only", "reason", err.Error())
+		n.disabled = true
+		return
+	}
+	m.mu.Lock()
+	mem := m.lastMemory
+	m.mu.Unlock()
+	if mem == nil || mem.Capacity == 0 {
+		return
+	}
+	want := map[string]int64{}
+	for _, t := range m.opts.Thresholds {
+		if t.Signal != SignalMemoryAvailable {
+			continue
+		}
+		want[t.key()] = int64(mem.Capacity) - t.Value.amount(int64(mem.Capacity)) + int64(mem.InactiveFile)
+	}
+	if maps.Equal(want, n.armed) {
+		return
+	}
+	n.stop()
+	for key, bytes := range want {
+		nt, err := newThresholdNotifier(m.opts.MemoryCgroup, bytes, m.wake)
+		if err != nil {
+			m.log.Error(err, "Eviction manager: arming a memory threshold notification", "threshold", key)
+			continue
+		}
+		n.active = append(n.active, nt)
+	}
+	n.armed = want
+}
+
+func (n *memoryNotifiers) stop() {
+	for _, nt := range n.active {
+		nt.stop()
+	}
+	n.active, n.armed = nil, nil
 }

@@ -25,6 +25,9 @@ type Stats struct {
 type MemoryStats struct {
 	Available, Capacity uint64
 	WorkingSet          uint64
+	// InactiveFile is the usage less the working set (for the memory
+	// threshold notifier). Defaults to 0.
+	InactiveFile uint64
 }
 
 // FsStats are a file system's bytes and inodes.
