@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/mirror"
 	"github.com/nodekit/nodekit/node"
@@ -57,9 +58,10 @@ type Agent struct {
 	handler  *Handler
 	// capacity is Options.Capacity or, read at the start of Run, the
 	// machine's; admission reads it from the sync loop.
-	capacity v1.ResourceList
-	loop     *syncloop.Loop
-	alive    nodeAlive // garbage collectors (nodealive.go)
+	capacity  v1.ResourceList
+	localNode // the Node admission checks against when none is registered
+	loop      *syncloop.Loop
+	alive     nodeAlive // garbage collectors, eviction, log rotation (nodealive.go)
 
 	// runtimeErr holds the last runtime health check's result (an error
 	// value or nil in an errBox).
@@ -110,8 +112,6 @@ func New(opts Options) (*Agent, error) {
 		statusOpts.Client = opts.KubeClient
 		statusOpts.NodeName = opts.NodeName
 		statusOpts.Logger = log
-		// The workers come later; the closure reads them when called.
-		statusOpts.CouldHaveRunningContainers = func(uid types.UID) bool { return a.workers.CouldHaveRunningContainers(uid) }
 		statusOpts.MirrorPod = a.mirrors.MirrorPod
 		statusOpts.APIPod = a.pods.GetPodByUID
 	}
@@ -236,7 +236,10 @@ func New(opts Options) (*Agent, error) {
 		Queue:          a.queue,
 		ResyncInterval: opts.ResyncInterval,
 		BackOffPeriod:  opts.ErrorBackOff,
-		Logger:         log,
+		// The status manager holds a terminal phase back, and does not
+		// delete a pod, until the workers say its containers stopped.
+		Terminated: a.statuses.PodTerminated,
+		Logger:     log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
@@ -244,6 +247,12 @@ func New(opts Options) (*Agent, error) {
 	if err := a.buildNodeAlive(); err != nil {
 		return nil, err
 	}
+	admit, err := a.admitHandlers()
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: %w", err)
+	}
+	// The eviction manager's check comes first, as the kubelet's.
+	admit = append([]admission.Handler{a.EvictionAdmit()}, admit...)
 	hc := HandlerConfig{
 		Pods:     a.pods,
 		Workers:  a.workers,
@@ -253,10 +262,9 @@ func New(opts Options) (*Agent, error) {
 		Cgroups:  a.cgroups,
 		Runtime:  rm,
 		Cache:    a.cache,
-		Admit:    append([]AdmitHandler{MaxPods(opts.MaxPods), ResourceFit(func() v1.ResourceList { return a.capacity })}, opts.Admit...),
+		Admit:    admit,
 		Logger:   log,
 	}
-	hc.Admit = append(hc.Admit, a.EvictionAdmit())
 	if a.mirrors != nil {
 		hc.Mirrors = a.mirrors
 	}
@@ -337,10 +345,14 @@ func (a *Agent) joinCluster() error {
 	return nil
 }
 
-// hostIPs are the node's internal addresses, for pod statuses: the Node's
-// when the agent joined a cluster.
+// hostIPs are the node's internal addresses, for pod statuses and the
+// environment's HOST_IP: the Node's when the agent joined a cluster, else
+// Options.Node.InternalIP when set.
 func (a *Agent) hostIPs() []string {
 	if a.node == nil {
+		if ip := a.opts.Node.InternalIP; ip != nil {
+			return []string{ip.String()}
+		}
 		return nil
 	}
 	n, ok := a.node.Node()

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/gc"
 	"github.com/nodekit/nodekit/logrotate"
@@ -269,11 +270,16 @@ func (a *Agent) NodeConditions() []v1.NodeConditionType {
 // agent's pressure conditions: under memory pressure BestEffort pods are
 // refused (unless they tolerate the memory-pressure taint), under disk or
 // PID pressure every pod but the critical ones; reason Evicted, message
-// "The node had condition: [...]".
-func (a *Agent) EvictionAdmit() AdmitHandler {
-	return AdmitFunc(func(pod *v1.Pod, _ []*v1.Pod) AdmitResult {
+// "The node had condition: [...]", and a Warning event on the pod, as the
+// kubelet's rejectPod.
+func (a *Agent) EvictionAdmit() admission.Handler {
+	return admission.Func(func(pod *v1.Pod, _ []*v1.Pod) admission.Result {
 		ok, reason, msg := eviction.Admit(pod, a.NodeConditions())
-		return AdmitResult{Admit: ok, Reason: reason, Message: msg}
+		if ok {
+			return admission.Admitted()
+		}
+		a.recorder.Event(pod, v1.EventTypeWarning, reason, msg)
+		return admission.Result{Admit: false, Reason: reason, Message: msg}
 	})
 }
 

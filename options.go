@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
@@ -55,8 +56,10 @@ type Options struct {
 	// Node configures the Node registration, status and Lease (status every
 	// 10s, reported at least every 5m, Lease of 40s renewed every 10s).
 	// Its NodeName, MaxPods and Capacity are the agent's (set them here);
-	// Health and RuntimeVersion default to the runtime's. Used only with
-	// KubeClient.
+	// Health and RuntimeVersion default to the runtime's. Used with
+	// KubeClient; without it, its Labels and Taints still make the Node
+	// that admission checks pods against, and its InternalIP is the host
+	// IP of the pods.
 	Node node.Options
 	// APISource configures the API-server pod source. Its NodeName is the
 	// agent's. Used only with KubeClient.
@@ -68,9 +71,16 @@ type Options struct {
 	// MaxPods is the number of pods the agent admits at once; further pods
 	// are rejected with phase Failed and reason OutOfpods. Defaults to 110.
 	MaxPods int
-	// Admit holds extra admission checks, run in order after the pod
-	// count check; the first rejection wins.
-	Admit []AdmitHandler
+	// Admit holds extra admission checks, run in order after the
+	// kubelet's (package admission: sysctls, OS, pod count, resources,
+	// node affinity and name, host ports, taints, AppArmor); the first
+	// rejection wins.
+	Admit []admission.Handler
+	// AllowedUnsafeSysctls are the sysctls pods may set beyond the safe
+	// ones, as the kubelet's allowedUnsafeSysctls ("kernel.msg*",
+	// "net.core.somaxconn"); others are rejected with reason
+	// SysctlForbidden. Defaults to none.
+	AllowedUnsafeSysctls []string
 
 	// SyncPeriod is the sync loop's tick. Defaults to 1s.
 	SyncPeriod time.Duration
@@ -124,9 +134,10 @@ type Options struct {
 	// runtime runs no processes. Two agents on one host need two roots.
 	Cgroups cgroup.PodManagerOptions
 	// Capacity is what the node offers pods; admission rejects a pod whose
-	// requests exceed it (reason OutOfcpu, OutOfmemory), and a joined Node
-	// reports it over what it measures. Defaults to the machine's CPUs and
-	// memory.
+	// requests, with those of the pods already admitted, exceed it (reason
+	// OutOfcpu, OutOfmemory), or the Node's allocatable resources once the
+	// agent registered it; a joined Node reports it over what it measures.
+	// Defaults to the machine's CPUs and memory.
 	Capacity v1.ResourceList
 
 	// NodeResources configures what keeps the node alive: system- and

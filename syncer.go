@@ -139,6 +139,7 @@ func (s *PodSyncer) SyncPod(ctx context.Context, updateType podworker.UpdateType
 	result := s.c.Runtime.SyncPodWithOptions(ctx, pod, podStatus, runtime.SyncPodOptions{
 		CgroupParent: cgroupParent,
 		Unhealthy:    s.c.Probes.Unhealthy,
+		HostIPs:      s.c.HostIPs,
 		Mounts: func(pod *v1.Pod, c *v1.Container, env map[string]string) ([]runtime.Mount, error) {
 			cms, err := s.c.Volumes.ContainerMounts(pod, c, mounts, env)
 			if err != nil {

@@ -22,8 +22,8 @@ type PodManagerOptions struct {
 	// Disabled turns cgroup management off, for an agent on a host whose
 	// cgroups it does not own: EnsureNode, UpdatePod, DestroyPod and
 	// UpdateQoS do nothing, EnsurePod returns "" (the runtime's default
-	// cgroup parent) and Pods returns none. ValidatePod still checks the
-	// resources. Defaults to false: cgroups are managed.
+	// cgroup parent) and Pods returns none. Defaults to false: cgroups are
+	// managed.
 	Disabled bool
 	// Root is the node-level cgroup that holds the QoS and pod cgroups, in
 	// cgroupfs form; "nodekit/kubepods" nests it. Defaults to "kubepods".
@@ -453,10 +453,4 @@ func (p *PodManager) UpdateQoS(activePods []*v1.Pod) error {
 	}
 	p.log.V(4).Info("updated QoS cgroups", "burstableShares", bShares)
 	return nil
-}
-
-// ValidatePod is ValidatePodResources; it works whether or not the
-// PodManager is enabled.
-func (p *PodManager) ValidatePod(pod *v1.Pod, capacity v1.ResourceList) error {
-	return ValidatePodResources(pod, capacity)
 }

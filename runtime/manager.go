@@ -38,6 +38,11 @@ type ManagerOptions struct {
 	// ImageBackOff of failed image pulls (ImagePullBackOff). Defaults to
 	// Initial 10s, Max 300s, Reset 10m.
 	ImageBackOff BackOffOptions
+	// MaxParallelImagePulls is how many images are pulled at once. The pods
+	// that need the same image at the same time always share one pull.
+	// Defaults to 1: pulls are serialized, the kubelet's default
+	// (serializeImagePulls).
+	MaxParallelImagePulls int
 	// MinGracePeriod is the shortest time a container is given to stop
 	// (unless a kill overrides the grace period). Defaults to 2s.
 	MinGracePeriod time.Duration
@@ -67,6 +72,9 @@ func (o *ManagerOptions) setDefaults() error {
 	if o.MinGracePeriod < 0 {
 		return errors.New("runtime: negative MinGracePeriod")
 	}
+	if o.MaxParallelImagePulls < 0 {
+		return errors.New("runtime: negative MaxParallelImagePulls")
+	}
 	if o.MinGracePeriod == 0 {
 		o.MinGracePeriod = 2 * time.Second
 	}
@@ -88,6 +96,8 @@ type Manager struct {
 	log  logr.Logger
 	ev   events
 	now  func() time.Time
+	// pulls coalesces the pulls of one image.
+	pulls *puller
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -122,6 +132,7 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 		log:         opts.Logger.WithName("runtime"),
 		ev:          events{rec: opts.Recorder},
 		now:         time.Now,
+		pulls:       newPuller(is, opts.MaxParallelImagePulls),
 		runtimeName: "cri",
 		containerBO: newBackOff(opts.BackOff),
 		imageBO:     newBackOff(opts.ImageBackOff),

@@ -33,6 +33,10 @@ type SyncPodOptions struct {
 	// them and restarts them per the restart policy. Defaults to nil: no
 	// probe results.
 	Unhealthy UnhealthyFunc
+	// HostIPs, when set, returns the node's addresses: the environment's
+	// downward-API status.hostIP and status.hostIPs take them when the
+	// pod's status has none yet, as the kubelet takes the node's.
+	HostIPs func() []string
 }
 
 // SyncPod brings the pod's sandbox and containers in the runtime towards
@@ -51,6 +55,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 // pod.
 func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *PodStatus, opts SyncPodOptions) SyncResult {
 	var result SyncResult
+	pod = withHostIPs(pod, opts.HostIPs)
 	if status == nil {
 		status = &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
@@ -402,7 +407,11 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 	} else {
 		restartCount = restartCountFromLogDir(PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.UID) + "/" + c.Name)
 	}
-	cfg, err := m.containerConfig(pod, spec, restartCount, imageRef, podIPs, mounts)
+	err = m.checkRunAsNonRoot(ctx, pod, c, imageRef)
+	var cfg *runtimeapi.ContainerConfig
+	if err == nil {
+		cfg, err = m.containerConfig(pod, spec, restartCount, imageRef, podIPs, mounts)
+	}
 	if err != nil {
 		m.ev.container(pod, c, "", v1.EventTypeWarning, EventFailed, "Error: "+err.Error())
 		ar.Message = err.Error()
@@ -476,7 +485,7 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		return "", msg, fmt.Errorf("%w: %s", ErrImagePullBackOff, msg)
 	}
 	m.ev.container(pod, c, "", v1.EventTypeNormal, EventPulling, fmt.Sprintf("Pulling image %q", c.Image))
-	ref, err := m.is.PullImage(ctx, spec, nil, sandboxCfg)
+	ref, err := m.pulls.pull(ctx, spec, nil, sandboxCfg)
 	end := m.now()
 	if err != nil {
 		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)

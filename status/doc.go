@@ -34,14 +34,15 @@
 // # Usage
 //
 //	m := status.NewManager(status.Options{
-//		Client:                     client,
-//		NodeName:                   node,
-//		CouldHaveRunningContainers: workers.CouldHaveRunningContainers,
-//		MirrorPod:                  mirrors.MirrorPod,
-//		Logger:                     log,
+//		Client:    client,
+//		NodeName:  node,
+//		MirrorPod: mirrors.MirrorPod,
+//		Logger:    log,
 //	})
 //	go m.Run(ctx)
 //	m.SetPodStatus(pod, status)
+//	...
+//	m.PodTerminated(pod.UID) // its containers stopped: podworker.Options.Terminated
 //
 // # Concurrency
 //
