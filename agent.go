@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/mirror"
 	"github.com/nodekit/nodekit/node"
@@ -61,6 +62,7 @@ type Agent struct {
 	localNode // the Node admission checks against when none is registered
 	loop      *syncloop.Loop
 	nodeAPI   *nodeAPIServer // nil when not served
+	alive     nodeAlive // garbage collectors, eviction, log rotation (nodealive.go)
 
 	// runtimeErr holds the last runtime health check's result (an error
 	// value or nil in an errBox).
@@ -247,10 +249,15 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
+	if err := a.buildNodeAlive(); err != nil {
+		return nil, err
+	}
 	admit, err := a.admitHandlers()
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
+	// The eviction manager's check comes first, as the kubelet's.
+	admit = append([]admission.Handler{a.EvictionAdmit()}, admit...)
 	hc := HandlerConfig{
 		Pods:     a.pods,
 		Workers:  a.workers,
@@ -324,6 +331,7 @@ func (a *Agent) joinCluster() error {
 	if nodeOpts.Logger.GetSink() == nil {
 		nodeOpts.Logger = a.opts.Logger // the node package names the node itself
 	}
+	a.nodeAliveNodeOptions(&nodeOpts)
 	if nodeOpts.Health == nil {
 		// Ready as the kubelet: the runtime answers and the PLEG relists.
 		nodeOpts.Health = func() error { return a.runtimeHealthy(nil) }
@@ -414,6 +422,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.nodeAPI != nil {
 		run("node api", a.nodeAPI.Run)
 	}
+	a.runNodeAlive(run)
 	run("sync loop", a.loop.Run)
 	err := g.Wait()
 	a.log.Info("Node agent stopped")
@@ -442,6 +451,7 @@ func (a *Agent) checkRuntime(ctx context.Context) {
 		a.log.Error(err, "Container runtime not healthy")
 	case err == nil && prev.err != nil:
 		a.log.Info("Container runtime healthy")
+		a.runtimeRecovered()
 	}
 }
 

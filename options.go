@@ -140,6 +140,13 @@ type Options struct {
 	// Defaults to the machine's CPUs and memory.
 	Capacity v1.ResourceList
 
+	// NodeResources configures what keeps the node alive: system- and
+	// kube-reserved resources, node-pressure eviction (package eviction)
+	// and the garbage collection of dead containers, old sandboxes, the
+	// logs of deleted pods and unused images (package gc), with the
+	// kubelet's defaults.
+	NodeResources NodeResourcesOptions
+
 	// Probes configures the liveness, readiness and startup probes. Its
 	// Runtime (for exec probes) defaults to Runtime; its Statuses are the
 	// agent's.

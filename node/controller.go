@@ -86,6 +86,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.event(EventStarting, "Starting node agent.")
 	s := &statusLoop{c: c, facts: f}
 	if !s.register(ctx) {
 		return nil
@@ -219,9 +220,10 @@ func (s *statusLoop) register(ctx context.Context) bool {
 func (s *statusLoop) tryRegister(ctx context.Context) (*v1.Node, bool, error) {
 	c := s.c
 	nodes := c.client.CoreV1().Nodes()
-	want := s.facts.newNode(c.opts.NodeName, c.opts.Taints, s.readRuntimeVersion(ctx), c.opts.Health(), time.Now())
+	want := s.facts.newNodeObserved(c.opts.NodeName, c.opts.Taints, s.observe(ctx), time.Now())
 	n, err := nodes.Create(ctx, want, metav1.CreateOptions{})
 	if err == nil {
+		c.recordConditionEvents(v1.NodeStatus{}, n.Status)
 		return n, true, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
@@ -230,6 +232,13 @@ func (s *statusLoop) tryRegister(ctx context.Context) (*v1.Node, bool, error) {
 	n, err = nodes.Get(ctx, c.opts.NodeName, metav1.GetOptions{})
 	if err != nil {
 		return nil, false, err
+	}
+	if patch, err := annotationsPatch(n, versionAnnotations()); err != nil {
+		return nil, false, err
+	} else if patch != nil {
+		if n, err = nodes.Patch(ctx, c.opts.NodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return nil, false, err
+		}
 	}
 	patch, err := labelsPatch(n, s.facts.labels)
 	if err != nil || patch == nil {
@@ -255,6 +264,15 @@ func (s *statusLoop) readRuntimeVersion(ctx context.Context) string {
 	}
 	s.runtimeVersion = v
 	return v
+}
+
+// observe reads what the status reports beside the facts.
+func (s *statusLoop) observe(ctx context.Context) observed {
+	obs := observed{runtimeVersion: s.readRuntimeVersion(ctx), health: s.c.opts.Health(), images: s.readImages(ctx)}
+	if s.c.opts.Pressure != nil {
+		obs.pressure = s.c.opts.Pressure()
+	}
+	return obs
 }
 
 // run updates the status now and every StatusUpdateFrequency until ctx
@@ -305,8 +323,8 @@ func (s *statusLoop) untilHealthy(ctx context.Context) {
 func (s *statusLoop) update(ctx context.Context) {
 	c := s.c
 	nodes := c.client.CoreV1().Nodes()
-	health := c.opts.Health()
-	rv := s.readRuntimeVersion(ctx)
+	obs := s.observe(ctx)
+	health := obs.health
 	n, err := nodes.Get(ctx, c.opts.NodeName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		c.log.Info("the node was deleted: registering it again")
@@ -324,7 +342,7 @@ func (s *statusLoop) update(ctx context.Context) {
 	}
 	c.setNode(n)
 	now := time.Now()
-	status := s.facts.status(n.Status, rv, health, now)
+	status := s.facts.statusOf(n.Status, obs, now)
 	if !statusChanged(n.Status, status) && now.Sub(s.lastReport) < c.opts.StatusReportFrequency {
 		c.log.V(4).Info("node status unchanged: not reporting")
 		return
@@ -342,6 +360,7 @@ func (s *statusLoop) update(ctx context.Context) {
 		return
 	}
 	s.lastReport = now
+	c.recordConditionEvents(n.Status, updated.Status)
 	c.setNode(updated)
 	c.log.V(4).Info("node status updated", "ready", health == nil)
 }

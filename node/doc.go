@@ -4,17 +4,36 @@
 //
 // Run first registers the Node: it creates it with the labels of Options
 // (plus kubernetes.io/hostname, kubernetes.io/os and kubernetes.io/arch),
-// the taints of Options, and a status holding the machine's capacity (cpu,
-// memory, pods, ephemeral-storage if asked), the allocatable resources
-// (capacity minus Options.Reserved), the addresses (InternalIP, Hostname),
-// the nodeInfo and the conditions. A Node that already exists is adopted:
-// the labels it lacks are PATCHed on, and its status is reported at once.
+// the annotation nodekit.io/version (nodekit's module version), the taints
+// of Options, and a status holding the machine's capacity (cpu, memory,
+// pods, ephemeral-storage if asked), the allocatable resources, the
+// addresses (InternalIP, Hostname), the nodeInfo (kubeletVersion: the
+// Kubernetes version nodekit follows, v1.37.2 for k8s.io/api v0.37.2, a
+// semver as kubectl and the scheduler expect), status.images and the
+// conditions. A Node that already exists is adopted: the labels and the
+// annotation it lacks are PATCHed on, and its status is reported at once.
+//
+// Allocatable is the kubelet's formula (Allocatable): capacity less
+// SystemReserved, KubeReserved, Reserved and what the hard eviction
+// thresholds hold back (HardEvictionReserved: eviction.HardReservation),
+// floored at zero. status.images are the 50 largest images of
+// Options.Images, with at most 5 names each (digests first), as the
+// kubelet's. MemoryPressure, DiskPressure and PIDPressure are True while
+// Options.Pressure (the eviction manager) reports them, with the
+// kubelet's reasons.
+//
+// With Options.Recorder the controller records the kubelet's node events
+// (Normal, on the Node): Starting when Run starts, then one per owned
+// condition at registration and at every change: NodeReady,
+// NodeNotReady, NodeHasSufficientMemory, NodeHasInsufficientMemory,
+// NodeHasNoDiskPressure, NodeHasDiskPressure, NodeHasSufficientPID,
+// NodeHasInsufficientPID ("Node n1 status is now: NodeReady").
 //
 // Then two loops run until the context ends:
 //
 //   - the status loop reads the Node every StatusUpdateFrequency (10 s),
 //     computes its status (Ready from Options.Health; MemoryPressure,
-//     DiskPressure and PIDPressure False) and PATCHes it (a strategic merge
+//     DiskPressure and PIDPressure from Options.Pressure) and PATCHes it (a strategic merge
 //     patch of the status subresource, with the Node's UID as a
 //     precondition; never a PUT) when it changed, or when
 //     StatusReportFrequency (5 min) passed since the last report, as the

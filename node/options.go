@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Defaults, the kubelet's.
@@ -71,9 +72,30 @@ type Options struct {
 	// measured ones (e.g. extended resources). Defaults to none.
 	Capacity v1.ResourceList
 	// Reserved is subtracted from the capacity to give the allocatable
-	// resources (the kubelet's system-reserved plus kube-reserved; nodekit
-	// has no eviction thresholds to subtract). Defaults to none.
+	// resources, beside SystemReserved, KubeReserved and
+	// HardEvictionReserved. Defaults to none.
 	Reserved v1.ResourceList
+	// SystemReserved and KubeReserved are held back from pods for the
+	// system's and the node agent's own use (the kubelet's
+	// --system-reserved and --kube-reserved). Defaults to none.
+	SystemReserved, KubeReserved v1.ResourceList
+	// HardEvictionReserved returns what the hard eviction thresholds hold
+	// back at the given capacity (eviction.HardReservation): allocatable is
+	// capacity less SystemReserved, KubeReserved, Reserved and this, the
+	// kubelet's formula. Defaults to none.
+	HardEvictionReserved func(capacity v1.ResourceList) v1.ResourceList
+	// Pressure returns the node's pressure conditions (MemoryPressure,
+	// DiskPressure, PIDPressure: the eviction manager's), reported True;
+	// the others False. Called once per status update. Defaults to none.
+	Pressure func() []v1.NodeConditionType
+	// Images lists the runtime's images for status.images (the 50 largest,
+	// as the kubelet). Called once per status update; on error the Node's
+	// are kept. Defaults to none: status.images is left alone.
+	Images func(ctx context.Context) ([]*runtimeapi.Image, error)
+	// Recorder receives the node's events (Starting, NodeReady,
+	// NodeNotReady, NodeHasSufficientMemory, NodeHasDiskPressure, ...).
+	// Defaults to none.
+	Recorder EventRecorder
 	// Health decides the Ready condition: nil means Ready, an error means
 	// not Ready with the error as the message. The agent passes the
 	// runtime's and the PLEG's health. Called once per status update.
@@ -84,8 +106,9 @@ type Options struct {
 	// update; on error the last value stands. Defaults to none (empty).
 	RuntimeVersion func(ctx context.Context) (string, error)
 	// AgentVersion is reported as the Node's kubelet version. Defaults to
-	// "nodekit/" and the module version of github.com/nodekit/nodekit in
-	// the binary ("nodekit/devel" when unknown).
+	// KubernetesVersion(), the Kubernetes version nodekit follows (v1.37.2
+	// for k8s.io/api v0.37.2), a semver as tools expect; nodekit's own
+	// version is in the annotation nodekit.io/version.
 	AgentVersion string
 	// KubeletPort is the port of the node's HTTP API, advertised in
 	// status.daemonEndpoints.kubeletEndpoint.Port, where the API server
@@ -140,16 +163,20 @@ func (o *Options) setDefaults() error {
 	}
 	o.Capacity = o.Capacity.DeepCopy()
 	o.Reserved = o.Reserved.DeepCopy()
-	for name, q := range o.Reserved {
-		if q.Sign() < 0 {
-			return fmt.Errorf("node: negative Reserved %s", name)
+	o.SystemReserved = o.SystemReserved.DeepCopy()
+	o.KubeReserved = o.KubeReserved.DeepCopy()
+	for what, l := range map[string]v1.ResourceList{"Reserved": o.Reserved, "SystemReserved": o.SystemReserved, "KubeReserved": o.KubeReserved} {
+		for name, q := range l {
+			if q.Sign() < 0 {
+				return fmt.Errorf("node: negative %s %s", what, name)
+			}
 		}
 	}
 	if o.Health == nil {
 		o.Health = func() error { return nil }
 	}
 	if o.AgentVersion == "" {
-		o.AgentVersion = "nodekit/" + moduleVersion()
+		o.AgentVersion = KubernetesVersion()
 	}
 	if o.StatusUpdateFrequency == 0 {
 		o.StatusUpdateFrequency = DefaultStatusUpdateFrequency

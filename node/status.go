@@ -9,7 +9,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 )
@@ -58,17 +57,11 @@ func newFacts(opts Options, m Machine, internalIP net.IP) facts {
 	for name, q := range opts.Capacity {
 		f.capacity[name] = q.DeepCopy()
 	}
-	f.allocatable = v1.ResourceList{}
-	for name, q := range f.capacity {
-		a := q.DeepCopy()
-		if r, ok := opts.Reserved[name]; ok {
-			a.Sub(r)
-			if a.Sign() < 0 {
-				a = *resource.NewQuantity(0, q.Format)
-			}
-		}
-		f.allocatable[name] = a
+	var eviction v1.ResourceList
+	if opts.HardEvictionReserved != nil {
+		eviction = opts.HardEvictionReserved(f.capacity.DeepCopy())
 	}
+	f.allocatable = Allocatable(f.capacity, opts.Reserved, opts.SystemReserved, opts.KubeReserved, eviction)
 
 	if internalIP != nil {
 		f.addresses = append(f.addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: internalIP.String()})
@@ -90,11 +83,15 @@ func newFacts(opts Options, m Machine, internalIP net.IP) facts {
 
 // newNode is the Node this controller creates.
 func (f facts) newNode(name string, taints []v1.Taint, runtimeVersion string, health error, now time.Time) *v1.Node {
+	return f.newNodeObserved(name, taints, observed{runtimeVersion: runtimeVersion, health: health}, now)
+}
+
+func (f facts) newNodeObserved(name string, taints []v1.Taint, obs observed, now time.Time) *v1.Node {
 	n := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: maps.Clone(f.labels)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: maps.Clone(f.labels), Annotations: versionAnnotations()},
 		Spec:       v1.NodeSpec{Taints: append([]v1.Taint(nil), taints...)},
 	}
-	n.Status = f.status(v1.NodeStatus{}, runtimeVersion, health, now)
+	n.Status = f.statusOf(v1.NodeStatus{}, obs, now)
 	return n
 }
 
@@ -105,6 +102,13 @@ func (f facts) newNode(name string, taints []v1.Taint, runtimeVersion string, he
 // as its heartbeat; its transition time is now only when its status
 // changed.
 func (f facts) status(old v1.NodeStatus, runtimeVersion string, health error, now time.Time) v1.NodeStatus {
+	return f.statusOf(old, observed{runtimeVersion: runtimeVersion, health: health}, now)
+}
+
+// statusOf is status with everything observed: the pressure conditions
+// set True, status.images replaced when obs has images.
+func (f facts) statusOf(old v1.NodeStatus, obs observed, now time.Time) v1.NodeStatus {
+	runtimeVersion, health := obs.runtimeVersion, obs.health
 	s := *old.DeepCopy()
 	if s.Capacity == nil {
 		s.Capacity = v1.ResourceList{}
@@ -123,8 +127,11 @@ func (f facts) status(old v1.NodeStatus, runtimeVersion string, health error, no
 	s.NodeInfo.ContainerRuntimeVersion = runtimeVersion
 	s.DaemonEndpoints.KubeletEndpoint.Port = f.kubeletPort
 
+	if obs.images != nil {
+		s.Images = obs.images
+	}
 	t := metav1.NewTime(now)
-	for _, want := range ownedConditions(health) {
+	for _, want := range ownedConditions(health, obs.pressure) {
 		want.LastHeartbeatTime = t
 		want.LastTransitionTime = t
 		i := conditionIndex(s.Conditions, want.Type)
@@ -142,17 +149,23 @@ func (f facts) status(old v1.NodeStatus, runtimeVersion string, health error, no
 
 // ownedConditions are the conditions this controller sets, in the
 // kubelet's order, without times.
-func ownedConditions(health error) []v1.NodeCondition {
+func ownedConditions(health error, pressure []v1.NodeConditionType) []v1.NodeCondition {
 	ready := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: reasonReady, Message: messageReady}
 	if health != nil {
 		ready = v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: reasonNotReady, Message: health.Error()}
 	}
-	return []v1.NodeCondition{
+	cs := []v1.NodeCondition{
 		{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: reasonSufficientMemory, Message: messageSufficientMemory},
 		{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: reasonNoDiskPressure, Message: messageNoDiskPressure},
 		{Type: v1.NodePIDPressure, Status: v1.ConditionFalse, Reason: reasonSufficientPID, Message: messageSufficientPID},
 		ready,
 	}
+	for _, p := range pressure {
+		if c, ok := pressureCondition(p); ok {
+			cs[conditionIndex(cs, p)] = c
+		}
+	}
+	return cs
 }
 
 func conditionIndex(cs []v1.NodeCondition, t v1.NodeConditionType) int {

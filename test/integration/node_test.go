@@ -75,8 +75,11 @@ func TestNodeRegistration(t *testing.T) {
 		}
 	}
 	info := n.Status.NodeInfo
-	if !strings.HasPrefix(info.KubeletVersion, "nodekit/") {
-		t.Errorf("kubelet version %q, want nodekit/...", info.KubeletVersion)
+	if v := info.KubeletVersion; !strings.HasPrefix(v, "v1.") || strings.Count(v, ".") != 2 {
+		t.Errorf("kubelet version %q, want the Kubernetes version nodekit follows (v1.N.P)", v)
+	}
+	if _, ok := n.Annotations[node.AnnotationVersion]; !ok {
+		t.Errorf("annotations %v lack nodekit's version (%s)", n.Annotations, node.AnnotationVersion)
 	}
 	if info.ContainerRuntimeVersion != "fake://1.0" || info.OperatingSystem != sysruntime.GOOS || info.Architecture != sysruntime.GOARCH ||
 		info.KernelVersion == "" || info.OSImage == "" {

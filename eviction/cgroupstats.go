@@ -1,0 +1,340 @@
+package eviction
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/podmodel"
+)
+
+// CgroupStats reads the stats from the host: memory from /proc/meminfo
+// and the root cgroup's memory usage and statistics (cgroup v1 and v2),
+// the node file system with statfs of NodeFsPath, process IDs from
+// /proc/sys/kernel/pid_max and the number of tasks, and each active pod's
+// working set and processes from its cgroup and its ephemeral storage
+// from its log and emptyDir directories.
+//
+// It measures neither the containers' writable layers nor per-container
+// usage: eviction messages then name no container. A value it cannot read
+// is left unknown, never guessed.
+type CgroupStats struct {
+	// CgroupfsRoot is where the cgroup file systems are mounted. Defaults
+	// to /sys/fs/cgroup.
+	CgroupfsRoot string
+	// PodCgroupRoot is the cgroup holding the pod cgroups (the agent's
+	// Cgroups.Root, "/kubepods"); "" measures no pod cgroup.
+	PodCgroupRoot string
+	// NodeFsPath is a path on the node file system (the agent's root
+	// directory). Required.
+	NodeFsPath string
+	// ImageFs reads the image file system, when it is apart from the
+	// node's. Defaults to nil: the same.
+	ImageFs func(ctx context.Context) (*FsStats, error)
+	// PodDirs returns the directories whose size is the pod's ephemeral
+	// storage (its emptyDirs and its logs). Defaults to none.
+	PodDirs func(pod *v1.Pod) []string
+	// Pods lists the pods to measure. Defaults to none.
+	Pods func() []*v1.Pod
+	// ProcRoot defaults to /proc.
+	ProcRoot string
+}
+
+// Stats implements StatsProvider.
+func (c *CgroupStats) Stats(ctx context.Context) (*Stats, error) {
+	if c.NodeFsPath == "" {
+		return nil, errors.New("eviction: CgroupStats.NodeFsPath is required")
+	}
+	cgroot := c.CgroupfsRoot
+	if cgroot == "" {
+		cgroot = "/sys/fs/cgroup"
+	}
+	proc := c.ProcRoot
+	if proc == "" {
+		proc = "/proc"
+	}
+	s := &Stats{Pods: map[types.UID]PodStats{}}
+	var errs []error
+	if m, err := readMemory(proc, cgroot); err != nil {
+		errs = append(errs, err)
+	} else {
+		s.Memory = m
+	}
+	if f, err := statfs(c.NodeFsPath); err != nil {
+		errs = append(errs, err)
+	} else {
+		s.NodeFs = f
+	}
+	if c.ImageFs != nil {
+		if f, err := c.ImageFs(ctx); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.ImageFs = f
+		}
+	}
+	if p, err := readPIDs(proc); err != nil {
+		errs = append(errs, err)
+	} else {
+		s.PIDs = p
+	}
+	if c.Pods != nil {
+		v2 := !isDir(filepath.Join(cgroot, "memory"))
+		for _, pod := range c.Pods() {
+			s.Pods[pod.UID] = c.podStats(cgroot, v2, pod)
+		}
+	}
+	// Only the node's own signals make an error: without them the manager
+	// must not act. Missing pod stats leave those pods unmeasured.
+	if s.Memory == nil && s.NodeFs == nil {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+// readMemory is the kubelet's memory.available: MemTotal less the root
+// cgroup's working set (usage less total_inactive_file).
+func readMemory(proc, cgroot string) (*MemoryStats, error) {
+	meminfo, err := os.ReadFile(filepath.Join(proc, "meminfo"))
+	if err != nil {
+		return nil, fmt.Errorf("eviction: reading meminfo: %w", err)
+	}
+	mi := parseMeminfo(meminfo)
+	total, ok := mi["MemTotal"]
+	if !ok || total == 0 {
+		return nil, errors.New("eviction: no MemTotal in meminfo")
+	}
+	var usage, inactive uint64
+	if v1dir := filepath.Join(cgroot, "memory"); isDir(v1dir) {
+		usage, err = readUint(filepath.Join(v1dir, "memory.usage_in_bytes"))
+		if err != nil {
+			return nil, fmt.Errorf("eviction: reading the root cgroup's memory usage: %w", err)
+		}
+		st, err := readKeyed(filepath.Join(v1dir, "memory.stat"))
+		if err != nil {
+			return nil, fmt.Errorf("eviction: reading the root cgroup's memory.stat: %w", err)
+		}
+		inactive = st["total_inactive_file"]
+	} else {
+		// cgroup v2 has no usage file at the root: MemTotal less MemFree,
+		// less the inactive file pages of the root's memory.stat.
+		usage = total - mi["MemFree"]
+		if st, err := readKeyed(filepath.Join(cgroot, "memory.stat")); err == nil {
+			inactive = st["inactive_file"]
+		} else {
+			inactive = mi["Inactive(file)"]
+		}
+	}
+	ws := usage
+	if inactive < ws {
+		ws -= inactive
+	} else {
+		ws = 0
+	}
+	avail := uint64(0)
+	if ws < total {
+		avail = total - ws
+	}
+	return &MemoryStats{Available: avail, Capacity: total, WorkingSet: ws, InactiveFile: usage - ws}, nil
+}
+
+// parseMeminfo reads /proc/meminfo in bytes.
+func parseMeminfo(b []byte) map[string]uint64 {
+	out := map[string]uint64{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		n, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		if len(f) > 1 && f[1] == "kB" {
+			n *= 1024
+		}
+		out[k] = n
+	}
+	return out
+}
+
+func readUint(p string) (uint64, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return 0, fmt.Errorf("%s: no limit", p)
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
+// readKeyed reads a flat keyed file ("key value" lines).
+func readKeyed(p string) (map[string]uint64, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		if n, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+			out[f[0]] = n
+		}
+	}
+	return out, nil
+}
+
+func statfs(path string) (*FsStats, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return nil, fmt.Errorf("eviction: statfs %s: %w", path, err)
+	}
+	bs := uint64(st.Bsize)
+	return &FsStats{AvailableBytes: st.Bavail * bs, CapacityBytes: st.Blocks * bs, InodesFree: st.Ffree, Inodes: st.Files}, nil
+}
+
+// readPIDs is the kubelet's pid.available: the lower of pid_max and
+// threads-max, less the number of tasks.
+func readPIDs(proc string) (*PIDStats, error) {
+	max, err := readUint(filepath.Join(proc, "sys", "kernel", "pid_max"))
+	if err != nil {
+		return nil, fmt.Errorf("eviction: reading pid_max: %w", err)
+	}
+	if tm, err := readUint(filepath.Join(proc, "sys", "kernel", "threads-max")); err == nil && tm < max {
+		max = tm
+	}
+	// /proc/loadavg's fourth field is running/total tasks.
+	b, err := os.ReadFile(filepath.Join(proc, "loadavg"))
+	if err != nil {
+		return nil, fmt.Errorf("eviction: reading loadavg: %w", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 4 {
+		return nil, errors.New("eviction: malformed loadavg")
+	}
+	_, total, ok := strings.Cut(f[3], "/")
+	n, err := strconv.ParseUint(total, 10, 64)
+	if !ok || err != nil {
+		return nil, fmt.Errorf("eviction: malformed loadavg tasks %q", f[3])
+	}
+	avail := uint64(0)
+	if n < max {
+		avail = max - n
+	}
+	return &PIDStats{Available: avail, Capacity: max}, nil
+}
+
+// podCgroup is the pod's cgroup under root, the cgroup package's layout.
+func podCgroup(root string, pod *v1.Pod) string {
+	p := root
+	switch podmodel.QOSClass(pod) {
+	case v1.PodQOSBurstable:
+		p += "/burstable"
+	case v1.PodQOSBestEffort:
+		p += "/besteffort"
+	}
+	return p + "/pod" + string(pod.UID)
+}
+
+func (c *CgroupStats) podStats(cgroot string, v2 bool, pod *v1.Pod) PodStats {
+	var ps PodStats
+	if c.PodCgroupRoot != "" {
+		cg := podCgroup(c.PodCgroupRoot, pod)
+		if v2 {
+			dir := filepath.Join(cgroot, cg)
+			if u, err := readUint(filepath.Join(dir, "memory.current")); err == nil {
+				st, _ := readKeyed(filepath.Join(dir, "memory.stat"))
+				ws := u - min(u, st["inactive_file"])
+				ps.MemoryWorkingSet = &ws
+			}
+			if n, err := readUint(filepath.Join(dir, "pids.current")); err == nil {
+				ps.Processes = &n
+			}
+		} else {
+			dir := filepath.Join(cgroot, "memory", cg)
+			if u, err := readUint(filepath.Join(dir, "memory.usage_in_bytes")); err == nil {
+				st, _ := readKeyed(filepath.Join(dir, "memory.stat"))
+				ws := u - min(u, st["total_inactive_file"])
+				ps.MemoryWorkingSet = &ws
+			}
+			if n, err := readUint(filepath.Join(cgroot, "pids", cg, "pids.current")); err == nil {
+				ps.Processes = &n
+			}
+		}
+	}
+	if c.PodDirs != nil {
+		var bytes, inodes uint64
+		measured := false
+		for _, d := range c.PodDirs(pod) {
+			b, n, err := du(d)
+			if err != nil {
+				continue
+			}
+			measured = true
+			bytes += b
+			inodes += n
+		}
+		if measured {
+			ps.EphemeralStorage, ps.Inodes = &bytes, &inodes
+		}
+	}
+	return ps
+}
+
+// du is the space (allocated blocks) and inodes used under dir, not
+// crossing into other file systems.
+func du(dir string) (bytes, inodes uint64, err error) {
+	root, err := os.Lstat(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	dev := root.Sys().(*syscall.Stat_t).Dev
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // vanished meanwhile
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		if st.Dev != dev {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		bytes += uint64(st.Blocks) * 512
+		inodes++
+		return nil
+	})
+	return bytes, inodes, err
+}

@@ -1,0 +1,71 @@
+package eviction
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+func writeFile(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCgroupStatsV1: memory.available is MemTotal less the root cgroup's
+// usage less total_inactive_file, as the kubelet computes it; a pod's
+// working set and processes come from its cgroup, its storage from its
+// directories.
+func TestCgroupStatsV1(t *testing.T) {
+	proc, cg, dir := t.TempDir(), t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(proc, "meminfo"), "MemTotal:        1000000 kB\nMemFree:          100000 kB\n")
+	writeFile(t, filepath.Join(proc, "sys/kernel/pid_max"), "4194304\n")
+	writeFile(t, filepath.Join(proc, "sys/kernel/threads-max"), "30000\n")
+	writeFile(t, filepath.Join(proc, "loadavg"), "0.10 0.20 0.30 2/250 12345\n")
+	writeFile(t, filepath.Join(cg, "memory/memory.usage_in_bytes"), "600000000\n")
+	writeFile(t, filepath.Join(cg, "memory/memory.stat"), "cache 1\ntotal_inactive_file 100000000\n")
+	p := pod("p", 0, "", false) // BestEffort
+	writeFile(t, filepath.Join(cg, "memory/kubepods/besteffort/podp/memory.usage_in_bytes"), "5000\n")
+	writeFile(t, filepath.Join(cg, "memory/kubepods/besteffort/podp/memory.stat"), "total_inactive_file 1000\n")
+	writeFile(t, filepath.Join(cg, "pids/kubepods/besteffort/podp/pids.current"), "7\n")
+	writeFile(t, filepath.Join(dir, "empty/data"), string(make([]byte, 8192)))
+	c := &CgroupStats{
+		CgroupfsRoot:  cg,
+		ProcRoot:      proc,
+		PodCgroupRoot: "/kubepods",
+		NodeFsPath:    dir,
+		Pods:          func() []*v1.Pod { return []*v1.Pod{p} },
+		PodDirs:       func(*v1.Pod) []string { return []string{filepath.Join(dir, "empty"), filepath.Join(dir, "absent")} },
+	}
+	s, err := c.Stats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := *s.Memory, (MemoryStats{Capacity: 1024000000, WorkingSet: 500000000, Available: 524000000, InactiveFile: 100000000}); got != want {
+		t.Errorf("memory %+v, want %+v", got, want)
+	}
+	if got, want := *s.PIDs, (PIDStats{Capacity: 30000, Available: 29750}); got != want {
+		t.Errorf("pids %+v, want %+v", got, want)
+	}
+	if s.NodeFs == nil || s.NodeFs.CapacityBytes == 0 {
+		t.Errorf("nodefs %+v", s.NodeFs)
+	}
+	ps := s.Pods["p"]
+	if ps.MemoryWorkingSet == nil || *ps.MemoryWorkingSet != 4000 || ps.Processes == nil || *ps.Processes != 7 {
+		t.Errorf("pod stats %+v", ps)
+	}
+	if ps.EphemeralStorage == nil || *ps.EphemeralStorage < 8192 || *ps.Inodes != 2 {
+		t.Errorf("pod storage %v bytes, %v inodes; want at least 8192 bytes and 2 inodes", ps.EphemeralStorage, ps.Inodes)
+	}
+	// Nothing readable: an error, not zeros.
+	c.ProcRoot, c.NodeFsPath = t.TempDir(), filepath.Join(dir, "absent")
+	if s, err := c.Stats(t.Context()); err == nil {
+		t.Errorf("Stats with nothing readable = %+v, want an error", s)
+	}
+}

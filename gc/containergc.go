@@ -1,0 +1,246 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// Runtime is the part of the CRI runtime service the container collector
+// calls; runtime.RuntimeService satisfies it.
+type Runtime interface {
+	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	StopContainer(ctx context.Context, containerID string, timeout int64) error
+	RemoveContainer(ctx context.Context, containerID string) error
+	StopPodSandbox(ctx context.Context, podSandboxID string) error
+	RemovePodSandbox(ctx context.Context, podSandboxID string) error
+}
+
+// Defaults of the collectors, the kubelet's.
+const (
+	// DefaultContainerPeriod is the kubelet's ContainerGCPeriod.
+	DefaultContainerPeriod = time.Minute
+	// DefaultRetryPeriod is how soon a collection that could not list the
+	// runtime is tried again.
+	DefaultRetryPeriod = 5 * time.Second
+)
+
+// ContainerOptions configure a ContainerCollector.
+type ContainerOptions struct {
+	// Policy is the collection policy. Defaults to the kubelet's: no
+	// minimum age, one dead instance kept per container, no total limit.
+	Policy ContainerPolicy
+	// Pods tells which pods' objects may go. Required.
+	Pods PodState
+	// SourcesReady reports whether every pod source delivered its pods;
+	// until then nothing of a deleted pod is removed. Defaults to always
+	// ready.
+	SourcesReady func() bool
+	// PodLogsDir is the root of the pod log directories. Defaults to
+	// runtime.DefaultPodLogsDir; "-" leaves logs alone.
+	PodLogsDir string
+	// Period is the time between two collections. Defaults to 1m.
+	Period time.Duration
+	// RetryPeriod is how soon a collection that failed to list the
+	// runtime runs again. Defaults to 5s.
+	RetryPeriod time.Duration
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+	// Logger defaults to discarding.
+	Logger logr.Logger
+}
+
+// ContainerCollector removes dead containers, old sandboxes and the logs
+// of removed pods, as the kubelet's container garbage collector: every
+// Period, often for a while after Trigger (the agent calls it when the
+// runtime comes back after an outage, when half-made sandboxes are most
+// likely), and from Collect. It is safe for concurrent use.
+type ContainerCollector struct {
+	rt      Runtime
+	opts    ContainerOptions
+	log     logr.Logger
+	trigger chan struct{}
+	// running serialises collections.
+	running chan struct{}
+}
+
+// NewContainerCollector returns a collector over rt. It does no I/O.
+func NewContainerCollector(rt Runtime, opts ContainerOptions) (*ContainerCollector, error) {
+	if rt == nil {
+		return nil, errors.New("gc: NewContainerCollector needs a Runtime")
+	}
+	if opts.Pods == nil {
+		return nil, errors.New("gc: ContainerOptions.Pods is required")
+	}
+	if opts.Period < 0 || opts.RetryPeriod < 0 || opts.Policy.MinAge < 0 {
+		return nil, errors.New("gc: negative period or age")
+	}
+	if opts.SourcesReady == nil {
+		opts.SourcesReady = func() bool { return true }
+	}
+	if opts.PodLogsDir == "" {
+		opts.PodLogsDir = runtime.DefaultPodLogsDir
+	}
+	if opts.PodLogsDir != "-" && !filepath.IsAbs(opts.PodLogsDir) {
+		return nil, fmt.Errorf("gc: PodLogsDir %q is not absolute", opts.PodLogsDir)
+	}
+	if opts.Period == 0 {
+		opts.Period = DefaultContainerPeriod
+	}
+	if opts.RetryPeriod == 0 {
+		opts.RetryPeriod = DefaultRetryPeriod
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &ContainerCollector{
+		rt:      rt,
+		opts:    opts,
+		log:     opts.Logger.WithName("containergc"),
+		trigger: make(chan struct{}, 1),
+		running: make(chan struct{}, 1),
+	}, nil
+}
+
+// Trigger asks Run for a collection now and then every RetryPeriod for
+// one Period: the agent calls it when the runtime answers again after an
+// outage, and the pods' new sandboxes come within seconds, each making
+// the sandbox a crash left half-made collectable. It never blocks.
+func (c *ContainerCollector) Trigger() {
+	select {
+	case c.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Run collects every Period (every RetryPeriod when the runtime could not
+// be listed, and for one Period after a Trigger) until ctx ends; it
+// returns nil then. Errors of a collection are logged, never returned.
+func (c *ContainerCollector) Run(ctx context.Context) error {
+	clk := c.opts.Clock
+	t := clk.NewTimer(c.opts.Period)
+	defer t.Stop()
+	var burstUntil time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		case <-c.trigger:
+			t.Stop()
+			burstUntil = clk.Now().Add(c.opts.Period)
+		}
+		next := c.opts.Period
+		if clk.Now().Before(burstUntil) {
+			next = c.opts.RetryPeriod
+		}
+		if _, err := c.Collect(ctx, false); err != nil && ctx.Err() == nil {
+			c.log.Error(err, "Container garbage collection failed")
+			var le *listError
+			if errors.As(err, &le) {
+				next = c.opts.RetryPeriod
+			}
+		}
+		t.Reset(next)
+	}
+}
+
+// listError is a failure to read the runtime: nothing was planned.
+type listError struct{ err error }
+
+func (e *listError) Error() string { return e.err.Error() }
+func (e *listError) Unwrap() error { return e.err }
+
+// Collect lists the runtime, plans and carries out one collection, and
+// returns the plan. With evictNonDeletedPods (the eviction manager's
+// reclaim) the dead containers and sandboxes of terminated pods go too.
+// A failed removal is reported in the error and the rest goes on.
+func (c *ContainerCollector) Collect(ctx context.Context, evictNonDeletedPods bool) (ContainerPlan, error) {
+	select {
+	case c.running <- struct{}{}:
+	case <-ctx.Done():
+		return ContainerPlan{}, ctx.Err()
+	}
+	defer func() { <-c.running }()
+
+	// Sources first: pods listed after a source became ready are known.
+	ready := c.opts.SourcesReady()
+	var l Listing
+	var err error
+	if l.Containers, err = c.rt.ListContainers(ctx, nil); err != nil {
+		return ContainerPlan{}, &listError{fmt.Errorf("gc: listing containers: %w", err)}
+	}
+	if l.Sandboxes, err = c.rt.ListPodSandbox(ctx, nil); err != nil {
+		return ContainerPlan{}, &listError{fmt.Errorf("gc: listing sandboxes: %w", err)}
+	}
+	var errs []error
+	if c.opts.PodLogsDir != "-" && ready {
+		entries, err := os.ReadDir(c.opts.PodLogsDir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("gc: reading the pod logs directory: %w", err))
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				l.LogDirs = append(l.LogDirs, e.Name())
+			}
+		}
+	}
+	plan := PlanContainers(c.opts.Clock.Now(), l, c.opts.Pods, c.opts.Policy, ready, evictNonDeletedPods)
+	errs = append(errs, c.apply(ctx, plan)...)
+	return plan, errors.Join(errs...)
+}
+
+// apply carries out a plan.
+func (c *ContainerCollector) apply(ctx context.Context, plan ContainerPlan) []error {
+	var errs []error
+	for _, r := range plan.Containers {
+		if ctx.Err() != nil {
+			return append(errs, ctx.Err())
+		}
+		if r.Kill {
+			if err := c.rt.StopContainer(ctx, r.ID, 0); err != nil && !runtime.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("gc: stopping container %s (%s of pod %s) in an unknown state: %w", r.ID, r.Name, r.PodUID, err))
+				continue
+			}
+		}
+		if err := c.rt.RemoveContainer(ctx, r.ID); err != nil && !runtime.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("gc: removing container %s (%s of pod %s): %w", r.ID, r.Name, r.PodUID, err))
+			continue
+		}
+		c.log.V(4).Info("Removed dead container", "containerID", r.ID, "container", r.Name, "podUID", r.PodUID)
+	}
+	for _, r := range plan.Sandboxes {
+		if ctx.Err() != nil {
+			return append(errs, ctx.Err())
+		}
+		// Stopping tears down the sandbox's network (its IP is released)
+		// even when a crash left it half-made.
+		if err := c.rt.StopPodSandbox(ctx, r.ID); err != nil && !runtime.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("gc: stopping sandbox %s of pod %s: %w", r.ID, r.PodUID, err))
+			continue
+		}
+		if err := c.rt.RemovePodSandbox(ctx, r.ID); err != nil && !runtime.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("gc: removing sandbox %s of pod %s: %w", r.ID, r.PodUID, err))
+			continue
+		}
+		c.log.V(1).Info("Removed sandbox", "sandboxID", r.ID, "podUID", r.PodUID)
+	}
+	for _, dir := range plan.LogDirs {
+		if err := os.RemoveAll(filepath.Join(c.opts.PodLogsDir, dir)); err != nil {
+			errs = append(errs, fmt.Errorf("gc: removing pod log directory %s: %w", dir, err))
+			continue
+		}
+		c.log.V(4).Info("Removed pod log directory", "dir", dir)
+	}
+	return errs
+}

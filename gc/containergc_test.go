@@ -1,0 +1,237 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+func sandboxConfig(uid string, attempt uint32) *runtimeapi.PodSandboxConfig {
+	return &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: "pod-" + uid, Namespace: "ns", Uid: uid, Attempt: attempt},
+		Labels:   map[string]string{runtime.LabelPodUID: uid},
+	}
+}
+
+// addContainer creates and starts a container in the sandbox; exit makes
+// it exit at once.
+func addContainer(t *testing.T, rt *runtimetest.Runtime, sb string, sbc *runtimeapi.PodSandboxConfig, name string, exit bool) string {
+	t.Helper()
+	ctx := t.Context()
+	id, err := rt.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: name},
+		Image:    &runtimeapi.ImageSpec{Image: "busybox"},
+		Command:  []string{"sleep", "infinity"},
+		Labels:   map[string]string{runtime.LabelPodUID: sbc.Metadata.Uid, runtime.LabelContainerName: name},
+	}, sbc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if exit {
+		if err := rt.ExitContainer(id, 1, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return id
+}
+
+func runSandbox(t *testing.T, rt *runtimetest.Runtime, sbc *runtimeapi.PodSandboxConfig, stop bool) string {
+	t.Helper()
+	id, err := rt.RunPodSandbox(t.Context(), sbc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stop {
+		if err := rt.StopPodSandbox(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return id
+}
+
+func listIDs(t *testing.T, rt *runtimetest.Runtime) (cs, sbs []string) {
+	t.Helper()
+	ctx := context.Background()
+	lc, err := rt.ListContainers(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range lc {
+		cs = append(cs, c.Id)
+	}
+	ls, err := rt.ListPodSandbox(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ls {
+		sbs = append(sbs, s.Id)
+	}
+	slices.Sort(cs)
+	slices.Sort(sbs)
+	return cs, sbs
+}
+
+// TestContainerCollectorRun: the collector removes nothing before its
+// period, collects on Trigger at once and every RetryPeriod for a Period
+// after it, retries a failed listing after RetryPeriod, and leaves a
+// running pod's current sandbox and container alone.
+func TestContainerCollectorRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
+		defer rt.Close()
+		logs := t.TempDir()
+		// Pod "a" runs; a crash left a half-made sandbox before its
+		// current one. Pod "gone" was deleted.
+		a := sandboxConfig("a", 0)
+		halfMade := runSandbox(t, rt, a, true)
+		time.Sleep(time.Second)
+		current := runSandbox(t, rt, sandboxConfig("a", 1), false)
+		var dead []string
+		for range 3 {
+			dead = append(dead, addContainer(t, rt, current, a, "app", true))
+			time.Sleep(time.Second)
+		}
+		live := addContainer(t, rt, current, a, "app", false)
+		g := sandboxConfig("gone", 0)
+		goneSB := runSandbox(t, rt, g, false)
+		goneC := addContainer(t, rt, goneSB, g, "app", true)
+		if err := rt.StopPodSandbox(t.Context(), goneSB); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{"ns_pod-gone_gone", "ns_pod-a_a"} {
+			if err := os.Mkdir(filepath.Join(logs, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		c, err := NewContainerCollector(rt, ContainerOptions{
+			Pods:       pods{deleted: map[types.UID]bool{"gone": true}},
+			PodLogsDir: logs,
+			Logger:     testr.New(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}()
+		synctest.Wait()
+		if n := rt.Calls("ListContainers"); n != 0 {
+			t.Fatalf("%d listings before the first period or trigger", n)
+		}
+
+		rt.SetDown(true)
+		c.Trigger()
+		synctest.Wait()
+		if n := rt.Calls("ListContainers"); n != 1 {
+			t.Fatalf("%d listings after Trigger, want 1", n)
+		}
+		rt.SetDown(false)
+		time.Sleep(DefaultRetryPeriod)
+		synctest.Wait()
+		if n := rt.Calls("ListContainers"); n != 2 {
+			t.Fatalf("%d listings after a failure and RetryPeriod, want 2", n)
+		}
+		gotC, gotSB := listIDs(t, rt)
+		wantC := []string{dead[2], live}
+		slices.Sort(wantC)
+		if !slices.Equal(gotC, wantC) {
+			t.Errorf("containers left %v, want the newest dead one and the live one %v", gotC, wantC)
+		}
+		if !slices.Equal(gotSB, []string{current}) {
+			t.Errorf("sandboxes left %v, want only the current one %s (half-made %s, gone %s)", gotSB, current, halfMade, goneSB)
+		}
+		if slices.Contains(gotC, goneC) {
+			t.Errorf("the deleted pod's container %s is left", goneC)
+		}
+		if _, err := os.Stat(filepath.Join(logs, "ns_pod-gone_gone")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the deleted pod's log directory is left: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(logs, "ns_pod-a_a")); err != nil {
+			t.Errorf("the live pod's log directory: %v", err)
+		}
+
+		// After a Trigger, a collection every RetryPeriod for one Period
+		// (at +10s, ..., +60s), then every Period.
+		base := rt.Calls("ListContainers") // listIDs listed too
+		time.Sleep(DefaultContainerPeriod - DefaultRetryPeriod)
+		synctest.Wait()
+		if n := rt.Calls("ListContainers") - base; n != 11 {
+			t.Fatalf("%d collections in the minute after Trigger, want 11", n)
+		}
+		base = rt.Calls("ListContainers")
+		time.Sleep(DefaultContainerPeriod - time.Second)
+		synctest.Wait()
+		if n := rt.Calls("ListContainers") - base; n != 0 {
+			t.Fatalf("%d listings before the period, want none", n)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := rt.Calls("ListContainers") - base; n != 1 {
+			t.Fatalf("%d listings after the period, want 1", n)
+		}
+	})
+}
+
+// TestContainerCollectorRefused: a runtime that refuses a removal gives an
+// error naming the object, and the rest of the plan goes on.
+func TestContainerCollectorRefused(t *testing.T) {
+	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
+	defer rt.Close()
+	g := sandboxConfig("gone", 0)
+	sb := runSandbox(t, rt, g, false)
+	addContainer(t, rt, sb, g, "app", true)
+	if err := rt.StopPodSandbox(t.Context(), sb); err != nil {
+		t.Fatal(err)
+	}
+	rt.InjectError("RemoveContainer", errors.New("device busy"))
+	c, err := NewContainerCollector(rt, ContainerOptions{
+		Pods:       pods{deleted: map[types.UID]bool{"gone": true}},
+		PodLogsDir: "-",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := c.Collect(t.Context(), false)
+	if err == nil || len(plan.Containers) != 1 {
+		t.Fatalf("Collect = %+v, %v; want one container planned and an error", plan, err)
+	}
+	if got := err.Error(); !containsAll(got, "removing container", "device busy", "gone") {
+		t.Errorf("error %q does not say what failed", got)
+	}
+	// The sandbox still went (CRI removes a sandbox's containers with it).
+	if _, sbs := listIDs(t, rt); len(sbs) != 0 {
+		t.Errorf("sandboxes left %v", sbs)
+	}
+}
+
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,177 @@
+package logrotate
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestPlan(t *testing.T) {
+	const log = "/logs/c/0.log"
+	for _, tc := range []struct {
+		name     string
+		size     int64
+		maxFiles int
+		siblings []string
+		want     Step
+	}{{
+		name: "within the size: nothing",
+		size: 10, siblings: []string{log + ".20260101-000000"},
+	}, {
+		name: "first rotation",
+		size: 11, maxFiles: 5,
+		want: Step{Rotate: true},
+	}, {
+		name: "older rotated files are compressed, the newest rotation stays plain until the next",
+		size: 11, maxFiles: 5,
+		siblings: []string{log + ".20260101-000000.gz", log + ".20260101-000100"},
+		want:     Step{Compress: []string{log + ".20260101-000100"}, Rotate: true},
+	}, {
+		name: "beyond maxFiles-2 rotated files the oldest go; leftovers of a crash go",
+		size: 11, maxFiles: 4,
+		siblings: []string{
+			log + ".20260101-000000.gz", log + ".20260101-000100.gz", log + ".20260101-000200.gz",
+			log + ".20260101-000300", log + ".20260101-000200", log + ".20260101-000400.gz.tmp",
+			"/logs/c/1.log.20260101-000000",
+		},
+		want: Step{
+			Remove:   []string{log + ".20260101-000200", log + ".20260101-000400.gz.tmp", log + ".20260101-000000.gz", log + ".20260101-000100.gz"},
+			Compress: []string{log + ".20260101-000300"},
+			Rotate:   true,
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Plan(log, tc.size, 10, tc.maxFiles, tc.siblings)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+type fakeRuntime struct {
+	logs     map[string]string // container → log path
+	reopened []string
+	refuse   bool
+}
+
+func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	var out []*runtimeapi.Container
+	for id := range f.logs {
+		out = append(out, &runtimeapi.Container{Id: id})
+	}
+	slices.SortFunc(out, func(a, b *runtimeapi.Container) int { return strings.Compare(a.Id, b.Id) })
+	return out, nil
+}
+
+func (f *fakeRuntime) ContainerStatus(_ context.Context, id string, _ bool) (*runtimeapi.ContainerStatusResponse, error) {
+	return &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{Id: id, LogPath: f.logs[id]}}, nil
+}
+
+func (f *fakeRuntime) ReopenContainerLog(_ context.Context, id string) error {
+	if f.refuse {
+		return errors.New("reopen refused")
+	}
+	f.reopened = append(f.reopened, id)
+	// The runtime creates the log afresh.
+	return os.WriteFile(f.logs[id], nil, 0o644)
+}
+
+func dir(t *testing.T, d string) []string {
+	t.Helper()
+	es, err := os.ReadDir(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// TestRotator: a log over MaxSize is rotated with the time as suffix and
+// reopened; at the next rotation the previous one is compressed; at most
+// MaxFiles files remain; a refused reopen puts the log back.
+func TestRotator(t *testing.T) {
+	d := t.TempDir()
+	log := filepath.Join(d, "0.log")
+	rt := &fakeRuntime{logs: map[string]string{"c1": log}}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r, err := New(rt, Options{MaxFiles: 3, MaxSize: resource.MustParse("1Ki"), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 1025)
+	write := func() {
+		if err := os.WriteFile(log, []byte(big), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write()
+	if err := r.RotateAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"0.log", "0.log.20260101-000000"}, dir(t, d)); diff != "" {
+		t.Errorf("after the first rotation (-want +got):\n%s", diff)
+	}
+	// Within the size: nothing happens.
+	if err := r.RotateAll(t.Context()); err != nil || len(rt.reopened) != 1 {
+		t.Fatalf("second pass: %v, reopened %v", err, rt.reopened)
+	}
+	for i := 1; i <= 3; i++ {
+		clk.Step(time.Minute)
+		write()
+		if err := r.RotateAll(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// MaxFiles 3: the log, one compressed and the newest rotated.
+	want := []string{"0.log", "0.log.20260101-000200.gz", "0.log.20260101-000300"}
+	if diff := cmp.Diff(want, dir(t, d)); diff != "" {
+		t.Errorf("after four rotations (-want +got):\n%s", diff)
+	}
+	f, err := os.Open(filepath.Join(d, "0.log.20260101-000200.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(zr); err != nil || string(b) != big {
+		t.Errorf("compressed log: %d bytes, %v; want the rotated content", len(b), err)
+	}
+	rt.refuse = true
+	clk.Step(time.Minute)
+	write()
+	if err := r.RotateAll(t.Context()); err == nil || !strings.Contains(err.Error(), "reopen refused") {
+		t.Errorf("refused reopen: err %v", err)
+	}
+	if st, err := os.Stat(log); err != nil || st.Size() != int64(len(big)) {
+		t.Errorf("the log was not put back: %v", err)
+	}
+}
+
+func TestNewNeedsReopen(t *testing.T) {
+	type plain struct{ Runtime }
+	if _, err := New(plain{}, Options{}); err == nil {
+		t.Error("New accepted a runtime that cannot reopen logs")
+	}
+	if _, err := New(&fakeRuntime{}, Options{MaxFiles: 1}); err == nil {
+		t.Error("New accepted MaxFiles 1")
+	}
+}

@@ -1,0 +1,336 @@
+package nodekit
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/eviction"
+	"github.com/nodekit/nodekit/gc"
+	"github.com/nodekit/nodekit/logrotate"
+	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/podworker"
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// NodeResourcesOptions configure how the agent keeps its node alive:
+// what it holds back from pods, node-pressure eviction, and garbage
+// collection of containers, sandboxes, logs and images.
+type NodeResourcesOptions struct {
+	// SystemReserved and KubeReserved are held back from pods (the
+	// kubelet's --system-reserved and --kube-reserved): the node's
+	// allocatable resources are its capacity less these and the hard
+	// eviction thresholds. Defaults to none.
+	SystemReserved, KubeReserved v1.ResourceList
+	// Eviction configures node-pressure eviction.
+	Eviction EvictionOptions
+	// GC configures the garbage collectors.
+	GC GCOptions
+	// LogRotation configures the rotation of the containers' logs (10Mi,
+	// 5 files, every 10s, rotated files gzip-compressed). It needs a
+	// runtime that can reopen a container's log (CRI ReopenContainerLog:
+	// the runtime/cri client); without one, logs are not rotated and the
+	// agent logs why.
+	LogRotation LogRotationOptions
+}
+
+// LogRotationOptions configure the container log rotation (package
+// logrotate).
+type LogRotationOptions struct {
+	Disable bool
+	logrotate.Options
+}
+
+// EvictionOptions configure the eviction manager (package eviction).
+type EvictionOptions struct {
+	// Enable runs the eviction manager even when Options.Cgroups is
+	// disabled (by default an agent that does not own its host's cgroups
+	// does not evict for the host's pressure).
+	Enable bool
+	// Disable turns the eviction manager off.
+	Disable bool
+	// Manager configures it: thresholds (the kubelet's hard defaults:
+	// memory.available<100Mi, nodefs.available<10%, nodefs.inodesFree<5%,
+	// imagefs.available<15%), pressure transition period 5m, monitoring
+	// every 10s. ActivePods, Evict, Terminated, the reclaim functions and
+	// Recorder are the agent's. Stats defaults to eviction.CgroupStats on
+	// the agent's cgroups, root directory and pod logs, and then
+	// MemoryCgroup to the cgroup v1 memory root (threshold notifications).
+	Manager eviction.Options
+}
+
+// GCOptions configure the agent's garbage collectors (package gc): dead
+// containers, old sandboxes and the logs of deleted pods every minute,
+// unused images every five minutes above 85% of the image file system.
+type GCOptions struct {
+	// DisableContainers turns the container and sandbox collector off.
+	DisableContainers bool
+	// Containers configures the container collector. Pods, SourcesReady
+	// and PodLogsDir are the agent's.
+	Containers gc.ContainerOptions
+	// DisableImages turns the image collector off.
+	DisableImages bool
+	// Images configures the image collector. Containers is the agent's
+	// Runtime. Without FsStats or ImageFsPath the collector reads the
+	// image file system the runtime names (CRI ImageFsInfo, with the
+	// runtime/cri client); when the runtime cannot name it, images are
+	// not collected and the agent logs why.
+	Images gc.ImageOptions
+}
+
+// nodeAlive holds the parts that keep the node alive.
+type nodeAlive struct {
+	containerGC *gc.ContainerCollector // nil when disabled
+	imageGC     *gc.ImageCollector     // nil when disabled
+	eviction    *eviction.Manager      // nil when disabled
+	logs        *logrotate.Rotator     // nil when disabled
+	thresholds  []eviction.Threshold
+	imageFs     func(context.Context) (gc.FsStats, error) // nil when unknown
+}
+
+// buildNodeAlive builds the garbage collectors and the eviction manager;
+// the pod workers and sources exist by then.
+func (a *Agent) buildNodeAlive() error {
+	o := a.opts.NodeResources
+	if !o.GC.DisableContainers {
+		co := o.GC.Containers
+		co.Pods = a.workers
+		co.SourcesReady = a.config.SourcesReady
+		co.PodLogsDir = a.opts.RuntimeManager.PodLogsDir // "": the same default
+		if co.Logger.GetSink() == nil {
+			co.Logger = a.log
+		}
+		c, err := gc.NewContainerCollector(a.opts.Runtime, co)
+		if err != nil {
+			return fmt.Errorf("nodekit: %w", err)
+		}
+		a.alive.containerGC = c
+	}
+	if !o.GC.DisableImages {
+		io := o.GC.Images
+		io.Containers = a.opts.Runtime
+		if io.Logger.GetSink() == nil {
+			io.Logger = a.log
+		}
+		c, err := gc.NewImageCollector(a.opts.Images, io)
+		if err != nil {
+			if io.FsStats != nil || io.ImageFsPath != "" {
+				return fmt.Errorf("nodekit: %w", err)
+			}
+			a.log.Info("Image garbage collection is off: the runtime does not name its image file system (set Options.NodeResources.GC.Images.ImageFsPath)")
+		} else {
+			a.alive.imageGC = c
+			a.alive.imageFs = c.FsStats
+		}
+	}
+	if lo := o.LogRotation; !lo.Disable {
+		if lo.Logger.GetSink() == nil {
+			lo.Logger = a.log
+		}
+		r, err := logrotate.New(a.opts.Runtime, lo.Options)
+		if err != nil {
+			a.log.Info("Container logs are not rotated", "reason", err.Error())
+		} else {
+			a.alive.logs = r
+		}
+	}
+	eo := o.Eviction
+	if eo.Disable || (a.opts.Cgroups.Disabled && !eo.Enable) {
+		return nil
+	}
+	mo := eo.Manager
+	mo.ActivePods = a.handlerActivePods
+	mo.Evict = a.evictPod
+	mo.Terminated = func(p *v1.Pod) bool { return !a.workers.CouldHaveRunningContainers(p.UID) }
+	if c := a.alive.containerGC; c != nil {
+		mo.ReclaimContainers = func(ctx context.Context) error { _, err := c.Collect(ctx, true); return err }
+	}
+	if c := a.alive.imageGC; c != nil {
+		mo.ReclaimImages = func(ctx context.Context) error { _, err := c.DeleteUnused(ctx); return err }
+	}
+	if mo.Recorder == nil {
+		mo.Recorder = &a.recorder
+	}
+	if mo.Logger.GetSink() == nil {
+		mo.Logger = a.log
+	}
+	if mo.Stats == nil {
+		mo.Stats = a.defaultStats()
+		if mo.MemoryCgroup == "" {
+			root := a.opts.Cgroups.CgroupfsRoot
+			if root == "" {
+				root = "/sys/fs/cgroup"
+			}
+			// cgroup v1: threshold notifications on the node's memory
+			// usage; on v2 the manager finds none and polls.
+			mo.MemoryCgroup = filepath.Join(root, "memory")
+		}
+	}
+	m, err := eviction.New(mo)
+	if err != nil {
+		return fmt.Errorf("nodekit: %w", err)
+	}
+	a.alive.eviction = m
+	a.alive.thresholds = m.Thresholds()
+	return nil
+}
+
+// handlerActivePods are the pods the agent runs; the handler is built
+// after the eviction manager.
+func (a *Agent) handlerActivePods() []*v1.Pod {
+	if a.handler == nil {
+		return nil
+	}
+	return a.handler.ActivePods()
+}
+
+// defaultStats reads the host: the agent's pod cgroups, root directory,
+// pod logs and emptyDirs, and the image file system when known.
+func (a *Agent) defaultStats() *eviction.CgroupStats {
+	cs := &eviction.CgroupStats{
+		CgroupfsRoot: a.opts.Cgroups.CgroupfsRoot,
+		NodeFsPath:   a.opts.RootDir,
+		Pods:         a.handlerActivePods,
+	}
+	if !a.opts.Cgroups.Disabled {
+		root := a.opts.Cgroups.Root
+		if root == "" {
+			root = "kubepods"
+		}
+		cs.PodCgroupRoot = "/" + filepath.Clean(root)
+		if filepath.IsAbs(root) {
+			cs.PodCgroupRoot = filepath.Clean(root)
+		}
+	}
+	if fs := a.alive.imageFs; fs != nil {
+		cs.ImageFs = func(ctx context.Context) (*eviction.FsStats, error) {
+			s, err := fs(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return &eviction.FsStats{AvailableBytes: s.Available, CapacityBytes: s.Capacity, InodesFree: s.InodesFree, Inodes: s.Inodes}, nil
+		}
+	}
+	logsRoot := a.opts.RuntimeManager.PodLogsDir
+	if logsRoot == "" {
+		logsRoot = runtime.DefaultPodLogsDir
+	}
+	dirs := a.volumes.PodDirs()
+	cs.PodDirs = func(p *v1.Pod) []string {
+		return []string{
+			filepath.Join(dirs.Volumes(p.UID), "kubernetes.io~empty-dir"),
+			runtime.PodLogsDirectory(logsRoot, p.Namespace, p.Name, p.UID),
+		}
+	}
+	return cs
+}
+
+// evictPod stops a pod for the eviction manager, as the kubelet's
+// killPodFunc: the pod becomes terminal with the status the manager gives.
+func (a *Agent) evictPod(pod *v1.Pod, grace int64, status func(*v1.PodStatus)) {
+	a.workers.UpdatePod(podworker.UpdateOptions{
+		UpdateType: podworker.SyncPodKill,
+		Pod:        pod,
+		KillPodOptions: &podworker.KillPodOptions{
+			Evict:                                    true,
+			PodStatusFunc:                            status,
+			PodTerminationGracePeriodSecondsOverride: &grace,
+		},
+	})
+}
+
+// Allocatable is what the node offers pods: its capacity (Options.Capacity
+// or the machine's cpu and memory, known once Run started) less
+// SystemReserved, KubeReserved and the hard eviction thresholds of memory
+// and nodefs, the kubelet's formula. Admission checks the pods' requests
+// against it.
+func (a *Agent) Allocatable() v1.ResourceList {
+	capacity := a.capacity
+	if capacity == nil {
+		capacity = a.opts.Capacity
+	}
+	o := a.opts.NodeResources
+	return node.Allocatable(capacity, o.SystemReserved, o.KubeReserved, eviction.HardReservation(a.alive.thresholds, capacity))
+}
+
+// NodeConditions are the node's pressure conditions (MemoryPressure,
+// DiskPressure, PIDPressure) as the eviction manager sees them.
+func (a *Agent) NodeConditions() []v1.NodeConditionType {
+	if a.alive.eviction == nil {
+		return nil
+	}
+	return a.alive.eviction.Conditions()
+}
+
+// EvictionAdmit is the kubelet's eviction admission check over the
+// agent's pressure conditions: under memory pressure BestEffort pods are
+// refused (unless they tolerate the memory-pressure taint), under disk or
+// PID pressure every pod but the critical ones; reason Evicted, message
+// "The node had condition: [...]", and a Warning event on the pod, as the
+// kubelet's rejectPod.
+func (a *Agent) EvictionAdmit() admission.Handler {
+	return admission.Func(func(pod *v1.Pod, _ []*v1.Pod) admission.Result {
+		ok, reason, msg := eviction.Admit(pod, a.NodeConditions())
+		if ok {
+			return admission.Admitted()
+		}
+		a.recorder.Event(pod, v1.EventTypeWarning, reason, msg)
+		return admission.Result{Admit: false, Reason: reason, Message: msg}
+	})
+}
+
+// nodeAliveNodeOptions gives the Node controller the reservations, the
+// pressure conditions, the images and the events.
+func (a *Agent) nodeAliveNodeOptions(o *node.Options) {
+	r := a.opts.NodeResources
+	if o.SystemReserved == nil {
+		o.SystemReserved = r.SystemReserved
+	}
+	if o.KubeReserved == nil {
+		o.KubeReserved = r.KubeReserved
+	}
+	if o.HardEvictionReserved == nil {
+		o.HardEvictionReserved = func(capacity v1.ResourceList) v1.ResourceList {
+			return eviction.HardReservation(a.alive.thresholds, capacity)
+		}
+	}
+	if o.Pressure == nil {
+		o.Pressure = a.NodeConditions
+	}
+	if o.Images == nil {
+		is := a.opts.Images
+		o.Images = func(ctx context.Context) ([]*runtimeapi.Image, error) { return is.ListImages(ctx, nil) }
+	}
+	if o.Recorder == nil {
+		o.Recorder = &a.recorder
+	}
+}
+
+// runNodeAlive starts the collectors' and the eviction manager's loops.
+func (a *Agent) runNodeAlive(run func(name string, f func(context.Context) error)) {
+	if c := a.alive.containerGC; c != nil {
+		run("container gc", c.Run)
+	}
+	if c := a.alive.imageGC; c != nil {
+		run("image gc", c.Run)
+	}
+	if m := a.alive.eviction; m != nil {
+		run("eviction manager", m.Run)
+	}
+	if r := a.alive.logs; r != nil {
+		run("log rotation", r.Run)
+	}
+}
+
+// runtimeRecovered is called when the runtime answers again after it did
+// not (and after the first check): sandboxes that a crash left half-made
+// are collected at once rather than at the next period.
+func (a *Agent) runtimeRecovered() {
+	if c := a.alive.containerGC; c != nil {
+		c.Trigger()
+	}
+}

@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/sources/apiserver"
+)
+
+// nodeCondition is the status of the Node's condition typ.
+func (c *cluster) nodeCondition(typ v1.NodeConditionType) (v1.ConditionStatus, error) {
+	n, err := c.api.CoreV1().Nodes().Get(c.t.Context(), c.node, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == typ {
+			return cond.Status, nil
+		}
+	}
+	return "", fmt.Errorf("node %s has no %s condition", c.node, typ)
+}
+
+// TestDiskPressureEviction: the agent's root directory is a 64Mi tmpfs; a
+// BestEffort API pod fills its emptyDir on it. The node reports
+// DiskPressure, the pod is evicted (phase Failed, reason Evicted, the
+// kubelet's message), its emptyDir goes with it, and once the space is
+// back the condition clears after the pressure transition period.
+func TestDiskPressureEviction(t *testing.T) {
+	c := newCluster(t, false)
+	if err := syscall.Mount("tmpfs", c.rootDir, "tmpfs", 0, "size=64m"); err != nil {
+		t.Fatalf("mounting a tmpfs on the agent's root directory: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(c.rootDir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmounting %s: %v", c.rootDir, err)
+		}
+	})
+	a := c.agentWith(nil, "disk pressure", func(o *nodekit.Options) {
+		o.KubeClient = c.agentAPI
+		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
+		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
+		// The images of the shared containerd are not this test's to
+		// reclaim.
+		o.NodeResources.GC.DisableImages = true
+		o.NodeResources.Eviction.Manager.MonitoringInterval = time.Second
+		o.NodeResources.Eviction.Manager.PressureTransitionPeriod = 10 * time.Second
+	})
+	start := time.Now()
+	eventuallyNil(t, 30*time.Second, "the node Ready", func() error { return c.nodeReady(t.Context(), start) })
+	if s, err := c.nodeCondition(v1.NodeDiskPressure); err != nil || s != v1.ConditionFalse {
+		t.Fatalf("DiskPressure = %q, %v before the pod; want False", s, err)
+	}
+
+	p := c.apiPod("filler", v1.Container{
+		Name:         "fill",
+		Command:      []string{"sh", "-c", `trap "exit 0" TERM; dd if=/dev/zero of=/data/fill bs=1M count=60; while true; do sleep 1 & wait; done`},
+		VolumeMounts: []v1.VolumeMount{{Name: "data", MountPath: "/data"}},
+	}, v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+	c.createPod(p)
+	filled := time.Now()
+
+	eventuallyNil(t, 60*time.Second, "DiskPressure True", func() error {
+		s, err := c.nodeCondition(v1.NodeDiskPressure)
+		if err == nil && s != v1.ConditionTrue {
+			err = fmt.Errorf("DiskPressure %s", s)
+		}
+		return err
+	})
+	t.Logf("pod created → DiskPressure after %s", time.Since(filled).Round(time.Millisecond))
+	var evicted *v1.Pod
+	eventuallyNil(t, 60*time.Second, "the pod evicted", func() error {
+		got, err := c.getPod(t.Context(), "filler")
+		if err != nil {
+			return err
+		}
+		if got.Status.Phase != v1.PodFailed || got.Status.Reason != "Evicted" {
+			return fmt.Errorf("phase %s, reason %q", got.Status.Phase, got.Status.Reason)
+		}
+		evicted = got
+		return nil
+	})
+	t.Logf("pod created → evicted after %s: %q", time.Since(filled).Round(time.Millisecond), evicted.Status.Message)
+	if msg := evicted.Status.Message; !strings.HasPrefix(msg, "The node was low on resource: ephemeral-storage. Threshold quantity: ") {
+		t.Errorf("message %q, want the kubelet's", msg)
+	}
+	found := false
+	for _, cond := range evicted.Status.Conditions {
+		if cond.Type == v1.DisruptionTarget && cond.Status == v1.ConditionTrue && cond.Reason == "TerminationByKubelet" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("conditions %+v lack DisruptionTarget (TerminationByKubelet)", evicted.Status.Conditions)
+	}
+	took := eventuallyNil(t, 90*time.Second, "DiskPressure False again", func() error {
+		s, err := c.nodeCondition(v1.NodeDiskPressure)
+		if err == nil && s != v1.ConditionFalse {
+			err = fmt.Errorf("DiskPressure %s", s)
+		}
+		return err
+	})
+	t.Logf("evicted → DiskPressure False after %s (transition period 10s)", took.Round(time.Millisecond))
+	if n := a.logs.count("Eviction manager: evicting pod", "filler"); n != 1 {
+		t.Errorf("%d eviction log lines for the pod, want 1", n)
+	}
+}
