@@ -62,7 +62,7 @@ type Agent struct {
 	localNode // the Node admission checks against when none is registered
 	loop      *syncloop.Loop
 	nodeAPI   *nodeAPIServer // nil when not served
-	alive     nodeAlive // garbage collectors, eviction, log rotation (nodealive.go)
+	alive     nodeAlive      // garbage collectors, eviction, log rotation (nodealive.go)
 
 	// runtimeErr holds the last runtime health check's result (an error
 	// value or nil in an errBox).
