@@ -49,7 +49,8 @@ func (a *Agent) admitHandlers() ([]admission.Handler, error) {
 // registered Node of an agent joined to a cluster, else (standalone, or
 // not registered yet, as the kubelet's initial node) one made from the
 // agent's own name, labels (kubernetes.io/hostname, os and arch, plus
-// Options.Node.Labels), taints (Options.Node.Taints) and capacity.
+// Options.Node.Labels), taints (Options.Node.Taints), capacity and
+// allocatable resources (Agent.Allocatable).
 func (a *Agent) admissionNode() *v1.Node {
 	if a.node != nil {
 		if n, ok := a.node.Node(); ok {
@@ -65,14 +66,21 @@ func (a *Agent) admissionNode() *v1.Node {
 		for k, v := range a.opts.Node.Labels {
 			labels[k] = v
 		}
-		alloc := v1.ResourceList{v1.ResourcePods: *resource.NewQuantity(int64(a.opts.MaxPods), resource.DecimalSI)}
+		pods := *resource.NewQuantity(int64(a.opts.MaxPods), resource.DecimalSI)
+		capacity := v1.ResourceList{v1.ResourcePods: pods}
 		for k, v := range a.capacity {
+			capacity[k] = v
+		}
+		// Allocatable as a registered Node reports it: capacity less the
+		// reserved resources and the hard eviction thresholds.
+		alloc := v1.ResourceList{v1.ResourcePods: pods}
+		for k, v := range a.Allocatable() {
 			alloc[k] = v
 		}
 		a.localNode.node = &v1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: a.opts.NodeName, Labels: labels},
 			Spec:       v1.NodeSpec{Taints: a.opts.Node.Taints},
-			Status:     v1.NodeStatus{Capacity: alloc, Allocatable: alloc},
+			Status:     v1.NodeStatus{Capacity: capacity, Allocatable: alloc},
 		}
 	})
 	return a.localNode.node

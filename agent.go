@@ -138,6 +138,7 @@ func New(opts Options) (*Agent, error) {
 	}
 
 	rmOpts := opts.RuntimeManager
+	rmOpts.CPUCFSQuotaPeriod = opts.Cgroups.CPUCFSQuotaPeriod
 	if rmOpts.Logger.GetSink() == nil {
 		rmOpts.Logger = log
 	}
@@ -180,7 +181,7 @@ func New(opts Options) (*Agent, error) {
 					return n.Status.Allocatable
 				}
 			}
-			return a.capacity
+			return a.Allocatable()
 		}
 		volOpts.Plugins = append(volOpts.Plugins, downwardapi.New(downwardapi.Options{NodeAllocatable: allocatable, Logger: log}))
 		if opts.KubeClient != nil {

@@ -132,6 +132,7 @@ type Options struct {
 	// cgroup per pod passed to the runtime as its sandbox's cgroup parent.
 	// Set Cgroups.Disabled for an agent on a host it does not own, or whose
 	// runtime runs no processes. Two agents on one host need two roots.
+	// Its CPUCFSQuotaPeriod is also the containers' (the runtime manager's).
 	Cgroups cgroup.PodManagerOptions
 	// Capacity is what the node offers pods; admission rejects a pod whose
 	// requests, with those of the pods already admitted, exceed it (reason
@@ -244,6 +245,8 @@ func (o *Options) setDefaults() error {
 		{o.Node.Capacity != nil, "Node.Capacity", "set Options.Capacity"},
 		{o.APISource.NodeName != "" && o.APISource.NodeName != o.NodeName, "APISource.NodeName", "set Options.NodeName"},
 		{o.Probes.Statuses != nil, "Probes.Statuses", "the agent's status manager answers"},
+		{o.RuntimeManager.CPUCFSQuotaPeriod != 0 && o.RuntimeManager.CPUCFSQuotaPeriod != o.Cgroups.CPUCFSQuotaPeriod,
+			"RuntimeManager.CPUCFSQuotaPeriod", "set Options.Cgroups.CPUCFSQuotaPeriod, which containers share with their pod"},
 	} {
 		if f.set {
 			return fmt.Errorf("nodekit: Options.%s is the agent's (%s)", f.field, f.use)

@@ -83,8 +83,16 @@
 // (not for a pod being deleted) and FailedPodSandBoxStatus. Orphans (KillPod
 // without a pod) and containers no longer in the spec get no events, as
 // with the kubelet. The Pulled message of a pull leaves out the kubelet's
-// "(… including waiting). Image size: … bytes." (the Manager neither
-// queues pulls nor asks the image's size).
+// "(… including waiting). Image size: … bytes." (the Manager does not ask
+// the image's size).
+//
+// # Image pulls
+//
+// The pods that need an image at the same time share one PullImage call
+// (keyed by image, runtime handler and credentials), and at most
+// ManagerOptions.MaxParallelImagePulls images are pulled at once: 1 by
+// default, the kubelet's serialized pulls. A shared pull is cancelled only
+// when no pod waits for it any more.
 //
 // Differences from the kubelet, on purpose or not yet done:
 //   - Probes are not run here. SyncPodOptions.Unhealthy tells SyncPod which
@@ -101,8 +109,8 @@
 //     unless optional. Mounts come from SyncPodOptions.Mounts.
 //   - The pod's DNS config is passed as written in spec.dnsConfig; cluster
 //     DNS and the host's resolv.conf are left to the runtime.
-//   - Old stopped sandboxes of a running pod are not garbage-collected;
-//     RemovePod removes them with the pod.
+//   - Old stopped sandboxes of a running pod are left to package gc (the
+//     agent runs its collector); RemovePod removes them with the pod.
 //
 // # Agents sharing a runtime
 //
