@@ -112,7 +112,12 @@ func (a *Agent) buildNodeAlive() error {
 	}
 	if !o.GC.DisableImages {
 		io := o.GC.Images
+		// Images are the runtime's, not the agent's: one in use by any
+		// container on the runtime, another agent's included, stays.
 		io.Containers = a.opts.Runtime
+		if s, ok := a.opts.Runtime.(runtime.Scoped); ok {
+			io.Containers = s.Unwrap()
+		}
 		if io.Logger.GetSink() == nil {
 			io.Logger = a.log
 		}
