@@ -75,7 +75,7 @@ type GCOptions struct {
 	// DisableImages turns the image collector off.
 	DisableImages bool
 	// Images configures the image collector. Containers is the agent's
-	// Runtime. Without FsStats or ImageFsPath the collector reads the
+	// Runtime, unscoped: every container on it keeps its image. Without FsStats or ImageFsPath the collector reads the
 	// image file system the runtime names (CRI ImageFsInfo, with the
 	// runtime/cri client); when the runtime cannot name it, images are
 	// not collected and the agent logs why.
