@@ -277,6 +277,9 @@ type lister struct {
 	// lastErr is the last error about the path itself, logged once.
 	lastErr string
 	missing bool
+	// dups are the duplicate-name errors of the last list, each logged
+	// once, when it first appears.
+	dups map[string]bool
 	// read reads one manifest file (readManifest; tests replace it), within
 	// timeout.
 	read    func(name string) ([]byte, error)
@@ -309,6 +312,7 @@ func newLister(path, nodeName string, log logr.Logger) *lister {
 // when the path could not be read at all: the previous snapshot stands.
 func (l *lister) list(ctx context.Context) (pods []*v1.Pod, ok bool) {
 	pods = []*v1.Pod{}
+	var from []string // the file of each pod
 	fi, err := os.Stat(l.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -348,7 +352,7 @@ func (l *lister) list(ctx context.Context) (pods []*v1.Pod, ok bool) {
 			case err != nil:
 				seen[name] = true
 				if pod := l.readFailed(name, err); pod != nil {
-					pods = append(pods, pod)
+					pods, from = append(pods, pod), append(from, name)
 				}
 				continue
 			case info.IsDir():
@@ -359,19 +363,19 @@ func (l *lister) list(ctx context.Context) (pods []*v1.Pod, ok bool) {
 				// never end.
 				seen[name] = true
 				if pod := l.readFailed(name, notRegular(name, info.Mode())); pod != nil {
-					pods = append(pods, pod)
+					pods, from = append(pods, pod), append(from, name)
 				}
 				continue
 			}
 			seen[name] = true
 			if pod := l.readFile(ctx, name); pod != nil {
-				pods = append(pods, pod)
+				pods, from = append(pods, pod), append(from, name)
 			}
 		}
 	case fi.Mode().IsRegular():
 		seen[l.path] = true
 		if pod := l.readFile(ctx, l.path); pod != nil {
-			pods = append(pods, pod)
+			pods, from = append(pods, pod), append(from, l.path)
 		}
 	default:
 		l.pathError(fmt.Errorf("file: %s is neither a directory nor a regular file", l.path))
@@ -383,7 +387,7 @@ func (l *lister) list(ctx context.Context) (pods []*v1.Pod, ok bool) {
 			delete(l.files, name)
 		}
 	}
-	return pods, true
+	return l.dedupe(pods, from), true
 }
 
 func (l *lister) pathError(err error) {
@@ -445,6 +449,30 @@ func (l *lister) state(name string) *fileState {
 		l.files[name] = st
 	}
 	return st
+}
+
+// dedupe drops the pods whose namespace/name an earlier file (in name
+// order) already gave, as the merge would, but logs an error naming both
+// files, once for as long as the duplicate lasts.
+func (l *lister) dedupe(pods []*v1.Pod, from []string) []*v1.Pod {
+	first := make(map[string]string, len(pods))
+	out := pods[:0]
+	dups := map[string]bool{}
+	for i, pod := range pods {
+		full := pod.Namespace + "/" + pod.Name
+		if f, ok := first[full]; ok {
+			msg := fmt.Sprintf("file: %s and %s both define the pod %s: ignoring the one in %s", f, from[i], full, from[i])
+			dups[msg] = true
+			if !l.dups[msg] {
+				l.log.Error(errors.New(msg), "duplicate static pod name", "pod", full, "file", from[i], "keptFile", f)
+			}
+			continue
+		}
+		first[full] = from[i]
+		out = append(out, pod)
+	}
+	l.dups = dups
+	return out
 }
 
 // readWithin reads the file with l.read in a goroutine of its own and
