@@ -5,7 +5,8 @@
 // are given); a file with a second YAML document or a PodList is rejected.
 // Dotfiles and subdirectories are skipped. Every pod gets
 // sources.StaticPodDefaults with the file's path, so its UID changes with
-// its content, and must pass sources.Validate.
+// its content, and must pass sources.ValidateStatic (the API server's
+// checks, which the kubelet skips for static pods).
 //
 // # Usage
 //

@@ -3,6 +3,7 @@ package file
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -50,5 +51,24 @@ func TestDuplicateNames(t *testing.T) {
 	l.list(t.Context())
 	if got := dupLines(); len(got) != 2 {
 		t.Errorf("duplicate errors after it came back: %d, want 2", len(got))
+	}
+}
+
+// TestAPIValidation: a manifest the API server would refuse (a
+// 165-character spec.hostname) gives no pod and an error naming the file
+// and the field; the valid manifest beside it gives its pod.
+func TestAPIValidation(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	write(t, bad, podYAML("bad", "busybox")+"  hostname: "+strings.Repeat("h", 165)+"\n")
+	write(t, filepath.Join(dir, "good.yaml"), podYAML("good", "busybox"))
+	logs := &logLines{}
+	l := newLister(dir, node, logs.logger())
+	pods, ok := l.list(t.Context())
+	if !ok || len(pods) != 1 || pods[0].Name != "good-"+node {
+		t.Fatalf("list = %d pods, want good alone", len(pods))
+	}
+	if got := logs.find("bad manifest", bad, "spec.hostname: Invalid value", "must be no more than 63 characters"); len(got) != 1 {
+		t.Errorf("log lines about bad.yaml: %q, want one naming the file and spec.hostname", logs.find(bad))
 	}
 }

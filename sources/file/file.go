@@ -543,7 +543,7 @@ func decode(data []byte, name, nodeName string) (*v1.Pod, error) {
 	}
 	pod := pods[0]
 	sources.StaticPodDefaults(pod, name, nodeName)
-	if err := sources.Validate(pod); err != nil {
+	if err := sources.ValidateStatic(pod); err != nil {
 		return nil, fmt.Errorf("file: %s: %w", name, err)
 	}
 	return pod, nil

@@ -239,7 +239,7 @@ func (s *Source) decode(body []byte) ([]*v1.Pod, error) {
 	if kind == manifest.KindPod {
 		pod := pods[0]
 		sources.StaticPodDefaults(pod, s.opts.URL, s.opts.NodeName)
-		if err := sources.Validate(pod); err != nil {
+		if err := sources.ValidateStatic(pod); err != nil {
 			return nil, fmt.Errorf("http: %s: %w", s.opts.URL, err)
 		}
 		return pods, nil
@@ -248,7 +248,7 @@ func (s *Source) decode(body []byte) ([]*v1.Pod, error) {
 	for i, pod := range pods {
 		name := pod.Name
 		sources.StaticPodDefaults(pod, s.opts.URL, s.opts.NodeName)
-		if err := sources.Validate(pod); err != nil {
+		if err := sources.ValidateStatic(pod); err != nil {
 			s.log.Error(err, "dropping invalid pod from the list", "pod", name, "index", i)
 			continue
 		}
