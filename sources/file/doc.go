@@ -6,7 +6,7 @@
 // Dotfiles and subdirectories are skipped. Every pod gets
 // sources.StaticPodDefaults with the file's path, so its UID changes with
 // its content, and must pass sources.ValidateStatic (the API server's
-// checks, which the kubelet skips for static pods).
+// checks, which the kubelet also runs on static pods).
 //
 // # Usage
 //

@@ -5,7 +5,7 @@
 // The body is a Pod or a PodList, YAML or JSON; the kind field decides (a
 // missing kind means Pod). Every pod gets sources.StaticPodDefaults with the
 // URL as its source and must pass sources.ValidateStatic (the API server's
-// checks, which the kubelet skips for static pods).
+// checks, which the kubelet also runs on static pods).
 //
 // # Usage
 //
