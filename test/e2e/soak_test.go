@@ -38,26 +38,30 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// TestSoak keeps N static pods under churn on containerd (each round
-// creates, updates and deletes manifests at random; one pod crash-loops
-// throughout) and restarts the agent after each round's churn, checking
-// after every fault, once the agent has converged:
+// TestSoak keeps N static pods under churn on a containerd of its own
+// (each round creates, updates and deletes manifests at random; one pod
+// crash-loops throughout), then restarts the agent, then kills containerd
+// and starts it again, checking after every fault, once the agent has
+// converged:
 //
 //   - every desired pod runs its latest manifest: exactly one sandbox
 //     (ready) and one running container, under the UID of that manifest;
 //   - no sandbox or container is left of a deleted or replaced pod, and
 //     no pod directory under RootDir;
-//   - a healthy pod untouched by the churn keeps its sandbox and container
-//     across the agent's restart (no restart, no second sandbox);
+//   - a healthy pod keeps its sandbox and container across the agent's and
+//     containerd's restarts (no restart, no second sandbox);
 //   - the crash-looping pod has one sandbox, whatever its restarts.
 //
 // Goroutine leaks are checked once, when the test ends (goleak, as every
 // end-to-end test). Left out because they cannot be checked reliably here:
-// containerd and API server kills (containerd killed during a sandbox's
-// creation leaks it until the runtime's garbage collection lands), disk
-// filling, probe failures, memory flatness.
+// containerd killed in the middle of a sandbox's creation (it leaks the
+// sandbox until the runtime's garbage collection lands), API server kills
+// (the soak's pods are static), disk filling, probe failures, memory
+// flatness.
 func TestSoak(t *testing.T) {
-	f := newFixture(t, envEndpoint)
+	// A containerd of the test's own, since the soak kills it.
+	in := startInstance(t, "1.6")
+	f := newFixtureAt(t, in.endpoint)
 	rounds := envInt(t, envSoakRounds, 3)
 	nPods := envInt(t, envSoakPods, 6)
 	seed := uint64(time.Now().UnixNano())
@@ -209,8 +213,28 @@ func TestSoak(t *testing.T) {
 				violation("round %d: %s restarted across the agent restart: %+v, was %+v", round, n, got, b)
 			}
 		}
+
+		// Fault: containerd is killed (its shims and containers live on,
+		// as under a service manager) and started again, while the agent
+		// is idle: a kill during a sandbox's creation leaks it until the
+		// runtime's garbage collection lands, so it is not injected then.
+		in.run("kill", "--name", in.name)
+		time.Sleep(2 * time.Second)
+		in.run("start", "--version", "1.6", "--name", in.name)
+		faults++
+		// The client reconnects with a back-off: wait for it.
+		eventually(t, 30*time.Second, "containerd answering again", func() bool {
+			_, err := f.cri.ListPodSandbox(t.Context(), nil)
+			return err == nil
+		})
+		ids = converge(fmt.Sprintf("round %d containerd restart", round))
+		for n, b := range before {
+			if got, ok := ids[n]; ok && (!slices.Equal(got.Sandboxes, b.Sandboxes) || !slices.Equal(got.Containers, b.Containers)) {
+				violation("round %d: %s restarted across the containerd restart: %+v, was %+v", round, n, got, b)
+			}
+		}
 	}
-	t.Logf("soak: %d rounds, faults injected: %d agent restarts; pods churned: %d created, %d updated, %d deleted; invariant violations: %d",
+	t.Logf("soak: %d rounds, faults injected: %d (agent and containerd restarts); pods churned: %d created, %d updated, %d deleted; invariant violations: %d",
 		rounds, faults, creates, updates, deletes, violations)
 
 	// Clean up through the agent: every manifest gone, nothing left.
