@@ -311,7 +311,7 @@ func New(opts Options) (*Agent, error) {
 // joinCluster adds the API server's pods as a source and the Node
 // controller.
 func (a *Agent) joinCluster() error {
-	srcOpts := a.opts.APISource
+	srcOpts := withCheckpoint(a.opts.APISource, a.opts.RootDir)
 	srcOpts.NodeName = a.opts.NodeName
 	if srcOpts.Logger.GetSink() == nil {
 		srcOpts.Logger = a.log

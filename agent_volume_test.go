@@ -69,7 +69,9 @@ func TestAgentVolumes(t *testing.T) {
 				case "/scratch":
 					scratch = append(scratch, m.HostPath)
 				case "/conf":
-					if m.HostPath != allowed || !m.Readonly {
+					// The allowed directory itself, or its bind under the
+					// pod directory (as root).
+					if !sameFile(m.HostPath, allowed) || !m.Readonly {
 						t.Errorf("conf mount = %s (read-only %v), want %s read-only", m.HostPath, m.Readonly, allowed)
 					}
 				}
@@ -106,4 +108,14 @@ func TestAgentVolumes(t *testing.T) {
 			t.Errorf("host data changed: %q, %v", b, err)
 		}
 	})
+}
+
+// sameFile reports whether the paths a and b name the same file.
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }

@@ -124,10 +124,14 @@ func (s *PodSyncer) SyncPod(ctx context.Context, updateType podworker.UpdateType
 		if ctx.Err() != nil {
 			return false, err
 		}
-		s.c.Logger.Error(err, "Unable to attach or mount volumes for pod; skipping pod", "pod", podmodel.FullName(pod), "podUID", pod.UID)
-		s.c.Events.Event(runtime.PodReference(pod, ""), v1.EventTypeWarning, volume.ReasonFailedMount, "Unable to attach or mount volumes: "+err.Error())
+		reason, msg := volume.ReasonFailedMount, "Unable to attach or mount volumes: "
+		if errors.Is(err, volume.ErrPodDirectory) {
+			reason, msg = volume.ReasonFailedToMakePodDataDirectories, "error making pod data directories: "
+		}
+		s.c.Logger.Error(err, "Unable to attach or mount volumes for pod; skipping pod", "pod", podmodel.FullName(pod), "podUID", pod.UID, "reason", reason)
+		s.c.Events.Event(runtime.PodReference(pod, ""), v1.EventTypeWarning, reason, msg+err.Error())
 		s.setStatus(pod, podStatus, false, func(st *v1.PodStatus) {
-			st.Reason, st.Message = volume.ReasonFailedMount, err.Error()
+			st.Reason, st.Message = reason, err.Error()
 		})
 		return false, err
 	}

@@ -57,6 +57,9 @@ type Config struct {
 	// snapshot go out together and in order.
 	mergeMu sync.Mutex
 	store   *store // guarded by mergeMu
+	// dropped holds, per source, the rejections of its last snapshot, so
+	// that each is logged once while it lasts; guarded by mergeMu.
+	dropped map[string]map[string]bool
 }
 
 type namedSource struct {
@@ -71,6 +74,7 @@ func NewConfig(opts ConfigOptions) *Config {
 		log:     opts.Logger,
 		updates: make(chan PodUpdate, opts.UpdatesCapacity),
 		seen:    map[string]bool{},
+		dropped: map[string]map[string]bool{},
 		store:   newStore(),
 	}
 }
@@ -192,13 +196,25 @@ func (c *Config) apply(ctx context.Context, name string, pods []*v1.Pod) {
 	c.mergeMu.Lock()
 	defer c.mergeMu.Unlock()
 	updates, dropped := c.store.merge(name, pods, time.Now())
+	// A rejection is logged when it first appears, not with every
+	// snapshot that repeats it.
+	last, now := c.dropped[name], make(map[string]bool, len(dropped))
 	for _, r := range dropped {
+		key := r.err.Error()
+		if r.pod != nil {
+			key = podmodel.FullName(r.pod) + "\x00" + key
+		}
+		now[key] = true
+		if last[key] {
+			continue
+		}
 		if r.pod == nil {
 			c.log.Error(r.err, "dropping pod", "source", name)
 			continue
 		}
 		c.log.Error(r.err, "dropping pod", "source", name, "pod", podmodel.FullName(r.pod))
 	}
+	c.dropped[name] = now
 	c.log.V(4).Info("merged snapshot", "source", name, "pods", len(pods), "updates", len(updates))
 	for _, u := range updates {
 		select {

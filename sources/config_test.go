@@ -301,6 +301,24 @@ func TestConfigRunLogsDroppedPods(t *testing.T) {
 		if got := logs.find(`"msg"="dropping pod"`, `"source"="file"`, `"pod"="ns/bad"`, "image"); len(got) != 1 {
 			t.Errorf("log lines for the invalid pod = %q, want one", got)
 		}
+		// The same snapshot again, twice, with a new pod: the rejections
+		// are not logged again. (The updates channel holds what these
+		// snapshots give.)
+		for _, extra := range []string{"b", "c"} {
+			in <- []*v1.Pod{testPod("a"), testPod("a", withUID("other")), testPod("bad", withImage("")), testPod(extra)}
+			synctest.Wait()
+		}
+		if got := logs.find(`"msg"="dropping pod"`); len(got) != 2 {
+			t.Errorf("log lines for the repeated rejections = %q, want the first two only", got)
+		}
+		// Resolved, then back: logged again.
+		in <- []*v1.Pod{testPod("a")}
+		synctest.Wait()
+		in <- []*v1.Pod{testPod("a"), testPod("bad", withImage(""))}
+		synctest.Wait()
+		if got := logs.find(`"msg"="dropping pod"`, `"pod"="ns/bad"`); len(got) != 2 {
+			t.Errorf("log lines for the invalid pod after it came back = %d, want 2", len(got))
+		}
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run() = %v, want nil", err)

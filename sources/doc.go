@@ -12,8 +12,14 @@
 //
 // The package also holds what every source needs: SetDefaults (the API
 // server's defaults the agent relies on), Validate (the checks the agent
-// relies on) and StaticPodDefaults (UID, name and annotations of a static
-// pod, the kubelet's applyDefaults).
+// relies on), ValidateStatic (the API server's checks for pods that never
+// went through it, as the kubelet runs the API server's own validation on
+// static pods; that code is in k8s.io/kubernetes, so ValidateStatic
+// rebuilds what apimachinery's helpers allow: the file and http sources
+// apply it, so that a pod whose every sandbox would fail, such as one with
+// a 165-character hostname, is refused with an error naming the file and
+// the field) and StaticPodDefaults (UID, name and annotations of a
+// static pod, the kubelet's applyDefaults).
 //
 // # Usage
 //

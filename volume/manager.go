@@ -621,6 +621,7 @@ func (m *Manager) reconcilePod(ctx context.Context, e *podEntry, p pass) {
 		case stepMakeDirs:
 			err := m.makePodDirs(e.uid)
 			m.mu.Lock()
+			prev := e.podFailure
 			if err != nil {
 				e.podFailure = fail(e.podFailure, err, now)
 			} else {
@@ -628,7 +629,11 @@ func (m *Manager) reconcilePod(ctx context.Context, e *podEntry, p pass) {
 			}
 			m.mu.Unlock()
 			if err != nil {
-				m.log.V(1).Info("Creating pod directories failed", "pod", podRef(pod), "podUID", e.uid, "err", err.Error())
+				// A full or read-only disk: an operator must act, so at
+				// error level, once per distinct error.
+				if prev == nil || prev.err.Error() != err.Error() {
+					m.log.Error(err, "Creating pod directories failed", "pod", podRef(pod), "podUID", e.uid)
+				}
 				return
 			}
 		case stepMount:
@@ -813,7 +818,7 @@ func (m *Manager) makePodDirs(uid types.UID) error {
 	}
 	for _, d := range []string{m.dirs.Volumes(uid), m.dirs.Plugins(uid), m.dirs.Containers(uid)} {
 		if err := os.MkdirAll(d, dirPerm); err != nil {
-			return fmt.Errorf("volume: creating the pod directory: %w", err)
+			return Mark(fmt.Errorf("volume: creating the pod directory: %w", err), ErrPodDirectory)
 		}
 	}
 	return nil
@@ -892,7 +897,8 @@ func (m *Manager) tearDownFromDisk(ctx context.Context, uid types.UID) []error {
 // that mounts none). It first creates the pod's directories.
 //
 // It gives up after WaitTimeout, when ctx ends, or at once when a volume
-// failed with an error that retrying does not cure (IsPermanent), and then
+// failed with an error that retrying does not cure (IsPermanent) or the
+// pod's directories could not be created (ErrPodDirectory), and then
 // returns a *WaitError naming the volumes not set up and the last error of
 // each.
 func (m *Manager) WaitForPodVolumes(ctx context.Context, pod *v1.Pod) (map[string]Mount, error) {
@@ -915,7 +921,10 @@ func (m *Manager) WaitForPodVolumes(ctx context.Context, pod *v1.Pod) (map[strin
 		if werr == nil {
 			return mounts, nil
 		}
-		if werr.permanent() {
+		if werr.permanent() || errors.Is(werr.PodErr, ErrPodDirectory) {
+			// A pod directory that cannot be made (a full disk) is
+			// reported at once, so that the pod's status and events say
+			// why it does not start; the caller retries.
 			return nil, werr
 		}
 		select {

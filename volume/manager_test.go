@@ -67,7 +67,9 @@ func newEnv(t *testing.T, mutate func(*volume.Options)) *env {
 	t.Helper()
 	e := &env{root: physDir(t), host: physDir(t)}
 	e.fake = &volumetest.FakePlugin{PluginName: "nodekit.io/fake", Supports: isFake}
-	hp, err := hostpath.New(hostpath.Options{AllowedHostPaths: []hostpath.AllowedHostPath{{PathPrefix: e.host}}})
+	// hostPath volumes are bound under the pod directory as root (CI runs
+	// the tests as root).
+	hp, err := hostpath.New(hostpath.Options{AllowedHostPaths: []hostpath.AllowedHostPath{{PathPrefix: e.host}}, NoBind: os.Geteuid() != 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,8 +154,12 @@ func TestWaitForPodVolumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	data := filepath.Join(e.host, "data")
+	if os.Geteuid() == 0 {
+		data = filepath.Join(e.root, "pods/uid-web/volumes/kubernetes.io~host-path/data")
+	}
 	want := map[string]volume.Mount{
-		"data":    {Name: "data", HostPath: filepath.Join(e.host, "data")},
+		"data":    {Name: "data", HostPath: data},
 		"scratch": {Name: "scratch", HostPath: filepath.Join(e.root, "pods/uid-web/volumes/kubernetes.io~empty-dir/scratch")},
 		"fake":    {Name: "fake", HostPath: filepath.Join(e.root, "pods/uid-web/volumes/nodekit.io~fake/fake")},
 	}

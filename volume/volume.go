@@ -120,6 +120,17 @@ var (
 	ErrInvalid = errors.New("invalid volume")
 )
 
+// ErrPodDirectory marks the failure to create a pod's directories (a full
+// or read-only disk under the root directory): WaitForPodVolumes returns
+// it at once rather than waiting for its timeout, so that the pod's status
+// says why it does not start, though retrying may cure it. The kubelet
+// reports it with the event reason ReasonFailedToMakePodDataDirectories.
+var ErrPodDirectory = errors.New("cannot create the pod directory")
+
+// ReasonFailedToMakePodDataDirectories is the kubelet's event reason for a
+// pod whose directories could not be created.
+const ReasonFailedToMakePodDataDirectories = "FailedToMakePodDataDirectories"
+
 // IsPermanent reports whether err is of a class that retrying does not
 // cure: ErrNoPlugin, ErrNotAllowed or ErrInvalid.
 func IsPermanent(err error) bool {

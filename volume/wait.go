@@ -19,7 +19,8 @@ type WaitError struct {
 	PodErr error
 	// Err is why waiting ended before every volume was set up: the
 	// timeout (wrapping context.DeadlineExceeded) or the context's error;
-	// nil when an error that retrying does not cure ended it at once.
+	// nil when an error that retrying does not cure, or a pod directory
+	// that cannot be created (ErrPodDirectory), ended it at once.
 	Err error
 }
 

@@ -30,6 +30,10 @@ const (
 	// watches, client-go's.
 	DefaultMaxRetryInterval = 30 * time.Second
 
+	// DefaultCheckpointGrace is how long Run waits for its first list
+	// before it sends the checkpoint's pods.
+	DefaultCheckpointGrace = 3 * time.Second
+
 	// retryInterval is the first back-off, client-go's.
 	retryInterval = 800 * time.Millisecond
 )
@@ -48,6 +52,17 @@ type Options struct {
 	// server outage the source lists again within about twice this.
 	// Defaults to 30s (client-go's); at least 0.8s.
 	MaxRetryInterval time.Duration
+	// CheckpointPath is a file where the source keeps the pods of its last
+	// snapshot, written before the snapshot is sent, so that an agent
+	// restarted while the API server is unreachable runs the pods the
+	// server last gave it: when the first list has not completed within
+	// CheckpointGrace, Run sends the checkpoint's pods as its first
+	// snapshot, and reconciles when the list arrives. Defaults to none (no
+	// checkpoint; the nodekit agent sets <RootDir>/checkpoints/apiserver-pods.json).
+	CheckpointPath string
+	// CheckpointGrace is how long Run waits for its first list before it
+	// sends the checkpoint's pods. Defaults to 3s.
+	CheckpointGrace time.Duration
 	// Logger receives the source's logs, and the reflector's. Defaults to
 	// discarding them.
 	Logger logr.Logger
@@ -57,8 +72,11 @@ func (o *Options) setDefaults() error {
 	if o.NodeName == "" {
 		return errors.New("apiserver: NodeName is required")
 	}
-	if o.MinInterval < 0 || o.MaxRetryInterval < 0 {
-		return errors.New("apiserver: negative MinInterval or MaxRetryInterval")
+	if o.MinInterval < 0 || o.MaxRetryInterval < 0 || o.CheckpointGrace < 0 {
+		return errors.New("apiserver: negative MinInterval, MaxRetryInterval or CheckpointGrace")
+	}
+	if o.CheckpointGrace == 0 {
+		o.CheckpointGrace = DefaultCheckpointGrace
 	}
 	if o.MinInterval == 0 {
 		o.MinInterval = DefaultMinInterval
@@ -132,20 +150,68 @@ func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 		},
 	})
 
+	var cp *checkpoint
+	var fromCheckpoint []*v1.Pod
+	var grace <-chan time.Time
+	if s.opts.CheckpointPath != "" {
+		cp = &checkpoint{path: s.opts.CheckpointPath, nodeName: s.opts.NodeName}
+		pods, ok, err := cp.load()
+		switch {
+		case err != nil:
+			s.log.Error(err, "cannot use the checkpoint; waiting for the API server")
+		case ok:
+			fromCheckpoint = pods
+			t := time.NewTimer(s.opts.CheckpointGrace)
+			defer t.Stop()
+			grace = t.C
+		}
+	}
+
 	var wg sync.WaitGroup
 	wg.Go(func() { r.RunWithContext(logr.NewContext(ctx, s.log)) })
 	defer wg.Wait()
 	defer cancel()
 
+	usedCheckpoint := false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-store.changed:
+		case <-grace:
+			grace = nil
+			if _, listed := store.snapshot(); listed {
+				continue
+			}
+			s.log.Info("API server not listed yet; running the pods of the local checkpoint until it is", "pods", len(fromCheckpoint), "checkpoint", cp.path)
+			usedCheckpoint = true
+			select {
+			case snapshots <- fromCheckpoint:
+			case <-ctx.Done():
+				return nil
+			}
+			continue
 		}
 		snap, ok := store.snapshot()
 		if !ok {
 			continue // not listed yet
+		}
+		grace = nil
+		if usedCheckpoint {
+			s.log.Info("API server listed; reconciling the checkpoint's pods with it", "pods", len(snap))
+			usedCheckpoint = false
+		}
+		if cp != nil {
+			// Before the snapshot is acted on: a pod the agent runs is
+			// always in the checkpoint.
+			if err := cp.save(snap); err != nil {
+				if err.Error() != cp.failed {
+					s.log.Error(err, "cannot write the checkpoint; an agent restarted without the API server will wait for it")
+					cp.failed = err.Error()
+				}
+			} else {
+				cp.failed = ""
+			}
 		}
 		s.log.V(4).Info("sending snapshot", "pods", len(snap))
 		select {

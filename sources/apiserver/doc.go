@@ -21,6 +21,25 @@
 //	cfg.Add(sources.APIServerSource, src)
 //	mirrors, err := mirror.New(client, mirror.Options{NodeName: node, Pods: src.Pods, ...})
 //
+// # Checkpoint
+//
+// With Options.CheckpointPath set (the nodekit agent sets
+// <RootDir>/checkpoints/apiserver-pods.json), the pods of every snapshot
+// are written to that file, atomically and before the snapshot is sent,
+// whenever something other than their status changed. A Run whose first
+// list has not completed within Options.CheckpointGrace (3s) sends the
+// checkpoint's pods as its first snapshot, so an agent restarted while the
+// API server is unreachable keeps running the API pods it ran; the first
+// list then replaces them with what the server says, which is when a pod
+// deleted meanwhile is removed. A pod is never removed on the checkpoint's
+// word alone unless the server said it was gone before the restart: a pod
+// the agent runs is always in the checkpoint. A checkpoint that cannot be
+// written is removed (and the failure logged), so that a stale one is never
+// used; one of another node, another format or that does not decode is
+// ignored with an error, and the source waits for the server as without a
+// checkpoint. The kubelet has no such checkpoint: restarted without its
+// API server it runs no API pod until the server answers.
+//
 // # Errors
 //
 // The source never gives up: a list or watch that fails (the API server is

@@ -5,7 +5,8 @@
 // are given); a file with a second YAML document or a PodList is rejected.
 // Dotfiles and subdirectories are skipped. Every pod gets
 // sources.StaticPodDefaults with the file's path, so its UID changes with
-// its content, and must pass sources.Validate.
+// its content, and must pass sources.ValidateStatic (the API server's
+// checks, which the kubelet also runs on static pods).
 //
 // # Usage
 //
@@ -22,6 +23,20 @@
 // list goes on meanwhile. Each list sends a full snapshot when it differs
 // from the last one sent; the first is always sent, even empty, also when the
 // path does not exist.
+//
+// # Reading
+//
+// A manifest is opened with O_NONBLOCK, and the opened file (fstat, not
+// the path) must be a regular file outside the kernel's own file systems
+// (proc, sysfs, debugfs, ...); it is read through its descriptor, at most
+// MaxFileBytes, and a read that would block fails at once. Anything else (a
+// FIFO, a device, a symlink to /proc/kmsg, a file swapped for a FIFO after
+// the listing) is skipped with an error naming the file. Each read also has
+// a deadline, Options.ReadTimeout (10s), for file systems that hang: the
+// file is then skipped with an error, and not read again until the stuck
+// read returns; the kernel cannot interrupt such a read, so its goroutine
+// outlives Run in that case alone. The kubelet opens and reads the path
+// with a plain read, and freezes on such files.
 //
 // # Errors
 //

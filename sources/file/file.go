@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -35,6 +34,8 @@ const (
 	watchRetryMax = 20 * time.Second
 	// coalesce is how long events are gathered before one re-list.
 	coalesce = 100 * time.Millisecond
+	// DefaultReadTimeout bounds the read of one manifest file.
+	DefaultReadTimeout = 10 * time.Second
 )
 
 // Options configures a Source.
@@ -48,6 +49,10 @@ type Options struct {
 	// Period is how often the path is listed again, whatever the watch
 	// reported. Defaults to 20s (the kubelet's FileCheckFrequency).
 	Period time.Duration
+	// ReadTimeout bounds the read of one manifest file: a read that takes
+	// longer (a file system that hangs) is given up with an error naming
+	// the file, and the other files are read. Defaults to 10s.
+	ReadTimeout time.Duration
 	// Logger receives the source's logs. Defaults to discarding them.
 	Logger logr.Logger
 }
@@ -65,6 +70,12 @@ func (o *Options) setDefaults() error {
 		o.Period = DefaultPeriod
 	case o.Period < 0:
 		return fmt.Errorf("file: negative Period %v", o.Period)
+	}
+	switch {
+	case o.ReadTimeout == 0:
+		o.ReadTimeout = DefaultReadTimeout
+	case o.ReadTimeout < 0:
+		return fmt.Errorf("file: negative ReadTimeout %v", o.ReadTimeout)
 	}
 	o.Logger = o.Logger.WithName("file")
 	return nil
@@ -95,6 +106,7 @@ func New(opts Options) (*Source, error) {
 // returns nil then, and returns after its goroutines have exited.
 func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 	l := newLister(s.opts.Path, s.opts.NodeName, s.log)
+	l.timeout = s.opts.ReadTimeout
 	trigger := make(chan struct{}, 1)
 
 	var wg sync.WaitGroup
@@ -111,7 +123,10 @@ func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 	var last []*v1.Pod
 	sent := false
 	relist := func() bool {
-		pods, ok := l.list()
+		pods, ok := l.list(ctx)
+		if ctx.Err() != nil {
+			return false
+		}
 		if !ok || (sent && equality.Semantic.DeepEqual(last, pods)) {
 			return true
 		}
@@ -262,6 +277,16 @@ type lister struct {
 	// lastErr is the last error about the path itself, logged once.
 	lastErr string
 	missing bool
+	// dups are the duplicate-name errors of the last list, each logged
+	// once, when it first appears.
+	dups map[string]bool
+	// read reads one manifest file (readManifest; tests replace it), within
+	// timeout.
+	read    func(name string) ([]byte, error)
+	timeout time.Duration
+	// stuck holds the files whose read outlived its timeout and has not
+	// returned yet, with a channel closed when it does.
+	stuck map[string]chan struct{}
 }
 
 type fileState struct {
@@ -277,13 +302,17 @@ type fileState struct {
 }
 
 func newLister(path, nodeName string, log logr.Logger) *lister {
-	return &lister{path: path, nodeName: nodeName, log: log, files: map[string]*fileState{}}
+	return &lister{
+		path: path, nodeName: nodeName, log: log, files: map[string]*fileState{},
+		read: readManifest, timeout: DefaultReadTimeout, stuck: map[string]chan struct{}{},
+	}
 }
 
 // list reads the path and returns its pods, in file name order. ok is false
 // when the path could not be read at all: the previous snapshot stands.
-func (l *lister) list() (pods []*v1.Pod, ok bool) {
+func (l *lister) list(ctx context.Context) (pods []*v1.Pod, ok bool) {
 	pods = []*v1.Pod{}
+	var from []string // the file of each pod
 	fi, err := os.Stat(l.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -323,25 +352,30 @@ func (l *lister) list() (pods []*v1.Pod, ok bool) {
 			case err != nil:
 				seen[name] = true
 				if pod := l.readFailed(name, err); pod != nil {
-					pods = append(pods, pod)
+					pods, from = append(pods, pod), append(from, name)
 				}
 				continue
 			case info.IsDir():
 				l.log.V(4).Info("not recursing into subdirectory", "file", name)
 				continue
 			case !info.Mode().IsRegular():
-				l.log.V(4).Info("skipping non-regular file", "file", name, "mode", info.Mode().String())
+				// A FIFO, a device, a socket: reading it could block or
+				// never end.
+				seen[name] = true
+				if pod := l.readFailed(name, notRegular(name, info.Mode())); pod != nil {
+					pods, from = append(pods, pod), append(from, name)
+				}
 				continue
 			}
 			seen[name] = true
-			if pod := l.readFile(name); pod != nil {
-				pods = append(pods, pod)
+			if pod := l.readFile(ctx, name); pod != nil {
+				pods, from = append(pods, pod), append(from, name)
 			}
 		}
 	case fi.Mode().IsRegular():
 		seen[l.path] = true
-		if pod := l.readFile(l.path); pod != nil {
-			pods = append(pods, pod)
+		if pod := l.readFile(ctx, l.path); pod != nil {
+			pods, from = append(pods, pod), append(from, l.path)
 		}
 	default:
 		l.pathError(fmt.Errorf("file: %s is neither a directory nor a regular file", l.path))
@@ -353,7 +387,7 @@ func (l *lister) list() (pods []*v1.Pod, ok bool) {
 			delete(l.files, name)
 		}
 	}
-	return pods, true
+	return l.dedupe(pods, from), true
 }
 
 func (l *lister) pathError(err error) {
@@ -365,8 +399,11 @@ func (l *lister) pathError(err error) {
 
 // readFile returns the pod the file gives: the one its content decodes to,
 // or when that fails, the last good one (nil if none).
-func (l *lister) readFile(name string) *v1.Pod {
-	data, err := readLimited(name)
+func (l *lister) readFile(ctx context.Context, name string) *v1.Pod {
+	data, err := l.readWithin(ctx, name)
+	if err != nil && ctx.Err() != nil {
+		return nil // Shutting down: the snapshot is not sent.
+	}
 	if err != nil {
 		return l.readFailed(name, err)
 	}
@@ -414,20 +451,84 @@ func (l *lister) state(name string) *fileState {
 	return st
 }
 
-func readLimited(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
+// dedupe drops the pods whose namespace/name an earlier file (in name
+// order) already gave, as the merge would, but logs an error naming both
+// files, once for as long as the duplicate lasts.
+func (l *lister) dedupe(pods []*v1.Pod, from []string) []*v1.Pod {
+	first := make(map[string]string, len(pods))
+	out := pods[:0]
+	dups := map[string]bool{}
+	for i, pod := range pods {
+		full := pod.Namespace + "/" + pod.Name
+		if f, ok := first[full]; ok {
+			msg := fmt.Sprintf("file: %s and %s both define the pod %s: ignoring the one in %s", f, from[i], full, from[i])
+			dups[msg] = true
+			if !l.dups[msg] {
+				l.log.Error(errors.New(msg), "duplicate static pod name", "pod", full, "file", from[i], "keptFile", f)
+			}
+			continue
+		}
+		first[full] = from[i]
+		out = append(out, pod)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, err
+	l.dups = dups
+	return out
+}
+
+// readWithin reads the file with l.read in a goroutine of its own and
+// waits at most l.timeout for it, or until ctx ends. A read that outlives
+// its timeout is left to finish on its own (a read blocked in the kernel
+// cannot be interrupted); the file is not read again until it has.
+func (l *lister) readWithin(ctx context.Context, name string) ([]byte, error) {
+	if done, ok := l.stuck[name]; ok {
+		select {
+		case <-done:
+			delete(l.stuck, name)
+		default:
+			return nil, fmt.Errorf("file: %s: an earlier read is still blocked", name)
+		}
 	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("file: %s: file larger than %d bytes", name, MaxFileBytes)
+	type result struct {
+		data []byte
+		err  error
 	}
-	return data, nil
+	res := make(chan result, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		data, err := l.read(name)
+		res <- result{data, err}
+	}()
+	timer := time.NewTimer(l.timeout)
+	defer timer.Stop()
+	select {
+	case r := <-res:
+		return r.data, r.err
+	case <-timer.C:
+		l.stuck[name] = done
+		return nil, fmt.Errorf("file: %s: read did not finish within %v", name, l.timeout)
+	case <-ctx.Done():
+		l.stuck[name] = done
+		return nil, ctx.Err()
+	}
+}
+
+// notRegular is the error for a manifest that is not a regular file.
+func notRegular(name string, mode fs.FileMode) error {
+	var what string
+	switch mode.Type() {
+	case fs.ModeNamedPipe:
+		what = "a named pipe"
+	case fs.ModeSocket:
+		what = "a socket"
+	case fs.ModeDevice | fs.ModeCharDevice:
+		what = "a character device"
+	case fs.ModeDevice:
+		what = "a block device"
+	default:
+		return fmt.Errorf("file: %s is not a regular file (mode %v): skipped", name, mode)
+	}
+	return fmt.Errorf("file: %s is %s, not a regular file: skipped", name, what)
 }
 
 // decode turns the content of manifest file name into its pod: one Pod,
@@ -442,7 +543,7 @@ func decode(data []byte, name, nodeName string) (*v1.Pod, error) {
 	}
 	pod := pods[0]
 	sources.StaticPodDefaults(pod, name, nodeName)
-	if err := sources.Validate(pod); err != nil {
+	if err := sources.ValidateStatic(pod); err != nil {
 		return nil, fmt.Errorf("file: %s: %w", name, err)
 	}
 	return pod, nil

@@ -4,7 +4,8 @@
 //
 // The body is a Pod or a PodList, YAML or JSON; the kind field decides (a
 // missing kind means Pod). Every pod gets sources.StaticPodDefaults with the
-// URL as its source and must pass sources.Validate.
+// URL as its source and must pass sources.ValidateStatic (the API server's
+// checks, which the kubelet also runs on static pods).
 //
 // # Usage
 //
@@ -23,7 +24,9 @@
 // than 200, a body larger than MaxBodyBytes, a body that does not decode, or
 // a single Pod that fails validation is logged with the URL and the reason,
 // and the previous snapshot stands. The first three consecutive failures
-// are logged as errors, later ones at V(4) until a poll succeeds. Two cases
+// are logged as errors, later ones at V(4) until a poll succeeds or the
+// failure's reason changes: a new reason is logged as an error again (its
+// first three times). Two cases
 // do change the pods: an empty 200 body sends an empty snapshot (and is
 // logged), as the kubelet does, and pods of a PodList that fail validation
 // are dropped one by one (each logged with its name) while the rest are sent.

@@ -163,8 +163,11 @@ type poller struct {
 	// bad is the last body that could not be used, and why.
 	bad    []byte
 	badErr error
-	// failures counts consecutive failed polls.
-	failures int
+	// failures counts consecutive failed polls; sameReason those of them,
+	// the last ones, that failed for reason.
+	failures   int
+	reason     string
+	sameReason int
 }
 
 // poll fetches and decodes the body. send says whether pods is a snapshot
@@ -239,7 +242,7 @@ func (s *Source) decode(body []byte) ([]*v1.Pod, error) {
 	if kind == manifest.KindPod {
 		pod := pods[0]
 		sources.StaticPodDefaults(pod, s.opts.URL, s.opts.NodeName)
-		if err := sources.Validate(pod); err != nil {
+		if err := sources.ValidateStatic(pod); err != nil {
 			return nil, fmt.Errorf("http: %s: %w", s.opts.URL, err)
 		}
 		return pods, nil
@@ -248,7 +251,7 @@ func (s *Source) decode(body []byte) ([]*v1.Pod, error) {
 	for i, pod := range pods {
 		name := pod.Name
 		sources.StaticPodDefaults(pod, s.opts.URL, s.opts.NodeName)
-		if err := sources.Validate(pod); err != nil {
+		if err := sources.ValidateStatic(pod); err != nil {
 			s.log.Error(err, "dropping invalid pod from the list", "pod", name, "index", i)
 			continue
 		}
@@ -258,21 +261,26 @@ func (s *Source) decode(body []byte) ([]*v1.Pod, error) {
 }
 
 // report logs the outcome of a poll: consecutive failures as errors, the
-// first few of them, then at V(4); a recovery once.
+// first few of each reason, then at V(4); a failure whose reason differs
+// from the last one's as an error again; a recovery once.
 func (s *Source) report(p *poller, err error) {
 	if err == nil {
 		if p.failures > 0 {
 			s.log.Info("reading pods from URL succeeded again", "failures", p.failures)
-			p.failures = 0
+			p.failures, p.reason, p.sameReason = 0, "", 0
 		}
 		return
 	}
 	p.failures++
+	if reason := err.Error(); reason != p.reason {
+		p.reason, p.sameReason = reason, 0
+	}
+	p.sameReason++
 	switch {
-	case p.failures < quietAfter:
-		s.log.Error(err, "cannot read pods from URL")
-	case p.failures == quietAfter:
-		s.log.Error(err, "cannot read pods from URL; further failures are logged at V(4)")
+	case p.sameReason < quietAfter:
+		s.log.Error(err, "cannot read pods from URL", "failures", p.failures)
+	case p.sameReason == quietAfter:
+		s.log.Error(err, "cannot read pods from URL; further failures for this reason are logged at V(4)", "failures", p.failures)
 	default:
 		s.log.V(4).Info("cannot read pods from URL", "reason", err.Error(), "failures", p.failures)
 	}

@@ -412,11 +412,39 @@ func TestFirstPollFailsNothingSent(t *testing.T) {
 	if n := len(h.logs.find(`"msg"="cannot read pods from URL"`, `"error"=`, "404 Not Found")); n != 2 {
 		t.Errorf("%d failures logged as plain errors, want 2", n)
 	}
-	if n := len(h.logs.find(`"msg"="cannot read pods from URL; further failures are logged at V(4)"`)); n != 1 {
+	if n := len(h.logs.find(`"msg"="cannot read pods from URL; further failures for this reason are logged at V(4)"`)); n != 1 {
 		t.Errorf("%d notes about quieter logging, want 1", n)
 	}
 	if n := len(h.logs.find(`"reason"=`, "404 Not Found")); n < 2 {
 		t.Errorf("%d later failures logged at V(4), want at least 2", n)
+	}
+}
+
+// TestChangedFailureReasonLoggedAgain: after the failures of one reason
+// went quiet, a failure for another reason is logged as an error again,
+// and so is the first reason when it comes back.
+func TestChangedFailureReasonLoggedAgain(t *testing.T) {
+	srv := newServer(t, "")
+	srv.set(nethttp.StatusNotFound, "")
+	h := start(t, Options{URL: srv.URL})
+	srv.waitRequests(t, 5)
+	errorsFor := func(reason string) int {
+		return len(h.logs.find(`"msg"="cannot read pods from URL`, `"error"=`, reason))
+	}
+	if n := errorsFor("404 Not Found"); n != quietAfter {
+		t.Fatalf("%d errors for the 404s, want %d", n, quietAfter)
+	}
+	srv.set(nethttp.StatusInternalServerError, "")
+	h.logs.waitFor(t, `"error"=`, "500 Internal Server Error")
+	srv.waitRequests(t, 10)
+	if n := errorsFor("500 Internal Server Error"); n != quietAfter {
+		t.Errorf("%d errors for the 500s, want %d", n, quietAfter)
+	}
+	srv.set(nethttp.StatusNotFound, "")
+	srv.waitRequests(t, 12)
+	h.logs.waitFor(t, `"error"=`, "404 Not Found")
+	if n := errorsFor("404 Not Found"); n <= quietAfter {
+		t.Errorf("%d errors for the 404s after the 500s, want more than %d", n, quietAfter)
 	}
 }
 

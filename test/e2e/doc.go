@@ -34,6 +34,17 @@
 // created through CRI and then that cgroup root even when it fails, and
 // checks that nothing of its own is left.
 //
+// TestSoak churns static pods while it restarts the agent and a
+// containerd of its own, checking invariants after each fault, and logs its
+// figures (faults injected, pods churned, violations). Its short form
+// (3 rounds, 6 pods) runs with the others; for a long run by hand:
+//
+//	NODEKIT_SOAK_ROUNDS=50 NODEKIT_SOAK_PODS=20 hack/test.sh -v -timeout 2h -run TestSoak ./test/e2e/
+//
+// NODEKIT_SOAK_SEED repeats a run's random choices (the seed is logged).
+// TestHostPathSwapRace races a symlink swap against containerd's mount of
+// hostPath volumes 1000 times.
+//
 // The cgroup test reads cgroup v1 limits and skips on a host without the
 // v1 memory and cpu controllers.
 package e2e

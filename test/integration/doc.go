@@ -11,7 +11,9 @@
 //
 // TestAPIServerOutage starts an API server of its own with the same script
 // (the binaries must be built: a running API server implies they are),
-// stops it for 30 s and starts it again; -short skips it.
+// stops it for 30 s and starts it again; -short skips it. TestOfflineRestart
+// does the same around an agent's restart, to check the API source's
+// checkpoint.
 //
 // Every test uses node and pod names of its own, so the tests can share one
 // API server and run again against it.

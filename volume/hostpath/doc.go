@@ -37,10 +37,8 @@
 //   - A path with a ".." component is refused (the kubelet's and the API's
 //     rule), so /srv/../etc never passes for a path below /srv.
 //   - Every symlink in the path is followed (dangling ones too, which a
-//     mkdir would follow) and the resulting physical path is checked again;
-//     that path is what the volume's Mount names, so the runtime binds what
-//     was checked. A link from /srv/link to /etc is refused when only /srv
-//     is allowed.
+//     mkdir would follow) and the resulting physical path is checked again.
+//     A link from /srv/link to /etc is refused when only /srv is allowed.
 //   - A prefix marked ReadOnly allows its paths only when every container
 //     of the pod mounts the volume read-only (the PodSecurityPolicy rule:
 //     a writable mount is refused with a clear error rather than silently
@@ -49,13 +47,31 @@
 //     below a read-only prefix.
 //   - Missing directories and files are created with mkdirat and openat
 //     without following symlinks.
+//   - The checked physical path is then opened without following any
+//     symlink (openat2 with RESOLVE_NO_SYMLINKS, or a walk of
+//     openat(O_PATH|O_NOFOLLOW) on older kernels); the opened file's type
+//     and its place (/proc/self/fd) are checked once more, and that very
+//     inode is bind-mounted (with what is mounted below it, as the runtime's
+//     rbind would) on the volume's directory under the pod's directory,
+//     <root>/pods/<uid>/volumes/kubernetes.io~host-path/<name>. The Mount
+//     names that directory, so the runtime binds what was checked: a
+//     directory of the path swapped for a symlink at any moment makes the
+//     set-up fail and be retried, never mount something else. TearDown
+//     unmounts it; the host path itself is never deleted.
 //
-// What it cannot do: stop a swap of a directory of the path for a symlink
-// by someone who can write below an allowed prefix, between the check and
-// the runtime's bind mount. Allow only paths that untrusted parties cannot
-// write to, and prefer read-only entries. (SubPaths inside a volume, which
-// containers can write to, are bind-mounted by the volume manager from a
-// descriptor opened without following symlinks, so they are immune.)
+// This differs from the kubelet, which hands the runtime the path string
+// (the swap race of the issue this closes); the cost is one bind mount per
+// hostPath volume, and CAP_SYS_ADMIN in the agent's mount namespace, which
+// must be the runtime's (it already must be, for subPaths). A path of type
+// "" that does not exist is created as a directory by the plugin rather
+// than by the runtime (the same result), and not at all below a read-only
+// prefix. Options.NoBind returns to handing over the resolved path, for
+// agents that cannot mount (fake runtimes, tests): the swap race is then
+// open again, so allow only paths that untrusted parties cannot write to.
+//
+// Mount propagation (HostToContainer, Bidirectional) works through the
+// bind as through the path itself: a bind of a shared mount joins its peer
+// group.
 //
 // # Errors
 //

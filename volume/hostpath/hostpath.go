@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -30,6 +31,15 @@ type Options struct {
 	// the paths below its prefixes, so an empty non-nil list allows none.
 	// Defaults to nil.
 	AllowedHostPaths []AllowedHostPath
+	// NoBind makes SetUp return the volume's resolved host path, for the
+	// runtime to bind, rather than bind-mount the checked file under the
+	// pod's directory. Binding needs CAP_SYS_ADMIN; without it the path is
+	// checked, but someone who can write below an allowed path can swap a
+	// directory of it for a symlink between the check and the runtime's
+	// mount, and so have a container mount anything. Set it only for
+	// agents whose runtime mounts nothing (fake runtimes, tests) or that
+	// allow only paths nobody untrusted can write to. Defaults to false.
+	NoBind bool
 	// Logger receives the host paths created (DirectoryOrCreate,
 	// FileOrCreate) at V(1). Defaults to discarding.
 	Logger logr.Logger
@@ -38,6 +48,7 @@ type Options struct {
 // Plugin sets up hostPath volumes. It is safe for concurrent use.
 type Plugin struct {
 	allowed []AllowedHostPath // nil: all
+	noBind  bool
 	log     logr.Logger
 }
 
@@ -46,7 +57,7 @@ var _ volume.Plugin = (*Plugin)(nil)
 // New returns the hostPath plugin. It fails when an allowed path prefix is
 // not absolute.
 func New(opts Options) (*Plugin, error) {
-	p := &Plugin{log: opts.Logger.WithName("hostpath")}
+	p := &Plugin{noBind: opts.NoBind, log: opts.Logger.WithName("hostpath")}
 	if opts.AllowedHostPaths != nil {
 		p.allowed = make([]AllowedHostPath, 0, len(opts.AllowedHostPaths))
 		for _, a := range opts.AllowedHostPaths {
@@ -70,20 +81,22 @@ func (p *Plugin) CanSupport(vol *v1.Volume) bool { return vol.HostPath != nil }
 
 // SetUp checks the volume's host path against the allowed paths, twice: as
 // written (cleaned) and with every symlink in it followed; checks its type
-// (creating it for DirectoryOrCreate and FileOrCreate) as the kubelet does,
-// and returns its resolved path, so that the runtime binds what was
-// checked. A path with ".." is refused, as the kubelet does.
+// (creating it for DirectoryOrCreate and FileOrCreate) as the kubelet does.
+// A path with ".." is refused, as the kubelet does.
+//
+// It then opens the resolved path without following any symlink, checks
+// the opened file (its type, and where it is now against the allowed
+// paths) and bind-mounts that very file, with what is mounted below it, on
+// req.Dir, which is what the Mount names: the runtime binds what was
+// checked even if a directory of the path is swapped for a symlink at any
+// time. With Options.NoBind the Mount names the resolved path instead.
 //
 // A path allowed only read-only needs every container that mounts the
 // volume to mount it read-only (the PodSecurityPolicy rule), and the Mount
-// is read-only. Errors wrap volume.ErrInvalid (spec mistakes) or
-// volume.ErrNotAllowed (the allowed paths), neither of which retrying
-// cures; a failed type check is retried, since the path may appear.
-//
-// The checks cannot stop a swap of a directory of the path for a symlink
-// between SetUp and the runtime's bind mount: allow only paths that
-// untrusted parties (including containers with a writable hostPath above
-// them) cannot write to.
+// (and the bind) is read-only. Errors wrap volume.ErrInvalid (spec
+// mistakes) or volume.ErrNotAllowed (the allowed paths), neither of which
+// retrying cures; a failed type check, or a path that changed while it was
+// checked, is retried.
 func (p *Plugin) SetUp(_ context.Context, req volume.SetUpRequest) (volume.Mount, error) {
 	vol := req.Volume
 	src := vol.HostPath
@@ -128,18 +141,139 @@ func (p *Plugin) SetUp(_ context.Context, req volume.SetUpRequest) (volume.Mount
 			return volume.Mount{}, err
 		}
 	}
+	if p.noBind {
+		if err := p.checkType(vol.Name, resolved, typ, readOnly); err != nil {
+			return volume.Mount{}, err
+		}
+		// The path must not have changed under the checks.
+		again, err := hostfs.Resolve(path)
+		if err != nil {
+			return volume.Mount{}, fmt.Errorf("hostpath: volume %s: resolving %s: %w", vol.Name, path, err)
+		}
+		if again != resolved {
+			return volume.Mount{}, fmt.Errorf("hostpath: volume %s: %s changed while it was checked (it resolved to %s, now to %s)", vol.Name, path, resolved, again)
+		}
+		return volume.Mount{Name: vol.Name, HostPath: resolved, ReadOnly: readOnly}, nil
+	}
+	if typ == v1.HostPathUnset {
+		// The runtime would create a missing path as a directory; the
+		// bind needs it now.
+		typ = unsetCreates
+	}
 	if err := p.checkType(vol.Name, resolved, typ, readOnly); err != nil {
 		return volume.Mount{}, err
 	}
-	// The path must not have changed under the checks.
-	again, err := hostfs.Resolve(path)
+	if err := p.bind(vol.Name, path, resolved, req.Dir, typ, readOnly); err != nil {
+		return volume.Mount{}, err
+	}
+	return volume.Mount{Name: vol.Name, HostPath: req.Dir, ReadOnly: readOnly}, nil
+}
+
+// unsetCreates stands for HostPathUnset when the path is to be bound: a
+// missing path is created as a directory (what the runtime would do), an
+// existing one may be of any type.
+const unsetCreates v1.HostPathType = "\x00unset"
+
+// bind opens resolved without following symlinks, checks the opened file,
+// and bind-mounts it on dir (unless dir already shows that very file).
+func (p *Plugin) bind(name, path, resolved, dir string, typ v1.HostPathType, readOnly bool) error {
+	fd, err := hostfs.OpenNoSymlinks(resolved)
 	if err != nil {
-		return volume.Mount{}, fmt.Errorf("hostpath: volume %s: resolving %s: %w", vol.Name, path, err)
+		// A component became a symlink (ELOOP) or vanished after the
+		// checks: retried.
+		return fmt.Errorf("hostpath: volume %s: %s changed while it was checked: %w", name, path, err)
 	}
-	if again != resolved {
-		return volume.Mount{}, fmt.Errorf("hostpath: volume %s: %s changed while it was checked (it resolved to %s, now to %s)", vol.Name, path, resolved, again)
+	defer hostfs.CloseFD(fd)
+	// Where the opened file is now must still be allowed: it is what gets
+	// bound.
+	at, err := hostfs.FDPath(fd)
+	if err != nil {
+		return fmt.Errorf("hostpath: volume %s: %s changed while it was checked: %w", name, path, err)
 	}
-	return volume.Mount{Name: vol.Name, HostPath: resolved, ReadOnly: readOnly}, nil
+	if at != resolved {
+		return fmt.Errorf("hostpath: volume %s: %s changed while it was checked (it resolved to %s, the opened file is at %s)", name, path, resolved, at)
+	}
+	got, err := hostfs.TypeFD(fd)
+	if err != nil {
+		return fmt.Errorf("hostpath: volume %s: %w", name, err)
+	}
+	if err := typeMatches(name, resolved, typ, got); err != nil {
+		return err
+	}
+	if dir == "" || !filepath.IsAbs(dir) {
+		return fmt.Errorf("hostpath: volume %s: no volume directory to bind %s on", name, resolved)
+	}
+	if ok, _, err := hostfs.IsMountPoint(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("hostpath: volume %s: %w", name, err)
+	} else if ok {
+		same, err := hostfs.SameFile(fd, dir)
+		if err != nil {
+			return fmt.Errorf("hostpath: volume %s: %w", name, err)
+		}
+		if same && readOnlyMount(dir) == readOnly {
+			return nil
+		}
+		// The path names another file than at the last SetUp (or the
+		// allowed paths changed): bind the new one. Running containers
+		// keep what they bound.
+		if err := hostfs.UnmountAll(dir); err != nil {
+			return fmt.Errorf("hostpath: volume %s: %w", name, err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+		return fmt.Errorf("hostpath: volume %s: %w", name, err)
+	}
+	if err := makeTarget(dir, got == fs.ModeDir); err != nil {
+		return fmt.Errorf("hostpath: volume %s: %w", name, err)
+	}
+	if err := hostfs.RBindFD(fd, dir, readOnly); err != nil {
+		return fmt.Errorf("hostpath: volume %s: binding %s: %w", name, resolved, err)
+	}
+	p.log.V(4).Info("Bound host path", "volume", name, "path", resolved, "dir", dir)
+	return nil
+}
+
+// makeTarget makes the mount point: a directory for a directory, an empty
+// file for anything else. What is there already is replaced if it is of
+// the other kind (an empty directory or file: nothing is mounted there).
+func makeTarget(dir string, isDir bool) error {
+	fi, err := os.Lstat(dir)
+	switch {
+	case err == nil && fi.IsDir() == isDir && fi.Mode()&fs.ModeSymlink == 0:
+		return nil
+	case err == nil:
+		if err := os.Remove(dir); err != nil {
+			return err
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	if isDir {
+		return os.Mkdir(dir, 0o750)
+	}
+	f, err := os.OpenFile(dir, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// readOnlyMount reports whether the topmost mount on dir is read-only.
+func readOnlyMount(dir string) bool {
+	phys, err := hostfs.Resolve(dir)
+	if err != nil {
+		return false
+	}
+	mounts, err := hostfs.Mounts()
+	if err != nil {
+		return false
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if mounts[i].MountPoint == phys {
+			return slices.Contains(strings.Split(mounts[i].Options, ","), "ro")
+		}
+	}
+	return false
 }
 
 // check returns whether path is allowed only read-only, or an
@@ -213,30 +347,38 @@ func allMountsReadOnly(pod *v1.Pod, name, path string) error {
 	return nil
 }
 
-// checkType is the kubelet's checkType on the resolved path.
+// checkType is the kubelet's checkType on the resolved path: it creates a
+// missing path for the types that ask for it, then checks the type.
 func (p *Plugin) checkType(name, path string, typ v1.HostPathType, readOnly bool) error {
 	fi, err := os.Lstat(path)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("hostpath: volume %s: %w", name, err)
 	}
-	want, what := fs.FileMode(0), ""
-	switch typ {
-	case v1.HostPathUnset:
-		return nil
-	case v1.HostPathDirectoryOrCreate:
-		if !exists {
+	if !exists {
+		switch typ {
+		case v1.HostPathUnset:
+			return nil
+		case v1.HostPathDirectoryOrCreate, unsetCreates:
 			return p.create(name, path, true, readOnly)
-		}
-		fallthrough
-	case v1.HostPathDirectory:
-		want, what = fs.ModeDir, "directory"
-	case v1.HostPathFileOrCreate:
-		if !exists {
+		case v1.HostPathFileOrCreate:
 			return p.create(name, path, false, readOnly)
 		}
-		fallthrough
-	case v1.HostPathFile:
+		return fmt.Errorf("hostpath: volume %s: hostPath %s doesn't exist", name, path)
+	}
+	return typeMatches(name, path, typ, fi.Mode().Type())
+}
+
+// typeMatches checks the type of the existing file at path (got, as
+// fs.FileMode.Type returns it) against typ.
+func typeMatches(name, path string, typ v1.HostPathType, got fs.FileMode) error {
+	want, what := fs.FileMode(0), ""
+	switch typ {
+	case v1.HostPathUnset, unsetCreates:
+		return nil
+	case v1.HostPathDirectoryOrCreate, v1.HostPathDirectory:
+		want, what = fs.ModeDir, "directory"
+	case v1.HostPathFileOrCreate, v1.HostPathFile:
 		want, what = 0, "file"
 	case v1.HostPathSocket:
 		want, what = fs.ModeSocket, "socket file"
@@ -245,10 +387,6 @@ func (p *Plugin) checkType(name, path string, typ v1.HostPathType, readOnly bool
 	case v1.HostPathBlockDev:
 		want, what = fs.ModeDevice, "block device"
 	}
-	if !exists {
-		return fmt.Errorf("hostpath: volume %s: hostPath %s doesn't exist", name, path)
-	}
-	got := fi.Mode().Type()
 	if got != want {
 		return fmt.Errorf("hostpath: volume %s: hostPath type check failed: %s is not a %s, it's a %s", name, path, what, describe(got))
 	}
@@ -306,5 +444,30 @@ func (p *Plugin) create(name, path string, dir, readOnly bool) error {
 	return p.checkType(name, path, v1.HostPathFile, readOnly)
 }
 
-// TearDown does nothing: the host path stays as it is.
-func (p *Plugin) TearDown(context.Context, volume.TearDownRequest) error { return nil }
+// TearDown unmounts the bind of the host path from req.Dir and removes
+// the mount point; the host path itself stays as it is. Nothing below
+// req.Dir is ever deleted: if something is still mounted there, or it is
+// not an empty directory or file once unmounted, TearDown fails.
+func (p *Plugin) TearDown(_ context.Context, req volume.TearDownRequest) error {
+	if req.Dir == "" {
+		return nil
+	}
+	if _, err := os.Lstat(req.Dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if !p.noBind || mounted(req.Dir) {
+		if err := hostfs.UnmountAll(req.Dir); err != nil {
+			return fmt.Errorf("hostpath: volume %s: %w", req.Name, err)
+		}
+	}
+	if err := os.Remove(req.Dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("hostpath: volume %s: removing the mount point: %w", req.Name, err)
+	}
+	return nil
+}
+
+// mounted reports whether something is mounted on dir.
+func mounted(dir string) bool {
+	ok, _, err := hostfs.IsMountPoint(dir)
+	return ok || err != nil
+}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/volume"
@@ -46,9 +45,59 @@ func podMounting(vol *v1.Volume, readOnly bool) *v1.Pod {
 	}}
 }
 
+// binds reports whether the plugins of these tests bind host paths: as
+// root (CI runs the tests as root); otherwise they run with NoBind.
+func binds() bool { return os.Geteuid() == 0 }
+
+// newPlugin returns the plugin, with NoBind when the tests cannot mount.
+func newPlugin(t *testing.T, opts hostpath.Options) *hostpath.Plugin {
+	t.Helper()
+	opts.NoBind = opts.NoBind || !binds()
+	p, err := hostpath.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// setUp sets the volume up in a fresh volume directory, torn down when the
+// test ends.
 func setUp(t *testing.T, p *hostpath.Plugin, vol *v1.Volume, readOnlyMounts bool) (volume.Mount, error) {
 	t.Helper()
-	return p.SetUp(t.Context(), volume.SetUpRequest{Pod: podMounting(vol, readOnlyMounts), Volume: vol, Dir: "/nonexistent/not-used"})
+	dir := filepath.Join(t.TempDir(), "volumes", "kubernetes.io~host-path", vol.Name)
+	t.Cleanup(func() {
+		if err := p.TearDown(t.Context(), volume.TearDownRequest{Name: vol.Name, Dir: dir}); err != nil {
+			t.Errorf("TearDown: %v", err)
+		}
+		if _, err := os.Lstat(dir); err == nil {
+			t.Errorf("TearDown left %s", dir)
+		}
+	})
+	return p.SetUp(t.Context(), volume.SetUpRequest{Pod: podMounting(vol, readOnlyMounts), Volume: vol, Dir: dir})
+}
+
+// shows checks that got names the same file as want.HostPath (bound under
+// the volume directory when the plugin binds), with want's name and
+// read-only flag.
+func shows(t *testing.T, got, want volume.Mount) {
+	t.Helper()
+	if got.Name != want.Name || got.ReadOnly != want.ReadOnly {
+		t.Errorf("Mount %+v, want name %s read-only %v", got, want.Name, want.ReadOnly)
+	}
+	if binds() && got.HostPath == want.HostPath {
+		t.Errorf("Mount names the host path %s itself, not its bind", got.HostPath)
+	}
+	a, err := os.Stat(got.HostPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.Stat(want.HostPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(a, b) {
+		t.Errorf("Mount.HostPath %s is not %s", got.HostPath, want.HostPath)
+	}
 }
 
 // blockDevice returns a block device under /dev, or "".
@@ -116,10 +165,7 @@ func TestTypes(t *testing.T) {
 	if block == "" {
 		cases[len(cases)-2].skip = "no block device under /dev"
 	}
-	p, err := hostpath.New(hostpath.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPlugin(t, hostpath.Options{})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.skip != "" {
@@ -139,20 +185,22 @@ func TestTypes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := volume.Mount{Name: "typed", HostPath: c.path}
-			if diff := cmp.Diff(want, m); diff != "" {
-				t.Errorf("Mount (-want +got):\n%s", diff)
+			if c.typ == v1.HostPathUnset {
+				if _, err := os.Stat(c.path); err != nil && binds() {
+					t.Fatalf("a missing unset path is not created for the bind: %v", err)
+				}
+				if err != nil {
+					return // NoBind: the runtime creates it.
+				}
 			}
+			shows(t, m, volume.Mount{Name: "typed", HostPath: c.path})
 		})
 	}
 }
 
 func TestCreate(t *testing.T) {
 	root := hostDir(t)
-	p, err := hostpath.New(hostpath.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPlugin(t, hostpath.Options{})
 	for _, tc := range []struct {
 		name     string
 		path     string
@@ -169,9 +217,7 @@ func TestCreate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.HostPath != path {
-				t.Errorf("HostPath %s, want %s", m.HostPath, path)
-			}
+			shows(t, m, volume.Mount{Name: "v", HostPath: path})
 			fi, err := os.Stat(path)
 			if err != nil {
 				t.Fatal(err)
@@ -187,10 +233,7 @@ func TestCreate(t *testing.T) {
 }
 
 func TestInvalid(t *testing.T) {
-	p, err := hostpath.New(hostpath.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPlugin(t, hostpath.Options{})
 	for _, tc := range []struct {
 		name, path string
 		typ        v1.HostPathType
@@ -281,10 +324,7 @@ func TestAllowedHostPaths(t *testing.T) {
 			if c.allowed != nil {
 				a = c.allowed
 			}
-			p, err := hostpath.New(hostpath.Options{AllowedHostPaths: a})
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := newPlugin(t, hostpath.Options{AllowedHostPaths: a})
 			path := c.path
 			if path != "/" {
 				path = root + "/" + path
@@ -310,9 +350,7 @@ func TestAllowedHostPaths(t *testing.T) {
 			}
 			c.want.Name = "data"
 			c.want.HostPath = filepath.Join(root, c.want.HostPath)
-			if diff := cmp.Diff(c.want, m); diff != "" {
-				t.Errorf("Mount (-want +got):\n%s", diff)
-			}
+			shows(t, m, c.want)
 		})
 	}
 }
@@ -331,10 +369,7 @@ func TestPluginSuite(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(root, "dir"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		p, err := hostpath.New(hostpath.Options{AllowedHostPaths: []hostpath.AllowedHostPath{{PathPrefix: root}}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := newPlugin(t, hostpath.Options{AllowedHostPaths: []hostpath.AllowedHostPath{{PathPrefix: root}}})
 		return volumetest.Fixture{
 			Plugin: p,
 			Volumes: []v1.Volume{

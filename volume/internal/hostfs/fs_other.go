@@ -62,3 +62,15 @@ func SameFile(fd int, path string) (bool, error) { return false, ErrUnsupported 
 
 // IsDirFD is not supported outside Linux.
 func IsDirFD(fd int) (bool, error) { return false, ErrUnsupported }
+
+// OpenNoSymlinks is not supported outside Linux.
+func OpenNoSymlinks(p string) (int, error) { return -1, ErrUnsupported }
+
+// FDPath is not supported outside Linux.
+func FDPath(fd int) (string, error) { return "", ErrUnsupported }
+
+// TypeFD is not supported outside Linux.
+func TypeFD(fd int) (fs.FileMode, error) { return 0, ErrUnsupported }
+
+// RBindFD is not supported outside Linux.
+func RBindFD(fd int, target string, readOnly bool) error { return ErrUnsupported }
