@@ -168,7 +168,7 @@ func New(opts Options) (*Agent, error) {
 		volOpts.Logger = log
 	}
 	if volOpts.Plugins == nil {
-		hp, err := hostpath.New(hostpath.Options{AllowedHostPaths: volOpts.AllowedHostPaths, Logger: log})
+		hp, err := hostpath.New(hostpath.Options{AllowedHostPaths: volOpts.AllowedHostPaths, NoBind: volOpts.NoSubPathBind, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)
 		}

@@ -91,7 +91,9 @@ type Options struct {
 	// that can write into the volume can swap a directory of the path for
 	// a symlink between the check and the runtime's mount (the kubelet's
 	// CVE-2017-1002101). Set it only for agents that run no untrusted
-	// containers, or none at all (fake runtimes, tests). Defaults to false.
+	// containers, or none at all (fake runtimes, tests). The nodekit agent
+	// also passes it to the hostPath plugin (hostpath.Options.NoBind), for
+	// the same reason. Defaults to false.
 	NoSubPathBind bool
 	// Logger receives volume set-up failures (V(1)), teardowns (V(1)) and
 	// orphaned directories that cannot be removed. Defaults to discarding.
