@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // The API server's limits on a pod's DNS configuration.
@@ -42,6 +44,10 @@ const (
 // validation (k8s.io/kubernetes' is not importable): what it skips, the
 // runtime still refuses, with an error in the pod's status. Pods from the
 // API server are not checked again; their server did it.
+//
+// It also refuses what the kubelet refuses in a static pod
+// (podmodel.StaticPodForbiddenReference): spec.resourceClaims, and
+// ClusterTrustBundle projections.
 //
 // The error names every offending field.
 func ValidateStatic(pod *v1.Pod) error {
@@ -120,6 +126,10 @@ func ValidateStatic(pod *v1.Pod) error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("sources: invalid pod %q: %w", pod.Namespace+"/"+pod.Name, errs.ToAggregate())
+	}
+	// What a static pod may not use, with no API server to resolve it.
+	if err := podmodel.StaticPodForbiddenReference(pod); err != nil {
+		return fmt.Errorf("sources: invalid pod %q: %w", pod.Namespace+"/"+pod.Name, err)
 	}
 	return nil
 }

@@ -23,6 +23,14 @@ func TestValidateStatic(t *testing.T) {
 		mut     func(*v1.Pod)
 		wantErr []string // substrings; none means valid
 	}{
+		{name: "resource claims", mut: func(p *v1.Pod) {
+			p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}}
+		}, wantErr: []string{"static pods may not use ResourceClaims"}},
+		{name: "cluster trust bundle projection", mut: func(p *v1.Pod) {
+			name := "ca"
+			p.Spec.Volumes = []v1.Volume{{Name: "trust", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
+				Sources: []v1.VolumeProjection{{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Name: &name, Path: "ca.pem"}}}}}}}
+		}, wantErr: []string{"static pods may not use ClusterTrustBundle", `"trust"`}},
 		{name: "valid, with most fields set", mut: func(p *v1.Pod) {
 			p.Labels = map[string]string{"app": "web", "example.com/tier": "front"}
 			p.Annotations = map[string]string{"example.com/note": "x"}
