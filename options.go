@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/probe"
@@ -117,6 +118,12 @@ type Options struct {
 	// configMap, secret and projected (service-account tokens included)
 	// with KubeClient; its RootDir is RootDir.
 	Volumes volume.Options
+	// Objects gets the ConfigMaps and Secrets the pods refer to, for the
+	// containers' environment and the configMap and secret volumes (one
+	// source for both). Defaults, with KubeClient, to the API server's
+	// through an objects.Cache (read again after a minute, and when a new
+	// pod refers to them); without, to none unless set here.
+	Objects objects.Getter
 	// HostPath configures the hostPath plugin: AllowedHostPaths restricts
 	// the host paths pods may mount (nil allows all, as the kubelet).
 	HostPath hostpath.Options

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -13,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/env"
 	"github.com/nodekit/nodekit/internal/expansion"
-	"github.com/nodekit/nodekit/podmodel"
 )
 
 // The values of AnnotationContainerType.
@@ -268,70 +269,23 @@ type containerSpec struct {
 	typ       string
 }
 
-// envFieldValue resolves a downward-API fieldRef of an environment
-// variable as the kubelet's podFieldSelectorRuntimeValue: the pod's IPs
-// are the sandbox's (the pod's status may not have them yet), every other
-// field is podmodel.FieldValue's.
-func envFieldValue(pod *v1.Pod, podIPs []string, path string) (string, error) {
-	switch path {
-	case "status.podIP":
-		if len(podIPs) > 0 {
-			return podIPs[0], nil
-		}
-		return "", nil
-	case "status.podIPs":
-		return strings.Join(podIPs, ","), nil
-	}
-	return podmodel.FieldValue(pod, path)
-}
-
 // expand replaces $(VAR) by the value of VAR when defined; $$ escapes a $.
 func expand(s string, vars map[string]string) string {
 	return expansion.Expand(s, expansion.Map(vars))
 }
 
-// containerEnv resolves the container's environment: plain values (with
-// $(VAR) references to earlier variables) and downward-API fieldRefs.
-// Sources it cannot resolve (configMap, secret, resourceFieldRef, envFrom)
-// fail unless marked optional.
-func containerEnv(pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, map[string]string, error) {
-	vars := map[string]string{}
-	var order []string
-	set := func(k, v string) {
-		if _, ok := vars[k]; !ok {
-			order = append(order, k)
-		}
-		vars[k] = v
+// containerEnv resolves the container's environment with the Manager's
+// EnvResolver.
+func (m *Manager) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, map[string]string, error) {
+	vars, err := m.opts.Env.Container(ctx, pod, c, podIPs)
+	if err != nil {
+		return nil, nil, err
 	}
-	for _, from := range c.EnvFrom {
-		optional := (from.ConfigMapRef != nil && from.ConfigMapRef.Optional != nil && *from.ConfigMapRef.Optional) ||
-			(from.SecretRef != nil && from.SecretRef.Optional != nil && *from.SecretRef.Optional)
-		if !optional {
-			return nil, nil, fmt.Errorf("envFrom is not supported")
-		}
+	kv := make([]*runtimeapi.KeyValue, len(vars))
+	for i, v := range vars {
+		kv[i] = &runtimeapi.KeyValue{Key: v.Name, Value: []byte(v.Value)}
 	}
-	for _, e := range c.Env {
-		switch {
-		case e.ValueFrom == nil:
-			set(e.Name, expand(e.Value, vars))
-		case e.ValueFrom.FieldRef != nil:
-			v, err := envFieldValue(pod, podIPs, e.ValueFrom.FieldRef.FieldPath)
-			if err != nil {
-				return nil, nil, fmt.Errorf("env %s: %w", e.Name, err)
-			}
-			set(e.Name, v)
-		case e.ValueFrom.ConfigMapKeyRef != nil && e.ValueFrom.ConfigMapKeyRef.Optional != nil && *e.ValueFrom.ConfigMapKeyRef.Optional,
-			e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Optional != nil && *e.ValueFrom.SecretKeyRef.Optional:
-			// An optional reference that cannot be resolved is left unset.
-		default:
-			return nil, nil, fmt.Errorf("env %s: only values and fieldRefs are supported", e.Name)
-		}
-	}
-	kv := make([]*runtimeapi.KeyValue, 0, len(order))
-	for _, k := range order {
-		kv = append(kv, &runtimeapi.KeyValue{Key: k, Value: []byte(vars[k])})
-	}
-	return kv, vars, nil
+	return kv, env.Map(vars), nil
 }
 
 // containerMounts turns the container's mounts, as f resolves them, into
@@ -433,9 +387,9 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 
 // containerConfig builds the ContainerConfig of one container instance
 // (kubelet generateContainerConfig, reduced).
-func (m *Manager) containerConfig(pod *v1.Pod, spec containerSpec, restartCount int, imageRef string, podIPs []string, mountsFunc MountsFunc) (*runtimeapi.ContainerConfig, error) {
+func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, spec containerSpec, restartCount int, imageRef string, podIPs []string, mountsFunc MountsFunc) (*runtimeapi.ContainerConfig, error) {
 	c := spec.container
-	env, vars, err := containerEnv(pod, c, podIPs)
+	envs, vars, err := m.containerEnv(ctx, pod, c, podIPs)
 	if err != nil {
 		return nil, err
 	}
@@ -461,7 +415,7 @@ func (m *Manager) containerConfig(pod *v1.Pod, spec containerSpec, restartCount 
 		Command:     command,
 		Args:        args,
 		WorkingDir:  c.WorkingDir,
-		Envs:        env,
+		Envs:        envs,
 		Mounts:      mounts,
 		LogPath:     containerLogPath(c.Name, restartCount),
 		Stdin:       c.Stdin,

@@ -73,11 +73,10 @@
 //     KillPod stops them together with the app containers, not after them.
 //   - No lifecycle hooks (postStart, preStop), no ephemeral containers, no
 //     in-place resize, no termination-message files, no image pull secrets.
-//   - The environment supports plain values, $(VAR) references and the
-//     downward-API fieldRefs (metadata.name, namespace, uid, labels,
-//     annotations; spec.nodeName, serviceAccountName; status.podIP,
-//     podIPs, hostIP); other sources fail with ErrCreateContainerConfig
-//     unless optional. Mounts come from SyncPodOptions.Mounts.
+//   - The environment is resolved by ManagerOptions.Env (package env):
+//     every source the kubelet serves but service links; ConfigMaps and
+//     Secrets come from the getter given to it. Mounts come from
+//     SyncPodOptions.Mounts.
 //   - The pod's DNS config is passed as written in spec.dnsConfig; cluster
 //     DNS and the host's resolv.conf are left to the runtime.
 //   - Old stopped sandboxes of a running pod are not garbage-collected;

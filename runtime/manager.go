@@ -13,8 +13,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/env"
 )
 
 // DefaultPodLogsDir is where container logs go unless ManagerOptions says
@@ -48,6 +51,21 @@ type ManagerOptions struct {
 	// record.EventRecorder of a client-go EventBroadcaster. Defaults to nil:
 	// no events.
 	Recorder EventRecorder
+	// Env resolves each container's environment. Pass an env.Resolver
+	// with the ConfigMaps and Secrets getter the volumes use, the node's
+	// allocatable resources and addresses. Defaults to an env.Resolver
+	// without a getter: values, $(VAR) references, fieldRefs and
+	// resourceFieldRefs resolve, ConfigMap and Secret references fail
+	// unless optional.
+	Env EnvResolver
+}
+
+// EnvResolver resolves the environment of container c of pod, whose
+// sandbox has podIPs; an error fails the container's start with
+// ErrCreateContainerConfig and the error's message. env.Resolver
+// implements it.
+type EnvResolver interface {
+	Container(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) ([]env.Var, error)
 }
 
 func (o *ManagerOptions) setDefaults() error {
@@ -69,6 +87,9 @@ func (o *ManagerOptions) setDefaults() error {
 	}
 	if o.MinGracePeriod == 0 {
 		o.MinGracePeriod = 2 * time.Second
+	}
+	if o.Env == nil {
+		o.Env = env.New(env.Options{})
 	}
 	return nil
 }

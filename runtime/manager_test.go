@@ -41,7 +41,9 @@ func TestNewManagerValidates(t *testing.T) {
 	want := ManagerOptions{PodLogsDir: "/var/log/pods", MinGracePeriod: 2 * time.Second,
 		BackOff:      BackOffOptions{Initial: 10 * time.Second, Max: 300 * time.Second, Reset: 10 * time.Minute},
 		ImageBackOff: BackOffOptions{Initial: 10 * time.Second, Max: 300 * time.Second, Reset: 10 * time.Minute}}
-	if diff := cmp.Diff(want, m.opts, cmp.FilterPath(func(p cmp.Path) bool { return p.String() == "Logger" || p.String() == "Unhealthy" }, cmp.Ignore())); diff != "" {
+	if diff := cmp.Diff(want, m.opts, cmp.FilterPath(func(p cmp.Path) bool {
+		return p.String() == "Logger" || p.String() == "Unhealthy" || p.String() == "Env"
+	}, cmp.Ignore())); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
 	if len(rs.Called) != 0 {

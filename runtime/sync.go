@@ -402,7 +402,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 	} else {
 		restartCount = restartCountFromLogDir(PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.UID) + "/" + c.Name)
 	}
-	cfg, err := m.containerConfig(pod, spec, restartCount, imageRef, podIPs, mounts)
+	cfg, err := m.containerConfig(ctx, pod, spec, restartCount, imageRef, podIPs, mounts)
 	if err != nil {
 		m.ev.container(pod, c, "", v1.EventTypeWarning, EventFailed, "Error: "+err.Error())
 		ar.Message = err.Error()
