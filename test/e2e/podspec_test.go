@@ -192,4 +192,3 @@ func TestEnvFromObjects(t *testing.T) {
 		t.Errorf("TOKEN = %q, %v; want t0k3n", out, err)
 	}
 }
-
