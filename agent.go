@@ -133,7 +133,7 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	rmOpts := opts.RuntimeManager
-	a.wireEnv(&rmOpts)
+	a.wireRuntime(&rmOpts)
 	if rmOpts.Logger.GetSink() == nil {
 		rmOpts.Logger = log
 	}

@@ -70,9 +70,13 @@ func (a *Agent) allocatableResources() v1.ResourceList {
 	return a.capacity
 }
 
-// wireEnv gives the runtime manager the environment resolver, unless
-// Options.RuntimeManager has one.
-func (a *Agent) wireEnv(o *runtime.ManagerOptions) {
+// wireRuntime gives the runtime manager the agent's root directory (for
+// termination-message files) and the environment resolver, unless
+// Options.RuntimeManager has its own.
+func (a *Agent) wireRuntime(o *runtime.ManagerOptions) {
+	if o.RootDir == "" {
+		o.RootDir = a.opts.RootDir
+	}
 	if o.Env != nil {
 		return
 	}

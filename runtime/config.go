@@ -397,6 +397,9 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, spec contain
 	if err != nil {
 		return nil, err
 	}
+	if tm := m.terminationMessageMount(pod, c); tm != nil {
+		mounts = append(mounts, tm)
+	}
 	command := make([]string, len(c.Command))
 	for i, s := range c.Command {
 		command[i] = expand(s, vars)

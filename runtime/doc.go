@@ -71,8 +71,10 @@
 //     initialized once running (startup probes are not awaited), are
 //     restarted whenever they stop, and do not keep a finished pod alive.
 //     KillPod stops them together with the app containers, not after them.
-//   - No lifecycle hooks (postStart, preStop), no ephemeral containers, no
-//     in-place resize, no termination-message files, no image pull secrets.
+//   - No ephemeral containers, no in-place resize, no image pull secrets.
+//   - A container killed without its pod (an orphan after a restart of the
+//     agent) gets no preStop hook: the hook is not recorded on the
+//     container, as the kubelet records it.
 //   - The environment is resolved by ManagerOptions.Env (package env):
 //     every source the kubelet serves but service links; ConfigMaps and
 //     Secrets come from the getter given to it. Mounts come from
@@ -81,6 +83,23 @@
 //     DNS and the host's resolv.conf are left to the runtime.
 //   - Old stopped sandboxes of a running pod are not garbage-collected;
 //     RemovePod removes them with the pod.
+//
+// # Hooks and termination messages
+//
+// As the kubelet: a container's postStart hook (exec through ExecSync,
+// httpGet to the pod's IP, sleep) runs right after it started, on the
+// caller's goroutine and bounded by its context; a failure records
+// FailedPostStartHook ("PostStartHook failed"), kills the container and
+// fails the start with ErrPostStartHook (waiting reason
+// PostStartHookError, the hook's message). A preStop hook runs before
+// StopContainer, within the grace period, whose whole seconds it took
+// are deducted (the container keeps MinGracePeriod at least); a hook that
+// outlives the grace period is cancelled; a failure records
+// FailedPreStopHook. With ManagerOptions.RootDir, a container's
+// terminationMessagePath is a file of the pod's directory; the last 4 KiB
+// of it become the message of the exited container's status, or, under
+// FallbackToLogsOnError for a failed container with an empty file, the
+// last 80 lines (at most 2 KiB) of its log.
 //
 // # Concurrency
 //

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,6 +52,12 @@ type ManagerOptions struct {
 	// record.EventRecorder of a client-go EventBroadcaster. Defaults to nil:
 	// no events.
 	Recorder EventRecorder
+	// RootDir is the agent's root directory. A container's
+	// terminationMessagePath is a file of
+	// <RootDir>/pods/<uid>/containers/<name>/, the kubelet's layout,
+	// which volume.Manager creates and removes with the pod. Defaults to
+	// "": no file is mounted (FallbackToLogsOnError still reads the log).
+	RootDir string
 	// Env resolves each container's environment. Pass an env.Resolver
 	// with the ConfigMaps and Secrets getter the volumes use, the node's
 	// allocatable resources and addresses. Defaults to an env.Resolver
@@ -76,6 +83,9 @@ func (o *ManagerOptions) setDefaults() error {
 		return fmt.Errorf("runtime: PodLogsDir %q is not an absolute path", o.PodLogsDir)
 	}
 	o.PodLogsDir = filepath.Clean(o.PodLogsDir)
+	if o.RootDir != "" && !filepath.IsAbs(o.RootDir) {
+		return fmt.Errorf("runtime: RootDir %q is not an absolute path", o.RootDir)
+	}
 	if o.BackOff.Initial < 0 || o.BackOff.Max < 0 || o.BackOff.Reset < 0 ||
 		o.ImageBackOff.Initial < 0 || o.ImageBackOff.Max < 0 || o.ImageBackOff.Reset < 0 {
 		return errors.New("runtime: negative back-off duration")
@@ -109,12 +119,15 @@ type Manager struct {
 	log  logr.Logger
 	ev   events
 	now  func() time.Time
+	// hookClient sends the httpGet lifecycle hooks.
+	hookClient *http.Client
 
 	mu             sync.Mutex
 	runtimeName    string
 	containerBO    *backOff
 	imageBO        *backOff
 	reasons        map[types.UID]map[string]waitingReason
+	termMessages   map[types.UID]map[string]string
 	lastBackOffGC  time.Time
 	runtimeNameSet bool
 }
@@ -137,16 +150,18 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 		return nil, err
 	}
 	return &Manager{
-		rs:          rs,
-		is:          is,
-		opts:        opts,
-		log:         opts.Logger.WithName("runtime"),
-		ev:          events{rec: opts.Recorder},
-		now:         time.Now,
-		runtimeName: "cri",
-		containerBO: newBackOff(opts.BackOff),
-		imageBO:     newBackOff(opts.ImageBackOff),
-		reasons:     map[types.UID]map[string]waitingReason{},
+		rs:           rs,
+		is:           is,
+		opts:         opts,
+		log:          opts.Logger.WithName("runtime"),
+		ev:           events{rec: opts.Recorder},
+		hookClient:   newHookClient(),
+		now:          time.Now,
+		runtimeName:  "cri",
+		containerBO:  newBackOff(opts.BackOff),
+		imageBO:      newBackOff(opts.ImageBackOff),
+		reasons:      map[types.UID]map[string]waitingReason{},
+		termMessages: map[types.UID]map[string]string{},
 	}, nil
 }
 
@@ -385,7 +400,16 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		if st == nil {
 			return nil, fmt.Errorf("runtime: status of container %s of pod %s is empty", c.GetId(), uid)
 		}
-		ps.ContainerStatuses = append(ps.ContainerStatuses, convertContainerStatus(c, st))
+		cs := convertContainerStatus(c, st)
+		if cs.State == ContainerStateExited {
+			if msg := m.terminationMessage(uid, st); msg != "" {
+				if cs.Message != "" {
+					cs.Message += ": "
+				}
+				cs.Message += msg
+			}
+		}
+		ps.ContainerStatuses = append(ps.ContainerStatuses, cs)
 	}
 	slices.SortStableFunc(ps.ContainerStatuses, func(a, b *ContainerStatus) int {
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.RestartCount, a.RestartCount), cmp.Compare(a.ID, b.ID))
@@ -482,6 +506,7 @@ func (m *Manager) Forget(uid types.UID) {
 	m.containerBO.forget(uid)
 	m.imageBO.forget(uid)
 	delete(m.reasons, uid)
+	delete(m.termMessages, uid)
 }
 
 // WaitingReason is why the pod's container is not running when its last

@@ -291,6 +291,12 @@ func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, id string, spe
 		}
 		m.ev.container(pod, spec, id, v1.EventTypeNormal, EventKilling, message)
 	}
+	if pod != nil && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && grace > 0 {
+		// The hook's time comes out of the grace period, but the container
+		// keeps the minimum to stop in (the kubelet's accounting).
+		grace -= m.preStop(ctx, pod, spec, id, grace)
+		grace = max(grace, int64((m.opts.MinGracePeriod+time.Second-1)/time.Second))
+	}
 	m.log.V(4).Info("stopping container", "containerID", id, "gracePeriod", grace)
 	if err := m.rs.StopContainer(ctx, id, grace); err != nil && !IsNotFound(err) {
 		return fmt.Errorf("%w: stop container %s: %w", ErrKillContainer, id, err)
@@ -424,6 +430,10 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 		return ar
 	}
 	m.ev.container(pod, c, id, v1.EventTypeNormal, EventStarted, "Started container "+c.Name)
+	if msg, err := m.postStart(ctx, pod, c, id, podIPs); err != nil {
+		ar.Message, ar.Err = msg, err
+		return ar
+	}
 	m.log.V(1).Info("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "containerID", id, "restartCount", restartCount)
 	return ar
 }

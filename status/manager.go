@@ -186,6 +186,7 @@ func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 // for the API server.
 func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool {
 	status = *status.DeepCopy()
+	truncateTerminationMessages(pod, &status)
 	m.mu.Lock()
 	e, ok := m.pods[pod.UID]
 	if !ok {

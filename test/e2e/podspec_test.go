@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -190,5 +193,180 @@ func TestEnvFromObjects(t *testing.T) {
 	id = strings.TrimPrefix(s.ContainerStatuses[0].ContainerID, "containerd://")
 	if out, _, err := execIn(t, f, id, "sh", "-c", "echo -n $TOKEN"); err != nil || out != "t0k3n" {
 		t.Errorf("TOKEN = %q, %v; want t0k3n", out, err)
+	}
+}
+
+// hooksPod: postStart writes a file that the main process waits for;
+// preStop writes to the main process's stdout and takes a second; the main
+// process says when it gets SIGTERM.
+const hooksPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: hooks
+  namespace: $NS
+spec:
+  terminationGracePeriodSeconds: 10
+  containers:
+  - name: main
+    image: ` + busyboxImage + `
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "trap 'echo got-sigterm; exit 0' TERM; until [ -f /tmp/poststart ]; do sleep 0.1; done; echo saw-poststart; while true; do sleep 1 & wait; done"]
+    lifecycle:
+      postStart:
+        exec:
+          command: ["sh", "-c", "echo hello > /tmp/poststart"]
+      preStop:
+        exec:
+          command: ["sh", "-c", "echo prestop-ran > /proc/1/fd/1; sleep 1"]
+`
+
+// termPods: one writes its termination message file and exits 3, one
+// fails with FallbackToLogsOnError and an empty file, one has a postStart
+// hook that fails, and one a postStart hook that hangs.
+const termPods = `apiVersion: v1
+kind: Pod
+metadata:
+  name: msgfile
+  namespace: $NS
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: ` + busyboxImage + `
+    imagePullPolicy: IfNotPresent
+    terminationMessagePath: /dev/termination-log
+    command: ["sh", "-c", "printf 'all done: %s' 42 > /dev/termination-log; exit 3"]
+---
+`
+
+const fallbackPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: fallback
+  namespace: $NS
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: ` + busyboxImage + `
+    imagePullPolicy: IfNotPresent
+    terminationMessagePath: /dev/termination-log
+    terminationMessagePolicy: FallbackToLogsOnError
+    command: ["sh", "-c", "echo starting; echo 'fatal: disk on fire' >&2; exit 1"]
+`
+
+const failHookPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: failhook
+  namespace: $NS
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: ` + busyboxImage + `
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait; done"]
+    lifecycle:
+      postStart:
+        exec:
+          command: ["sh", "-c", "echo no-good; exit 7"]
+`
+
+const hangHookPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: hanghook
+  namespace: $NS
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: ` + busyboxImage + `
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait; done"]
+    lifecycle:
+      postStart:
+        exec:
+          command: ["sleep", "3600"]
+`
+
+// TestHooksAndTerminationMessages, on containerd: the postStart hook runs
+// (the main process sees its file); on removal the preStop hook's line is
+// in the log before the process's SIGTERM line. A container that writes
+// its termination-message file and exits 3 shows that message in its
+// terminated state; one that fails under FallbackToLogsOnError shows its
+// log's tail. A failing postStart hook kills the container (waiting
+// reason PostStartHookError). A postStart hook that hangs blocks neither
+// the other pods (they all ran meanwhile) nor the pod's removal.
+func TestHooksAndTerminationMessages(t *testing.T) {
+	f := newFixture(t, envEndpoint)
+	a := f.agent(nil, "hooks")
+	f.writeYAML("hanghook", hangHookPod)
+	f.writeYAML("hooks", hooksPod)
+	f.writeYAML("msgfile", strings.TrimSuffix(termPods, "---\n"))
+	f.writeYAML("fallback", fallbackPod)
+	f.writeYAML("failhook", failHookPod)
+
+	hooks := f.pod("hooks")
+	eventually(t, 60*time.Second, hooks+" Running", func() bool { return a.running(hooks) })
+	uid := a.podUID(hooks)
+	logPath := filepath.Join(f.logsDir, f.ns+"_hooks-"+f.node+"_"+string(uid), "main", "0.log")
+	eventually(t, 20*time.Second, "saw-poststart in the log", func() bool {
+		return slices.Contains(readCRILog(t, logPath), "saw-poststart")
+	})
+
+	terminated := func(pod string) *v1.ContainerStateTerminated {
+		s, ok := a.status(pod)
+		if !ok || len(s.ContainerStatuses) == 0 {
+			return nil
+		}
+		return s.ContainerStatuses[0].State.Terminated
+	}
+	msgfile := f.pod("msgfile")
+	eventually(t, 60*time.Second, msgfile+" terminated with its message", func() bool {
+		tm := terminated(msgfile)
+		return tm != nil && tm.ExitCode == 3 && tm.Message == "all done: 42"
+	})
+	fallback := f.pod("fallback")
+	var last *v1.ContainerStateTerminated
+	t.Cleanup(func() {
+		if t.Failed() && last != nil {
+			t.Logf("last terminated state of %s: %+v", fallback, *last)
+			dir := filepath.Join(f.logsDir, f.ns+"_fallback-"+f.node+"_"+string(a.podUID(fallback)), "main", "0.log")
+			data, err := os.ReadFile(dir)
+			t.Logf("its log: %q %v", data, err)
+		}
+	})
+	eventually(t, 60*time.Second, fallback+" terminated with its log's tail", func() bool {
+		last = terminated(fallback)
+		// The runtime copies stdout and stderr apart: either order.
+		return last != nil && last.ExitCode == 1 && (last.Message == "starting\nfatal: disk on fire\n" || last.Message == "fatal: disk on fire\nstarting\n")
+	})
+	failhook := f.pod("failhook")
+	eventually(t, 60*time.Second, failhook+" waiting with PostStartHookError", func() bool {
+		return a.sawWaiting(failhook, "PostStartHookError")
+	})
+
+	// The hung hook: its pod never runs, and goes away when removed.
+	hang := f.pod("hanghook")
+	if a.running(hang) {
+		t.Errorf("%s is Running while its postStart hook hangs", hang)
+	}
+	hangUID := a.podUID(hang)
+	f.remove("hanghook")
+	eventually(t, 60*time.Second, hang+" removed despite its hung hook", func() bool {
+		sbs, cs := podObjects(t, f.cri, hangUID)
+		return len(sbs) == 0 && len(cs) == 0
+	})
+
+	f.remove("hooks")
+	eventually(t, 30*time.Second, "got-sigterm in the log", func() bool {
+		return slices.Contains(readCRILog(t, logPath), "got-sigterm")
+	})
+	lines := readCRILog(t, logPath)
+	pre, term := slices.Index(lines, "prestop-ran"), slices.Index(lines, "got-sigterm")
+	if pre < 0 || pre > term {
+		t.Errorf("log lines = %q: want prestop-ran before got-sigterm", lines)
 	}
 }
