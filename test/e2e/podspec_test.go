@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/objects"
@@ -369,4 +370,54 @@ func TestHooksAndTerminationMessages(t *testing.T) {
 	if pre < 0 || pre > term {
 		t.Errorf("log lines = %q: want prestop-ran before got-sigterm", lines)
 	}
+}
+
+const deadlinePod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: deadline
+  namespace: $NS
+spec:
+  activeDeadlineSeconds: 3
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: ` + busyboxImage + `
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait; done"]
+`
+
+// TestActiveDeadline, on containerd: a running pod with
+// activeDeadlineSeconds 3 fails with reason DeadlineExceeded once they
+// passed (woken by the work queue, not by a change of the pod), and its
+// container is stopped.
+func TestActiveDeadline(t *testing.T) {
+	f := newFixture(t, envEndpoint)
+	a := f.agent(nil, "deadline")
+	f.writeYAML("deadline", deadlinePod)
+	pod := f.pod("deadline")
+	eventually(t, 60*time.Second, pod+" Running", func() bool { return a.running(pod) })
+	took := eventually(t, 30*time.Second, pod+" Failed with DeadlineExceeded", func() bool {
+		s, _ := a.status(pod)
+		return s.Phase == v1.PodFailed && s.Reason == "DeadlineExceeded" &&
+			s.Message == "Pod was active on the node longer than the specified deadline"
+	})
+	t.Logf("Running → Failed(DeadlineExceeded) in %s", took.Round(time.Millisecond))
+	uid := a.podUID(pod)
+	// Wait for the agent to finish (the sandbox stopped too), so that the
+	// clean-up does not stop the sandbox at the same time.
+	eventually(t, 30*time.Second, "the container and sandbox stopped", func() bool {
+		sbs, cs := podObjects(t, f.cri, uid)
+		for _, sb := range sbs {
+			if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+				return false
+			}
+		}
+		for _, c := range cs {
+			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				return false
+			}
+		}
+		return true
+	})
 }
