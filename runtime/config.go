@@ -175,7 +175,7 @@ func podHostname(pod *v1.Pod) string {
 }
 
 // sandboxConfig builds the PodSandboxConfig of the pod (kubelet
-// generatePodSandboxConfig, without DNS defaults from the host or cluster).
+// generatePodSandboxConfig).
 func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32, cgroupParent string) *runtimeapi.PodSandboxConfig {
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
@@ -188,23 +188,8 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32, cgroupParent string
 		Labels:       podLabels(pod),
 		Annotations:  podAnnotations(pod),
 	}
-	if !isHostNetwork(pod) {
-		cfg.Hostname = podHostname(pod)
-	}
-	if dc := pod.Spec.DNSConfig; dc != nil {
-		d := &runtimeapi.DNSConfig{
-			Servers:  append([]string(nil), dc.Nameservers...),
-			Searches: append([]string(nil), dc.Searches...),
-		}
-		for _, o := range dc.Options {
-			if o.Value != nil {
-				d.Options = append(d.Options, o.Name+":"+*o.Value)
-			} else {
-				d.Options = append(d.Options, o.Name)
-			}
-		}
-		cfg.DnsConfig = d
-	}
+	cfg.Hostname = m.sandboxHostname(pod)
+	cfg.DnsConfig, _ = m.podDNSConfig(pod)
 	for i := range pod.Spec.Containers {
 		for _, p := range pod.Spec.Containers[i].Ports {
 			cfg.PortMappings = append(cfg.PortMappings, &runtimeapi.PortMapping{
@@ -399,6 +384,13 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, spec contain
 	}
 	if tm := m.terminationMessageMount(pod, c); tm != nil {
 		mounts = append(mounts, tm)
+	}
+	hm, err := m.hostsMount(pod, c, podIPs)
+	if err != nil {
+		return nil, fmt.Errorf("cannot write the pod's /etc/hosts: %w", err)
+	}
+	if hm != nil {
+		mounts = append(mounts, hm)
 	}
 	command := make([]string, len(c.Command))
 	for i, s := range c.Command {

@@ -79,8 +79,16 @@
 //     every source the kubelet serves but service links; ConfigMaps and
 //     Secrets come from the getter given to it. Mounts come from
 //     SyncPodOptions.Mounts.
-//   - The pod's DNS config is passed as written in spec.dnsConfig; cluster
-//     DNS and the host's resolv.conf are left to the runtime.
+//   - DNS (ManagerOptions.DNS) follows the kubelet's dnsPolicy rules and
+//     limits, with two deliberate differences: a ClusterFirst pod on an
+//     agent with neither cluster DNS servers nor a cluster domain (a
+//     standalone agent) gets the host's settings without the kubelet's
+//     MissingClusterDNS warning at every pod; an unreadable host resolver
+//     file is logged and treated as empty instead of failing the sandbox.
+//     DNS options merged from the host and the pod keep their first order
+//     (the kubelet's is a map's).
+//   - The managed /etc/hosts (with RootDir) is the kubelet's file; it is
+//     written at each container start, as the kubelet does.
 //   - Old stopped sandboxes of a running pod are not garbage-collected;
 //     RemovePod removes them with the pod.
 //

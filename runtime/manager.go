@@ -58,6 +58,11 @@ type ManagerOptions struct {
 	// which volume.Manager creates and removes with the pod. Defaults to
 	// "": no file is mounted (FallbackToLogsOnError still reads the log).
 	RootDir string
+	// DNS are the node's DNS settings for the pods' resolv.conf.
+	DNS DNSOptions
+	// HostsFile is the node's hosts file, the base of a host-network
+	// pod's managed /etc/hosts. Defaults to /etc/hosts.
+	HostsFile string
 	// Env resolves each container's environment. Pass an env.Resolver
 	// with the ConfigMaps and Secrets getter the volumes use, the node's
 	// allocatable resources and addresses. Defaults to an env.Resolver
@@ -100,6 +105,12 @@ func (o *ManagerOptions) setDefaults() error {
 	}
 	if o.Env == nil {
 		o.Env = env.New(env.Options{})
+	}
+	if o.DNS.ResolvConf == "" {
+		o.DNS.ResolvConf = "/etc/resolv.conf"
+	}
+	if o.HostsFile == "" {
+		o.HostsFile = "/etc/hosts"
 	}
 	return nil
 }

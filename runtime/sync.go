@@ -95,6 +95,11 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 	sandboxID := actions.SandboxID
 	if actions.CreateSandbox {
 		cfg := m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
+		if _, warnings := m.podDNSConfig(pod); len(warnings) > 0 {
+			for _, w := range warnings {
+				m.ev.pod(pod, v1.EventTypeWarning, w[0], w[1])
+			}
+		}
 		if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 			// The runtime writes the logs; it reports its own error if it
 			// cannot. An in-memory runtime does not need the directory.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/objects"
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // mapObjects is a standalone agent's own ConfigMaps and Secrets, which the
@@ -420,4 +421,89 @@ func TestActiveDeadline(t *testing.T) {
 		}
 		return true
 	})
+}
+
+const dnsPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: dns
+  namespace: $NS
+spec:
+  terminationGracePeriodSeconds: 2
+  hostname: h1
+  subdomain: sub
+  hostAliases:
+  - ip: 10.9.9.9
+    hostnames: [foo.local, bar.local]
+  dnsConfig:
+    searches: [extra.example]
+    options:
+    - name: ndots
+      value: "2"
+  containers:
+  - name: main
+    image: ` + busyboxImage + `
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait; done"]
+`
+
+// TestDNSAndHosts, on containerd: with cluster DNS settings, a
+// ClusterFirst pod's /etc/resolv.conf names the cluster DNS server, the
+// cluster's search domains first and the pod's own last, and the pod's
+// ndots; its /etc/hosts is the kubelet's managed file with the pod's IP
+// under its FQDN (hostname.subdomain.namespace.svc.domain) and the
+// hostAliases; the hostname is the pod's.
+func TestDNSAndHosts(t *testing.T) {
+	f := newFixture(t, envEndpoint)
+	a := f.agentWith(nil, "dns", func(o *nodekit.Options) {
+		o.RuntimeManager.DNS = runtime.DNSOptions{ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local"}
+	})
+	f.writeYAML("dns", dnsPod)
+	pod := f.pod("dns")
+	eventually(t, 60*time.Second, pod+" Running", func() bool { return a.running(pod) })
+	s, _ := a.status(pod)
+	id := strings.TrimPrefix(s.ContainerStatuses[0].ContainerID, "containerd://")
+
+	resolv, _, err := execIn(t, f, id, "cat", "/etc/resolv.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var search, servers, options string
+	for _, l := range strings.Split(resolv, "\n") {
+		switch f := strings.Fields(l); {
+		case len(f) > 0 && f[0] == "search":
+			search = strings.Join(f[1:], " ")
+		case len(f) > 0 && f[0] == "nameserver":
+			servers += f[1] + " "
+		case len(f) > 0 && f[0] == "options":
+			options = strings.Join(f[1:], " ")
+		}
+	}
+	if servers != "10.96.0.10 " {
+		t.Errorf("nameservers = %q, want 10.96.0.10 alone (resolv.conf:\n%s)", servers, resolv)
+	}
+	if want := f.ns + ".svc.cluster.local svc.cluster.local cluster.local "; !strings.HasPrefix(search, want) || !strings.HasSuffix(search, " extra.example") {
+		t.Errorf("search = %q, want the cluster's domains first and extra.example last", search)
+	}
+	if options != "ndots:2" {
+		t.Errorf("options = %q, want ndots:2", options)
+	}
+
+	hosts, _, err := execIn(t, f, id, "cat", "/etc/hosts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := s.PodIPs[0].IP
+	for _, want := range []string{
+		"# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n",
+		ip + "\th1.sub." + f.ns + ".svc.cluster.local\th1\n",
+		"\n# Entries added by HostAliases.\n10.9.9.9\tfoo.local\tbar.local\n",
+	} {
+		if !strings.Contains(hosts, want) {
+			t.Errorf("/etc/hosts lacks %q:\n%s", want, hosts)
+		}
+	}
+	if out, _, err := execIn(t, f, id, "hostname"); err != nil || strings.TrimSpace(out) != "h1" {
+		t.Errorf("hostname = %q, %v; want h1", out, err)
+	}
 }
