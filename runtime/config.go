@@ -223,6 +223,7 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32, cgroupParent string
 			sc.Privileged = true
 		}
 	}
+	m.completeSandboxSecurity(sc, pod)
 	linux := &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroupParent, SecurityContext: sc}
 	if psc := pod.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
 		linux.Sysctls = map[string]string{}
@@ -420,9 +421,16 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, spec contain
 		Annotations: containerAnnotations(pod, c, restartCount, spec.index, spec.typ),
 		Linux: &runtimeapi.LinuxContainerConfig{
 			Resources:       linuxResources(c),
-			SecurityContext: containerSecurityContext(pod, c),
+			SecurityContext: m.containerSecurity(pod, c),
 		},
 	}, nil
+}
+
+// containerSecurity is the container's full security context.
+func (m *Manager) containerSecurity(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	sc := containerSecurityContext(pod, c)
+	m.completeContainerSecurity(sc, pod, c)
+	return sc
 }
 
 // pullPolicy returns the container's pull policy, defaulted as the API

@@ -72,6 +72,13 @@
 //     restarted whenever they stop, and do not keep a finished pod alive.
 //     KillPod stops them together with the app containers, not after them.
 //   - No ephemeral containers, no in-place resize, no image pull secrets.
+//   - The security context goes to CRI as the kubelet sends it (users and
+//     groups, the supplemental groups policy, capabilities, privileged,
+//     read-only root, no-new-privileges, seccomp with Localhost profiles
+//     under <RootDir>/seccomp, AppArmor, SELinux options, procMount's
+//     masked and read-only paths, sysctls), but for hostUsers: false:
+//     nodekit does not allocate user-namespace ID mappings, so such a pod
+//     fails to get a sandbox with ErrUserNamespaces on every runtime.
 //   - A container killed without its pod (an orphan after a restart of the
 //     agent) gets no preStop hook: the hook is not recorded on the
 //     container, as the kubelet records it.

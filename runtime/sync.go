@@ -105,7 +105,11 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 			// cannot. An in-memory runtime does not need the directory.
 			log.Error(err, "cannot create pod log directory", "dir", cfg.LogDirectory)
 		}
-		id, err := m.rs.RunPodSandbox(ctx, cfg, m.opts.RuntimeHandler)
+		err := checkUserNamespaces(pod)
+		var id string
+		if err == nil {
+			id, err = m.rs.RunPodSandbox(ctx, cfg, m.opts.RuntimeHandler)
+		}
 		if err != nil {
 			if pod.DeletionTimestamp == nil {
 				// As the kubelet, no event for a pod being deleted: the
