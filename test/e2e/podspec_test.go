@@ -507,3 +507,61 @@ func TestDNSAndHosts(t *testing.T) {
 		t.Errorf("hostname = %q, %v; want h1", out, err)
 	}
 }
+
+const seccompPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: seccomp
+  namespace: $NS
+spec:
+  terminationGracePeriodSeconds: 2
+  securityContext:
+    seccompProfile:
+      type: RuntimeDefault
+  containers:
+  - name: main
+    image: ` + busyboxImage + `
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait; done"]
+    securityContext:
+      runAsUser: 1234
+      runAsGroup: 2345
+      readOnlyRootFilesystem: true
+      allowPrivilegeEscalation: false
+      capabilities:
+        drop: [ALL]
+`
+
+// TestSecurityContext, on containerd: the container runs as the user and
+// group asked, under the runtime's default seccomp filter (mode 2), with
+// no-new-privileges, no capabilities, and a read-only root file system.
+func TestSecurityContext(t *testing.T) {
+	f := newFixture(t, envEndpoint)
+	a := f.agent(nil, "security")
+	f.writeYAML("seccomp", seccompPod)
+	pod := f.pod("seccomp")
+	eventually(t, 60*time.Second, pod+" Running", func() bool { return a.running(pod) })
+	s, _ := a.status(pod)
+	id := strings.TrimPrefix(s.ContainerStatuses[0].ContainerID, "containerd://")
+	out, _, err := execIn(t, f, id, "cat", "/proc/1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			fields[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	for k, want := range map[string]string{
+		"Seccomp": "2", "NoNewPrivs": "1", "CapEff": "0000000000000000",
+		"Uid": "1234 1234 1234 1234", "Gid": "2345 2345 2345 2345",
+	} {
+		if fields[k] != want {
+			t.Errorf("/proc/1/status %s = %q, want %q", k, fields[k], want)
+		}
+	}
+	if _, stderr, err := execIn(t, f, id, "touch", "/x"); err == nil || !strings.Contains(stderr, "Read-only file system") {
+		t.Errorf("touch /x: err %v, stderr %q; want a read-only root", err, stderr)
+	}
+}
