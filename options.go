@@ -121,8 +121,8 @@ type Options struct {
 	// Objects gets the ConfigMaps and Secrets the pods refer to, for the
 	// containers' environment and the configMap and secret volumes (one
 	// source for both). Defaults, with KubeClient, to the API server's
-	// through an objects.Cache (read again after a minute, and when a new
-	// pod refers to them); without, to none unless set here.
+	// through an objects.Cache (read again after Volumes.RefreshPeriod, 1m
+	// by default, and when a new pod refers to them); without, to none.
 	Objects objects.Getter
 	// HostPath configures the hostPath plugin: AllowedHostPaths restricts
 	// the host paths pods may mount (nil allows all, as the kubelet).

@@ -51,7 +51,14 @@ func (a *Agent) setUpObjects() error {
 	case a.opts.Objects != nil:
 		a.spec.objects = a.opts.Objects
 	case a.opts.KubeClient != nil:
-		c, err := objects.NewCache(apiObjects{client: a.opts.KubeClient}, objects.CacheOptions{})
+		// An object is served for as long as the volumes go without a
+		// refresh (1m by default, the kubelet's TTL), so an update reaches
+		// a volume within two refresh periods.
+		ttl := a.opts.Volumes.RefreshPeriod
+		if ttl < 0 {
+			ttl = 0 // refreshes disabled: the default TTL
+		}
+		c, err := objects.NewCache(apiObjects{client: a.opts.KubeClient}, objects.CacheOptions{TTL: ttl})
 		if err != nil {
 			return fmt.Errorf("nodekit: %w", err)
 		}
