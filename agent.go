@@ -55,8 +55,9 @@ type Agent struct {
 	handler  *Handler
 	// capacity is Options.Capacity or, read at the start of Run, the
 	// machine's; admission reads it from the sync loop.
-	capacity v1.ResourceList
-	loop     *syncloop.Loop
+	capacity  v1.ResourceList
+	localNode // the Node admission checks against when none is registered
+	loop      *syncloop.Loop
 
 	// runtimeErr holds the last runtime health check's result (an error
 	// value or nil in an errBox).
@@ -72,6 +73,7 @@ func New(opts Options) (*Agent, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
+	scopeRuntime(&opts)
 	log := opts.Logger.WithValues("node", opts.NodeName)
 	a := &Agent{opts: opts, log: log}
 	a.recorder.filter = opts.EventFilter
@@ -107,8 +109,6 @@ func New(opts Options) (*Agent, error) {
 		statusOpts.Client = opts.KubeClient
 		statusOpts.NodeName = opts.NodeName
 		statusOpts.Logger = log
-		// The workers come later; the closure reads them when called.
-		statusOpts.CouldHaveRunningContainers = func(uid types.UID) bool { return a.workers.CouldHaveRunningContainers(uid) }
 		statusOpts.MirrorPod = a.mirrors.MirrorPod
 		statusOpts.APIPod = a.pods.GetPodByUID
 	}
@@ -146,27 +146,15 @@ func New(opts Options) (*Agent, error) {
 	}
 	a.runtime = rm
 
-	if opts.EventGenerator != nil {
-		a.events, a.cache = opts.EventGenerator, opts.Cache
-	} else {
-		a.cache = pleg.NewCache()
-		plegOpts := opts.PLEG
-		if plegOpts.Logger.GetSink() == nil {
-			plegOpts.Logger = log
+	a.cache = pleg.NewCache()
+	newPLEG := opts.PLEG
+	if newPLEG == nil {
+		newPLEG = func(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
+			return pleg.NewAuto(rt, st, c, pleg.EventedOptions{Logger: log})
 		}
-		if opts.DisableEventedPLEG {
-			a.events, err = pleg.NewGeneric(opts.Runtime, rm, a.cache, pleg.GenericOptions{
-				RelistPeriod:    plegOpts.RelistPeriod,
-				RelistThreshold: plegOpts.RelistThreshold,
-				ChannelCapacity: plegOpts.ChannelCapacity,
-				Logger:          plegOpts.Logger,
-			})
-		} else {
-			a.events, err = pleg.NewAuto(opts.Runtime, rm, a.cache, plegOpts)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("nodekit: %w", err)
-		}
+	}
+	if a.events, err = newPLEG(opts.Runtime, rm, a.cache, log); err != nil {
+		return nil, fmt.Errorf("nodekit: %w", err)
 	}
 
 	volOpts := opts.Volumes
@@ -175,11 +163,7 @@ func New(opts Options) (*Agent, error) {
 		volOpts.Logger = log
 	}
 	if volOpts.Plugins == nil {
-		hpOpts := opts.HostPath
-		if hpOpts.Logger.GetSink() == nil {
-			hpOpts.Logger = log
-		}
-		hp, err := hostpath.New(hpOpts)
+		hp, err := hostpath.New(hostpath.Options{AllowedHostPaths: volOpts.AllowedHostPaths, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)
 		}
@@ -236,8 +220,15 @@ func New(opts Options) (*Agent, error) {
 		Queue:          a.queue,
 		ResyncInterval: opts.ResyncInterval,
 		BackOffPeriod:  opts.ErrorBackOff,
-		Logger:         log,
+		// The status manager holds a terminal phase back, and does not
+		// delete a pod, until the workers say its containers stopped.
+		Terminated: a.statuses.PodTerminated,
+		Logger:     log,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: %w", err)
+	}
+	admit, err := a.admitHandlers()
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
@@ -250,7 +241,7 @@ func New(opts Options) (*Agent, error) {
 		Cgroups:  a.cgroups,
 		Runtime:  rm,
 		Cache:    a.cache,
-		Admit:    append([]AdmitHandler{MaxPods(opts.MaxPods), ResourceFit(func() v1.ResourceList { return a.capacity })}, opts.Admit...),
+		Admit:    admit,
 		Logger:   log,
 	}
 	if a.mirrors != nil {
@@ -307,9 +298,7 @@ func (a *Agent) joinCluster() error {
 	nodeOpts := a.opts.Node
 	nodeOpts.NodeName = a.opts.NodeName
 	nodeOpts.MaxPods = a.opts.MaxPods
-	if nodeOpts.Capacity == nil {
-		nodeOpts.Capacity = a.opts.Capacity
-	}
+	nodeOpts.Capacity = a.opts.Capacity
 	if nodeOpts.Logger.GetSink() == nil {
 		nodeOpts.Logger = a.opts.Logger // the node package names the node itself
 	}
@@ -334,10 +323,14 @@ func (a *Agent) joinCluster() error {
 	return nil
 }
 
-// hostIPs are the node's internal addresses, for pod statuses: the Node's
-// when the agent joined a cluster.
+// hostIPs are the node's internal addresses, for pod statuses and the
+// environment's HOST_IP: the Node's when the agent joined a cluster, else
+// Options.Node.InternalIP when set.
 func (a *Agent) hostIPs() []string {
 	if a.node == nil {
+		if ip := a.opts.Node.InternalIP; ip != nil {
+			return []string{ip.String()}
+		}
 		return nil
 	}
 	n, ok := a.node.Node()

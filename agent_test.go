@@ -22,10 +22,16 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
+	"github.com/nodekit/nodekit/sources/apiserver"
 	"github.com/nodekit/nodekit/sources/file"
+	"github.com/nodekit/nodekit/volume"
 )
 
 // logBuffer collects log lines for assertions (and shows them with -v).
@@ -595,21 +601,46 @@ func TestNewValidatesOptions(t *testing.T) {
 	rt := runtimetest.New(runtimetest.Options{})
 	defer rt.Close()
 	src := nodekit.NamedSource{Name: "test", Source: make(chanSource)}
+	srcs := []nodekit.NamedSource{src}
 	tests := []struct {
-		name string
-		opts nodekit.Options
+		name, wantErr string
+		opts          nodekit.Options
 	}{
-		{"no sources", nodekit.Options{NodeName: "n", Runtime: rt}},
-		{"no runtime", nodekit.Options{NodeName: "n", Sources: []nodekit.NamedSource{src}}},
-		{"duplicate source", nodekit.Options{NodeName: "n", Runtime: rt, Sources: []nodekit.NamedSource{src, src}}},
-		{"negative max pods", nodekit.Options{NodeName: "n", Runtime: rt, Sources: []nodekit.NamedSource{src}, MaxPods: -1}},
+		{"no sources", "at least one pod source", nodekit.Options{NodeName: "n", Runtime: rt}},
+		{"no runtime", "Runtime is required", nodekit.Options{NodeName: "n", Sources: srcs}},
+		{"duplicate source", `two sources named "test"`, nodekit.Options{NodeName: "n", Runtime: rt, Sources: []nodekit.NamedSource{src, src}}},
+		{"negative max pods", "MaxPods -1 is negative", nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, MaxPods: -1}},
+		// The fields the agent sets itself are refused, not overridden.
+		{"volumes root dir", "Volumes.RootDir is the agent's (set Options.RootDir)",
+			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, RootDir: "/a", Volumes: volume.Options{RootDir: "/b"}}},
+		{"node name twice", "Node.NodeName is the agent's (set Options.NodeName)",
+			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Node: node.Options{NodeName: "m"}}},
+		{"node max pods", "Node.MaxPods is the agent's (set Options.MaxPods)",
+			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Node: node.Options{MaxPods: 20}}},
+		{"node capacity", "Node.Capacity is the agent's (set Options.Capacity)",
+			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Node: node.Options{Capacity: v1.ResourceList{}}}},
+		{"api source node", "APISource.NodeName is the agent's",
+			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, APISource: apiserver.Options{NodeName: "m"}}},
+		{"probe statuses", "Probes.Statuses is the agent's",
+			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Probes: probe.Options{Statuses: func(types.UID) (v1.PodStatus, bool) { return v1.PodStatus{}, false }}}},
+		{"relative allowed host path", `allowed host path "data" is not`,
+			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Volumes: volume.Options{AllowedHostPaths: []volume.AllowedHostPath{{PathPrefix: "data"}}}}},
+		{"pleg fails", "no events here",
+			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, PLEG: func(runtime.RuntimeService, pleg.StatusGetter, pleg.Cache, logr.Logger) (pleg.EventGenerator, error) {
+				return nil, errors.New("no events here")
+			}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := nodekit.New(tt.opts); err == nil {
-				t.Error("New() = nil error")
+			_, err := nodekit.New(tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("New() = %v, want an error containing %q", err, tt.wantErr)
 			}
 		})
+	}
+	// Setting an agent's field to the agent's own value is not an error.
+	if _, err := nodekit.New(nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, RootDir: t.TempDir(), Node: node.Options{NodeName: "n"}, Cgroups: cgroup.PodManagerOptions{Disabled: true}}); err != nil {
+		t.Errorf("New with Node.NodeName = NodeName: %v", err)
 	}
 	a, err := nodekit.New(nodekit.Options{NodeName: "n", Runtime: rt, Sources: []nodekit.NamedSource{src}})
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
-	"github.com/nodekit/nodekit/volume/hostpath"
+	"github.com/nodekit/nodekit/volume"
 )
 
 // TestAgentVolumes: an emptyDir shared by two containers and an allowed
@@ -32,9 +32,9 @@ func TestAgentVolumes(t *testing.T) {
 		defer rt.Close()
 		src := make(chanSource, 1)
 		h := startAgent(t, rt, nodekit.Options{
-			RootDir:  rootDir,
-			HostPath: hostpath.Options{AllowedHostPaths: []hostpath.AllowedHostPath{{PathPrefix: allowed, ReadOnly: true}}},
-			Sources:  []nodekit.NamedSource{{Name: "test", Source: src}},
+			RootDir: rootDir,
+			Volumes: volume.Options{AllowedHostPaths: []volume.AllowedHostPath{{PathPrefix: allowed, ReadOnly: true}}},
+			Sources: []nodekit.NamedSource{{Name: "test", Source: src}},
 		})
 
 		good := testPod("good", v1.RestartPolicyAlways, nil, "sleep 3600", "sleep 3600")

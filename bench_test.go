@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
@@ -35,12 +37,29 @@ import (
 func BenchmarkStartPods(b *testing.B) {
 	for _, mode := range []string{"evented", "generic"} {
 		for _, n := range []int{110, 1000} {
-			b.Run(fmt.Sprintf("pleg=%s/pods=%d", mode, n), func(b *testing.B) { benchmarkStartPods(b, n, mode == "generic") })
+			b.Run(fmt.Sprintf("pleg=%s/pods=%d", mode, n), func(b *testing.B) { benchmarkStartPods(b, n, mode == "generic", 0) })
 		}
 	}
 }
 
-func benchmarkStartPods(b *testing.B, n int, generic bool) {
+// BenchmarkIdle is the agent's CPU once its pods run and nothing changes:
+// it starts the pods as BenchmarkStartPods does, lets the agent settle for
+// 3s, then reports the CPU time it spends over the next 10s as a
+// percentage of one core (idle-cpu-%). The work that remains is periodic:
+// the sync loop's tick and housekeeping, the PLEG (the evented PLEG's
+// cache tick, or a relist every second), the pods' resyncs (every minute,
+// jittered) and the status manager's resync.
+func BenchmarkIdle(b *testing.B) {
+	for _, mode := range []string{"evented", "generic"} {
+		for _, n := range []int{110, 1000} {
+			b.Run(fmt.Sprintf("pleg=%s/pods=%d", mode, n), func(b *testing.B) { benchmarkStartPods(b, n, mode == "generic", 10*time.Second) })
+		}
+	}
+}
+
+// benchmarkStartPods starts n pods; with idle set, it then measures the
+// CPU of the agent over idle after 3s of settling.
+func benchmarkStartPods(b *testing.B, n int, generic bool, idle time.Duration) {
 	pods := make([]*v1.Pod, n)
 	for i := range pods {
 		p := &v1.Pod{
@@ -52,7 +71,7 @@ func benchmarkStartPods(b *testing.B, n int, generic bool) {
 		sources.SetDefaults(p)
 		pods[i] = p
 	}
-	var cpu time.Duration
+	var cpu, idleCPU time.Duration
 	var heapBytes uint64
 	var mallocs, allocBytes uint64
 	b.ResetTimer()
@@ -64,14 +83,14 @@ func benchmarkStartPods(b *testing.B, n int, generic bool) {
 		seen := make(map[types.UID]bool, n)
 		src := make(chanSource, 1)
 		agent, err := nodekit.New(nodekit.Options{
-			NodeName:           "bench",
-			Sources:            []nodekit.NamedSource{{Name: "bench", Source: src}},
-			Runtime:            rt,
-			MaxPods:            n,
-			RuntimeManager:     runtime.ManagerOptions{PodLogsDir: shmDir(b, "logs")},
-			RootDir:            shmDir(b, "root"),
-			Cgroups:            cgroup.PodManagerOptions{Disabled: true},
-			DisableEventedPLEG: generic,
+			NodeName:       "bench",
+			Sources:        []nodekit.NamedSource{{Name: "bench", Source: src}},
+			Runtime:        rt,
+			MaxPods:        n,
+			RuntimeManager: runtime.ManagerOptions{PodLogsDir: shmDir(b, "logs")},
+			RootDir:        shmDir(b, "root"),
+			Cgroups:        cgroup.PodManagerOptions{Disabled: true},
+			PLEG:           newPLEG(generic),
 			OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
 				// Called serially for each pod; seen is only touched here.
 				if s.Phase == v1.PodRunning && !seen[pod.UID] {
@@ -102,6 +121,12 @@ func benchmarkStartPods(b *testing.B, n int, generic bool) {
 		b.StopTimer()
 		ru1 := rusage()
 		goruntime.ReadMemStats(&ms1)
+		if idle > 0 {
+			time.Sleep(3 * time.Second)
+			i0 := rusage()
+			time.Sleep(idle)
+			idleCPU += rusage() - i0
+		}
 		mallocs += ms1.Mallocs - ms0.Mallocs
 		allocBytes += ms1.TotalAlloc - ms0.TotalAlloc
 		cpu += ru1 - ru0
@@ -121,6 +146,10 @@ func benchmarkStartPods(b *testing.B, n int, generic bool) {
 	}
 	b.StopTimer()
 	per := float64(b.N * n)
+	if idle > 0 {
+		b.ReportMetric(100*float64(idleCPU)/float64(time.Duration(b.N)*idle), "idle-cpu-%")
+		return
+	}
 	b.ReportMetric(float64(cpu.Nanoseconds())/per, "cpu-ns/pod")
 	b.ReportMetric(float64(mallocs)/per, "allocs/pod")
 	b.ReportMetric(float64(allocBytes)/per, "B/pod")
@@ -145,4 +174,15 @@ func shmDir(b *testing.B, name string) string {
 		return dir
 	}
 	return b.TempDir()
+}
+
+// newPLEG gives the agent a relisting PLEG when generic is true, and the
+// default (nil: pleg.NewAuto) otherwise.
+func newPLEG(generic bool) func(runtime.RuntimeService, pleg.StatusGetter, pleg.Cache, logr.Logger) (pleg.EventGenerator, error) {
+	if !generic {
+		return nil
+	}
+	return func(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
+		return pleg.NewGeneric(rt, st, c, pleg.GenericOptions{Logger: log})
+	}
 }

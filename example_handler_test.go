@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podworker"
@@ -44,7 +45,7 @@ type assembly struct {
 // assemble builds the default handler from its exported parts over the
 // in-memory runtime, with the per-pod sync that wrap returns and the
 // admission checks admit.
-func assemble(dir string, rt *runtimetest.Runtime, wrap func(*nodekit.PodSyncer) podworker.SyncFuncs, admit []nodekit.AdmitHandler, observe func(*v1.Pod, v1.PodStatus)) assembly {
+func assemble(dir string, rt *runtimetest.Runtime, wrap func(*nodekit.PodSyncer) podworker.SyncFuncs, admit []admission.Handler, observe func(*v1.Pod, v1.PodStatus)) assembly {
 	statuses := status.NewManager(status.Options{Observer: observe})
 	rm, _ := runtime.NewManager(rt, rt, runtime.ManagerOptions{PodLogsDir: filepath.Join(dir, "logs")})
 	volumes, _ := volume.NewManager(volume.Options{RootDir: dir})
@@ -84,7 +85,7 @@ func ExampleNewHandler() {
 	defer cancel()
 	running := make(chan string, 1)
 	a := assemble(dir, rt, func(s *nodekit.PodSyncer) podworker.SyncFuncs { return loggingSync{s} },
-		[]nodekit.AdmitHandler{nodekit.MaxPods(110)},
+		[]admission.Handler{admission.PodCount(110)},
 		func(pod *v1.Pod, s v1.PodStatus) {
 			if s.Phase == v1.PodRunning {
 				select {
@@ -111,14 +112,14 @@ func ExampleNewHandler_admission() {
 	defer os.RemoveAll(dir)
 	rt := runtimetest.New(runtimetest.Options{})
 	defer rt.Close()
-	edgeOnly := nodekit.AdmitFunc(func(pod *v1.Pod, _ []*v1.Pod) nodekit.AdmitResult {
+	edgeOnly := admission.Func(func(pod *v1.Pod, _ []*v1.Pod) admission.Result {
 		if pod.Labels["edge"] == "yes" {
-			return nodekit.AdmitResult{Admit: true}
+			return admission.Result{Admit: true}
 		}
-		return nodekit.AdmitResult{Reason: "NotForEdge", Message: "the pod is not labelled edge=yes"}
+		return admission.Result{Reason: "NotForEdge", Message: "the pod is not labelled edge=yes"}
 	})
 	a := assemble(dir, rt, func(s *nodekit.PodSyncer) podworker.SyncFuncs { return s },
-		[]nodekit.AdmitHandler{edgeOnly}, nil)
+		[]admission.Handler{edgeOnly}, nil)
 
 	pod := helloPod(nil)
 	a.handler.HandlePodAdditions(context.Background(), []*v1.Pod{pod})

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
@@ -59,6 +60,8 @@ type (
 	// that are gone.
 	StatusSet interface {
 		PodStatuses
+		// PodTerminated is told of a rejected pod: it never runs.
+		PodTerminated(uid types.UID)
 		RemoveOrphans(desired map[types.UID]bool)
 	}
 	// CacheDeleter forgets a pod's cached runtime status.
@@ -82,7 +85,7 @@ type HandlerConfig struct {
 	Cache    CacheDeleter
 	// Admit are the admission checks, in order; the first rejection
 	// wins. Defaults to none: every pod is admitted.
-	Admit []AdmitHandler
+	Admit []admission.Handler
 	// Mirrors keeps mirror pods; nil for a standalone agent.
 	Mirrors MirrorPods
 	Logger  logr.Logger
@@ -204,20 +207,21 @@ func (h *Handler) updateQoS(active []*v1.Pod) {
 	h.mu.Unlock()
 }
 
-func (h *Handler) canAdmit(pod *v1.Pod, active []*v1.Pod) AdmitResult {
+func (h *Handler) canAdmit(pod *v1.Pod, active []*v1.Pod) admission.Result {
 	for _, a := range h.c.Admit {
 		if r := a.Admit(pod, active); !r.Admit {
 			return r
 		}
 	}
-	return AdmitResult{Admit: true}
+	return admission.Result{Admit: true}
 }
 
-func (h *Handler) reject(pod *v1.Pod, r AdmitResult) {
+func (h *Handler) reject(pod *v1.Pod, r admission.Result) {
 	h.c.Logger.Info("Pod rejected", "pod", podmodel.FullName(pod), "podUID", pod.UID, "reason", r.Reason, "message", r.Message)
 	h.mu.Lock()
 	h.rejected[pod.UID] = true
 	h.mu.Unlock()
+	h.c.Statuses.PodTerminated(pod.UID)
 	h.c.Statuses.SetPodStatus(pod, v1.PodStatus{
 		Phase:   v1.PodFailed,
 		Reason:  r.Reason,

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/objects"
@@ -23,7 +24,6 @@ import (
 	"github.com/nodekit/nodekit/sources/apiserver"
 	"github.com/nodekit/nodekit/syncloop"
 	"github.com/nodekit/nodekit/volume"
-	"github.com/nodekit/nodekit/volume/hostpath"
 )
 
 // NamedSource is a pod source and the name the agent knows it by. The name
@@ -56,10 +56,13 @@ type Options struct {
 	KubeClient kubernetes.Interface
 	// Node configures the Node registration, status and Lease (status every
 	// 10s, reported at least every 5m, Lease of 40s renewed every 10s).
-	// NodeName, MaxPods, Health and RuntimeVersion are the agent's. Used
-	// only with KubeClient.
+	// Its NodeName, MaxPods and Capacity are the agent's (set them here);
+	// Health and RuntimeVersion default to the runtime's. Used with
+	// KubeClient; without it, its Labels and Taints still make the Node
+	// that admission checks pods against, and its InternalIP is the host
+	// IP of the pods.
 	Node node.Options
-	// APISource configures the API-server pod source. NodeName is the
+	// APISource configures the API-server pod source. Its NodeName is the
 	// agent's. Used only with KubeClient.
 	APISource apiserver.Options
 
@@ -69,9 +72,16 @@ type Options struct {
 	// MaxPods is the number of pods the agent admits at once; further pods
 	// are rejected with phase Failed and reason OutOfpods. Defaults to 110.
 	MaxPods int
-	// Admit holds extra admission checks, run in order after the pod
-	// count check; the first rejection wins.
-	Admit []AdmitHandler
+	// Admit holds extra admission checks, run in order after the
+	// kubelet's (package admission: sysctls, OS, pod count, resources,
+	// node affinity and name, host ports, taints, AppArmor); the first
+	// rejection wins.
+	Admit []admission.Handler
+	// AllowedUnsafeSysctls are the sysctls pods may set beyond the safe
+	// ones, as the kubelet's allowedUnsafeSysctls ("kernel.msg*",
+	// "net.core.somaxconn"); others are rejected with reason
+	// SysctlForbidden. Defaults to none.
+	AllowedUnsafeSysctls []string
 
 	// SyncPeriod is the sync loop's tick. Defaults to 1s.
 	SyncPeriod time.Duration
@@ -89,34 +99,33 @@ type Options struct {
 	// to 5s.
 	RuntimeStatusPeriod time.Duration
 
-	// PLEG configures the default event generator. When the runtime
-	// streams container events (CRI GetContainerEvents: containerd 2.x and
-	// the in-memory runtime), the agent follows the stream with a relist
-	// every 5m as a safety net, and falls back to relisting every 1s while
-	// the stream is unavailable (containerd 1.6 answers Unimplemented);
-	// other runtimes are relisted every 1s. Ignored when EventGenerator is
-	// set.
-	PLEG pleg.EventedOptions
-	// DisableEventedPLEG makes the agent relist every PLEG.RelistPeriod
-	// even when the runtime streams events.
-	DisableEventedPLEG bool
-	// EventGenerator replaces the generic PLEG. It must keep Cache up to
-	// date.
-	EventGenerator pleg.EventGenerator
-	// Cache is the pod status cache EventGenerator fills; required with
-	// EventGenerator, otherwise ignored.
-	Cache pleg.Cache
+	// PLEG builds the pod lifecycle event generator, which tells the sync
+	// loop which pods changed and keeps cache current with their runtime
+	// status, read through statuses (the agent's runtime manager). It is
+	// called once, by New, with the agent's logger. Defaults to pleg.NewAuto
+	// with its defaults: when the runtime streams container events (CRI
+	// GetContainerEvents: containerd 2.x and the in-memory runtime), the
+	// agent follows the stream with a relist every 5m as a safety net, and
+	// falls back to relisting every 1s while the stream is unavailable
+	// (containerd 1.6 answers Unimplemented); other runtimes are relisted
+	// every 1s. A relisting PLEG, as the kubelet's default:
+	//
+	//	PLEG: func(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
+	//		return pleg.NewGeneric(rt, st, c, pleg.GenericOptions{Logger: log})
+	//	},
+	PLEG func(rt runtime.RuntimeService, statuses pleg.StatusGetter, cache pleg.Cache, log logr.Logger) (pleg.EventGenerator, error)
 
 	// RootDir is the agent's directory: pod directories and their volumes
 	// live under <RootDir>/pods. Two agents in one process need two.
 	// Defaults to /var/lib/nodekit.
 	RootDir string
-	// Volumes configures the volume manager (reconcile every 100ms, wait
+	// Volumes configures the volume manager (reconcile on changes, wait
 	// at most 2m3s for a pod's volumes, refresh configMap, secret,
-	// downwardAPI and projected volumes every 1m). Its Plugins default to
-	// hostPath (configured by HostPath), emptyDir and downwardAPI, plus
+	// downwardAPI and projected volumes every 1m) and the host paths pods
+	// may mount (AllowedHostPaths; nil allows all, as the kubelet). Its
+	// Plugins default to hostPath, emptyDir and downwardAPI, plus
 	// configMap, secret and projected (service-account tokens included)
-	// with KubeClient; its RootDir is RootDir.
+	// with KubeClient. Its RootDir is the agent's: set RootDir.
 	Volumes volume.Options
 	// Objects gets the ConfigMaps and Secrets the pods refer to, for the
 	// containers' environment and the configMap and secret volumes (one
@@ -124,9 +133,6 @@ type Options struct {
 	// through an objects.Cache (read again after Volumes.RefreshPeriod, 1m
 	// by default, and when a new pod refers to them); without, to none.
 	Objects objects.Getter
-	// HostPath configures the hostPath plugin: AllowedHostPaths restricts
-	// the host paths pods may mount (nil allows all, as the kubelet).
-	HostPath hostpath.Options
 
 	// Cgroups configures the pod cgroups (cgroupfs, v1 or v2): a node root
 	// (default "kubepods"), the burstable and besteffort QoS cgroups, one
@@ -135,12 +141,14 @@ type Options struct {
 	// runtime runs no processes. Two agents on one host need two roots.
 	Cgroups cgroup.PodManagerOptions
 	// Capacity is what the node offers pods; admission rejects a pod whose
-	// requests exceed it (reason OutOfcpu, OutOfmemory). Defaults to the
-	// machine's CPUs and memory.
+	// requests, with those of the pods already admitted, exceed it (reason
+	// OutOfcpu, OutOfmemory), or the Node's allocatable resources once the
+	// agent registered it; a joined Node reports it over what it measures.
+	// Defaults to the machine's CPUs and memory.
 	Capacity v1.ResourceList
 
 	// Probes configures the liveness, readiness and startup probes. Its
-	// Runtime (for exec probes) defaults to Runtime; Statuses is the
+	// Runtime (for exec probes) defaults to Runtime; its Statuses are the
 	// agent's.
 	Probes probe.Options
 
@@ -171,7 +179,8 @@ type Options struct {
 	EventFilter func(eventtype, reason string) bool
 
 	// OnPodStatus, when set, is called after each change of a pod's status
-	// (phase, conditions, containers). It must not block.
+	// (phase, conditions, containers), one call at a time. It must not
+	// block.
 	OnPodStatus func(pod *v1.Pod, status v1.PodStatus)
 }
 
@@ -209,9 +218,6 @@ func (o *Options) setDefaults() error {
 		}
 		o.Images = is
 	}
-	if (o.EventGenerator == nil) != (o.Cache == nil) {
-		return errors.New("nodekit: Options.EventGenerator and Options.Cache go together")
-	}
 	if o.RootDir == "" {
 		o.RootDir = volume.DefaultRootDir
 	}
@@ -220,6 +226,23 @@ func (o *Options) setDefaults() error {
 	}
 	if o.MaxPods < 0 {
 		return fmt.Errorf("nodekit: MaxPods %d is negative", o.MaxPods)
+	}
+	// The fields of sub-options that the agent sets itself are refused
+	// rather than silently overridden.
+	for _, f := range []struct {
+		set        bool
+		field, use string
+	}{
+		{o.Volumes.RootDir != "" && o.Volumes.RootDir != o.RootDir, "Volumes.RootDir", "set Options.RootDir"},
+		{o.Node.NodeName != "" && o.Node.NodeName != o.NodeName, "Node.NodeName", "set Options.NodeName"},
+		{o.Node.MaxPods != 0 && o.Node.MaxPods != o.MaxPods, "Node.MaxPods", "set Options.MaxPods"},
+		{o.Node.Capacity != nil, "Node.Capacity", "set Options.Capacity"},
+		{o.APISource.NodeName != "" && o.APISource.NodeName != o.NodeName, "APISource.NodeName", "set Options.NodeName"},
+		{o.Probes.Statuses != nil, "Probes.Statuses", "the agent's status manager answers"},
+	} {
+		if f.set {
+			return fmt.Errorf("nodekit: Options.%s is the agent's (%s)", f.field, f.use)
+		}
 	}
 	defaultDuration(&o.SyncPeriod, time.Second)
 	defaultDuration(&o.HousekeepingPeriod, 2*time.Second)

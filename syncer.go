@@ -136,9 +136,13 @@ func (s *PodSyncer) SyncPod(ctx context.Context, updateType podworker.UpdateType
 		s.c.Logger.Error(err, "Unable to create the pod's cgroup; skipping pod", "pod", podmodel.FullName(pod), "podUID", pod.UID)
 		return false, err
 	}
+	restartAll := restartingAllContainers(apiStatus)
 	result := s.c.Runtime.SyncPodWithOptions(ctx, pod, podStatus, runtime.SyncPodOptions{
-		CgroupParent: cgroupParent,
-		Unhealthy:    s.c.Probes.Unhealthy,
+		CgroupParent:         cgroupParent,
+		Unhealthy:            s.c.Probes.Unhealthy,
+		HostIPs:              s.c.HostIPs,
+		Started:              startedFromStatus(apiStatus),
+		RestartAllContainers: restartAll,
 		Mounts: func(pod *v1.Pod, c *v1.Container, env map[string]string) ([]runtime.Mount, error) {
 			cms, err := s.c.Volumes.ContainerMounts(pod, c, mounts, env)
 			if err != nil {
@@ -155,6 +159,10 @@ func (s *PodSyncer) SyncPod(ctx context.Context, updateType podworker.UpdateType
 	// so that its status shows what this sync did. The cache takes it only
 	// if nothing newer arrived meanwhile.
 	s.refresh(ctx, pod, false, nil)
+	if restartAll && result.Err() == nil && result.RemovedContainers() {
+		// The containers are gone: start the pod over at once.
+		s.c.Queue.Enqueue(pod.UID, 0)
+	}
 	return false, s.syncError(pod, result)
 }
 
@@ -212,6 +220,9 @@ func (s *PodSyncer) setStatus(pod *v1.Pod, podStatus *runtime.PodStatus, termina
 		Probes:      s.c.Probes,
 		Waiting:     s.c.Runtime,
 		Terminal:    terminal,
+	}
+	if prev, ok := s.c.Statuses.GetPodStatus(pod.UID); ok {
+		in.Previous = &prev
 	}
 	if s.c.HostIPs != nil {
 		in.HostIPs = s.c.HostIPs()

@@ -15,9 +15,6 @@ var (
 	// mounted under cgroup v1 or not enabled under cgroup v2, no cgroup
 	// filesystem at all).
 	ErrNotSupported = errors.New("cgroup: not supported")
-	// ErrInvalidResources: a pod's resources cannot be admitted (negative,
-	// absurd, limits below requests, requests beyond the node).
-	ErrInvalidResources = errors.New("cgroup: invalid resources")
 )
 
 // ResourceConfig holds the limits of one cgroup. A nil field is left as it

@@ -9,8 +9,8 @@
 //     requests, CFS quota from limits, memory limit; init containers,
 //     sidecars, pod-level resources and overhead counted as the kubelet
 //     counts them), with the cgroup v2 conversions (CPUSharesToWeight,
-//     FormatCPUMax). ValidatePodResources rejects pods whose resources
-//     cannot be given a cgroup.
+//     FormatCPUMax). Pods whose resources cannot be given a cgroup are
+//     rejected before, by admission.InvalidResources.
 //   - Detect finds the host's mode (ModeV1, ModeHybrid, ModeUnified) from
 //     the filesystem magic numbers and its controllers from
 //     /proc/self/mountinfo and cgroup.controllers; NewManager (or Open)
@@ -26,7 +26,6 @@
 //
 //	pm, err := cgroup.NewPodManager(cgroup.PodManagerOptions{Logger: log})
 //	...
-//	if err := pm.ValidatePod(pod, nodeCapacity); err != nil { reject(pod, err) }
 //	_ = pm.UpdateQoS(activePods)              // before a new pod's cgroup
 //	parent, err := pm.EnsurePod(pod)          // "/kubepods/burstable/pod<UID>"
 //	result := rt.SyncPodWithOptions(ctx, pod, status, runtime.SyncPodOptions{CgroupParent: parent})
@@ -80,7 +79,5 @@
 //	cgroup: write "4096" to /sys/fs/cgroup/memory/kubepods/pod1/memory.limit_in_bytes (memory controller): device or resource busy (usage 176128 bytes is above the limit)
 //
 // A controller the host lacks gives a *NotSupportedError matching
-// ErrNotSupported; a missing cgroup on Update matches ErrNotFound; a pod
-// whose resources cannot be admitted gives a *ResourceError matching
-// ErrInvalidResources.
+// ErrNotSupported; a missing cgroup on Update matches ErrNotFound.
 package cgroup

@@ -30,9 +30,6 @@ func ExampleNewPodManager() {
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "1234"},
 		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "app", Resources: v1.ResourceRequirements{Requests: limits, Limits: limits}}}},
 	}
-	if err := pm.ValidatePod(pod, v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}); err != nil {
-		panic(err)
-	}
 	parent, err := pm.EnsurePod(pod)
 	if err != nil {
 		panic(err)

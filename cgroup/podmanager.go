@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -22,8 +23,8 @@ type PodManagerOptions struct {
 	// Disabled turns cgroup management off, for an agent on a host whose
 	// cgroups it does not own: EnsureNode, UpdatePod, DestroyPod and
 	// UpdateQoS do nothing, EnsurePod returns "" (the runtime's default
-	// cgroup parent) and Pods returns none. ValidatePod still checks the
-	// resources. Defaults to false: cgroups are managed.
+	// cgroup parent) and Pods returns none. Defaults to false: cgroups are
+	// managed.
 	Disabled bool
 	// Root is the node-level cgroup that holds the QoS and pod cgroups, in
 	// cgroupfs form; "nodekit/kubepods" nests it. Defaults to "kubepods".
@@ -40,6 +41,12 @@ type PodManagerOptions struct {
 	// cgroups is -1, as the kubelet's --cpu-cfs-quota=false. Defaults to
 	// false: limits are enforced.
 	DisableCPUQuota bool
+	// CPUCFSQuotaPeriod is the CFS period of pod cgroups (the kubelet's
+	// --cpu-cfs-quota-period): a CPU limit allows its share of each period.
+	// Between 1ms and 1s. Defaults to 100ms. Give the runtime Manager the
+	// same period (runtime.ManagerOptions.CPUCFSQuotaPeriod) so that the
+	// containers' quotas agree.
+	CPUCFSQuotaPeriod time.Duration
 	// PodPidsLimit is the pids.max of every pod cgroup (the kubelet's
 	// --pod-max-pids); -1 writes "max". Defaults to 0: not set.
 	PodPidsLimit int64
@@ -81,6 +88,12 @@ func (o *PodManagerOptions) setDefaults() error {
 	o.Root = "/" + rel
 	if o.CgroupfsRoot == "" {
 		o.CgroupfsRoot = DefaultRoot
+	}
+	if o.CPUCFSQuotaPeriod == 0 {
+		o.CPUCFSQuotaPeriod = QuotaPeriod * time.Microsecond
+	}
+	if o.CPUCFSQuotaPeriod < time.Millisecond || o.CPUCFSQuotaPeriod > time.Second {
+		return fmt.Errorf("cgroup: CPUCFSQuotaPeriod %s is not between 1ms and 1s", o.CPUCFSQuotaPeriod)
 	}
 	if o.PodPidsLimit < -1 {
 		return fmt.Errorf("cgroup: PodPidsLimit %d is below -1", o.PodPidsLimit)
@@ -253,7 +266,7 @@ func (p *PodManager) PodExists(pod *v1.Pod) bool {
 
 // podConfig is the pod cgroup's config with the options applied.
 func (p *PodManager) podConfig(pod *v1.Pod, info Info) *ResourceConfig {
-	rc := ResourceConfigForPod(pod, !p.opts.DisableCPUQuota)
+	rc := ResourceConfigForPodWithPeriod(pod, !p.opts.DisableCPUQuota, p.opts.CPUCFSQuotaPeriod)
 	if p.opts.PodPidsLimit != 0 {
 		l := p.opts.PodPidsLimit
 		rc.PidsLimit = &l
@@ -453,10 +466,4 @@ func (p *PodManager) UpdateQoS(activePods []*v1.Pod) error {
 	}
 	p.log.V(4).Info("updated QoS cgroups", "burstableShares", bShares)
 	return nil
-}
-
-// ValidatePod is ValidatePodResources; it works whether or not the
-// PodManager is enabled.
-func (p *PodManager) ValidatePod(pod *v1.Pod, capacity v1.ResourceList) error {
-	return ValidatePodResources(pod, capacity)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
@@ -123,6 +124,12 @@ func TestPodManagerValues(t *testing.T) {
 		wantV1: map[string]string{"cpu/cpu.shares": "512", "cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000",
 			"memory/memory.limit_in_bytes": "67108864", "pids/pids.max": "max"},
 		wantV2: map[string]string{"cpu.weight": "20", "cpu.max": "max 100000", "memory.max": "67108864", "memory.min": "0", "pids.max": "max"},
+	}, {
+		name:   "guaranteed with a CFS period of 50ms",
+		pod:    gPod,
+		opts:   cgroup.PodManagerOptions{CPUCFSQuotaPeriod: 50 * time.Millisecond},
+		wantV1: map[string]string{"cpu/cpu.shares": "512", "cpu/cpu.cfs_quota_us": "25000", "cpu/cpu.cfs_period_us": "50000"},
+		wantV2: map[string]string{"cpu.weight": "20", "cpu.max": "25000 50000"},
 	}, {
 		name: "burstable with requests only",
 		pod:  bPod,
@@ -342,10 +349,6 @@ func TestPodManagerDisabled(t *testing.T) {
 	if uids != nil || pm.PodExists(gPod) || pm.CgroupName(gPod) != "" {
 		t.Errorf("disabled PodManager reports cgroups: %v %v %q", uids, pm.PodExists(gPod), pm.CgroupName(gPod))
 	}
-	bad := podOf("x", ctr("a", rl("cpu", "-1"), nil))
-	if err := pm.ValidatePod(bad, nil); !errors.Is(err, cgroup.ErrInvalidResources) {
-		t.Errorf("ValidatePod on a disabled PodManager = %v", err)
-	}
 }
 
 func TestPodManagerNotSupported(t *testing.T) {
@@ -384,5 +387,18 @@ func TestPodManagerOptions(t *testing.T) {
 	// The zero value is valid and does no I/O.
 	if _, err := cgroup.NewPodManager(cgroup.PodManagerOptions{CgroupfsRoot: filepath.Join(t.TempDir(), "missing")}); err != nil {
 		t.Errorf("NewPodManager did I/O or rejected defaults: %v", err)
+	}
+}
+
+func TestPodManagerCFSQuotaPeriodBounds(t *testing.T) {
+	for _, p := range []time.Duration{500 * time.Microsecond, 2 * time.Second, -time.Millisecond} {
+		if _, err := cgroup.NewPodManager(cgroup.PodManagerOptions{CPUCFSQuotaPeriod: p}); err == nil {
+			t.Errorf("CPUCFSQuotaPeriod %s accepted", p)
+		}
+	}
+	// A quota below 1ms is raised to 1ms, whatever the period.
+	rc := cgroup.ResourceConfigForPodWithPeriod(podOf("small", ctr("a", rl("cpu", "5m", "memory", "8Mi"), rl("cpu", "5m", "memory", "8Mi"))), true, 10*time.Millisecond)
+	if *rc.CPUQuota != cgroup.MinQuotaPeriod || *rc.CPUPeriod != 10000 {
+		t.Errorf("5m with a 10ms period: quota %d period %d, want 1000 10000", *rc.CPUQuota, *rc.CPUPeriod)
 	}
 }

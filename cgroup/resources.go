@@ -1,6 +1,8 @@
 package cgroup
 
 import (
+	"time"
+
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/podmodel"
@@ -101,6 +103,14 @@ func CPUWeightToShares(weight uint64) uint64 {
 // podmodel.QOSClass. MemoryMin and PidsLimit are left nil: the PodManager
 // sets them from its options.
 func ResourceConfigForPod(pod *v1.Pod, enforceCPULimits bool) *ResourceConfig {
+	return ResourceConfigForPodWithPeriod(pod, enforceCPULimits, QuotaPeriod*time.Microsecond)
+}
+
+// ResourceConfigForPodWithPeriod is ResourceConfigForPod with the CFS
+// period given (the kubelet's --cpu-cfs-quota-period): the quota is the
+// CPU limit's share of that period, at least MinQuotaPeriod. A period of 0
+// is QuotaPeriod.
+func ResourceConfigForPodWithPeriod(pod *v1.Pod, enforceCPULimits bool, cfsPeriod time.Duration) *ResourceConfig {
 	reqs := podmodel.Requests(pod)
 	limits := podmodel.Limits(pod)
 	cpuLimitsDeclared, memoryLimitsDeclared := podmodel.LimitsDeclared(pod)
@@ -118,7 +128,10 @@ func ResourceConfigForPod(pod *v1.Pod, enforceCPULimits bool) *ResourceConfig {
 
 	shares := MilliCPUToShares(cpuRequests)
 	period := uint64(QuotaPeriod)
-	quota := MilliCPUToQuota(cpuLimits, QuotaPeriod)
+	if us := cfsPeriod.Microseconds(); us > 0 {
+		period = uint64(us)
+	}
+	quota := MilliCPUToQuota(cpuLimits, int64(period))
 	if !enforceCPULimits {
 		quota = -1
 	}

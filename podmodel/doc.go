@@ -1,7 +1,9 @@
 // Package podmodel holds the pod rules every part of nodekit shares, each
 // written once: a pod's quality-of-service class, its resource requests and
 // limits, whether it is a static or a mirror pod, its full name, the values
-// of downward-API fields, and its phase.
+// of downward-API fields, its phase and conditions, whether a container
+// restarts (restart policies and restartPolicyRules), and what a static
+// pod may not use.
 //
 // Every function is pure: it reads the pod (and the arguments it is given)
 // and changes nothing, so it is safe for concurrent use. The rules are the
@@ -14,6 +16,8 @@
 //	reqs := podmodel.Requests(pod)         // sidecars, init containers, pod-level resources, overhead
 //	v, err := podmodel.FieldValue(pod, "metadata.labels['app']")
 //	if podmodel.IsStatic(pod) { ... }
+//	if err := podmodel.StaticPodForbiddenReference(pod); err != nil { ... } // reject it
+//	restart := podmodel.ContainerShouldRestart(&c, &pod.Spec, exitCode)
 //
 // The package imports only the Kubernetes API types and
 // k8s.io/component-helpers, so any part (runtime, cgroup, volume, status,

@@ -16,16 +16,30 @@ const (
 	ReasonReadinessGatesNotReady   = "ReadinessGatesNotReady"
 )
 
+// ReasonRestartingAllContainers is the reason of the terminated state of a
+// container removed by a RestartAllContainers action: such a container
+// counts as restarting whatever its restart policy.
+const ReasonRestartingAllContainers = "RestartingAllContainers"
+
 // Phase computes the pod's phase from the container statuses of s, as
-// the kubelet's getPhase: init containers not yet succeeded keep the pod
-// Pending (a failed one fails it under restartPolicy Never); then Running
-// while any container runs, Succeeded or Failed once all stopped per the
-// restart policy. podIsTerminal marks a pod whose containers will not run
-// again whatever its restart policy (it was killed for good).
-func Phase(pod *v1.Pod, s *v1.PodStatus, podIsTerminal bool) v1.PodPhase {
+// the kubelet's getPhase (v1.37, ContainerRestartRules and
+// RestartAllContainersOnContainerExits on): a regular init container not
+// yet succeeded keeps the pod Pending, and so does a sidecar not yet
+// started unless the pod was initialized (podHasInitialized: an app
+// container has an instance in the current sandbox); a failed init
+// container its restart rules and policy do not restart fails the pod;
+// then Running while any container runs, and once all stopped: Running
+// while one of them will restart (per its restart rules, its own restart
+// policy, else the pod's), else Succeeded when all exited 0 and Failed
+// otherwise. podIsTerminal marks a pod whose containers will not run
+// again whatever their restart policies (it was killed for good).
+func Phase(pod *v1.Pod, s *v1.PodStatus, podIsTerminal, podHasInitialized bool) v1.PodPhase {
 	spec := &pod.Spec
-	pendingInit, failedInit := 0, 0
-	unknown, running, waiting, stopped, succeeded := 0, 0, 0, 0, 0
+	restartable := func(c *v1.Container, t *v1.ContainerStateTerminated) bool {
+		return ContainerShouldRestart(c, spec, t.ExitCode) || t.Reason == ReasonRestartingAllContainers
+	}
+	pendingRegularInit, pendingSidecar, failedInitNotRestartable := 0, 0, 0
+	unknown, running, waiting, stopped, stoppedNotRestartable, succeeded := 0, 0, 0, 0, 0, 0
 	for i := range spec.InitContainers {
 		c := &spec.InitContainers[i]
 		cs, ok := findStatus(s.InitContainerStatuses, c.Name)
@@ -35,46 +49,47 @@ func Phase(pod *v1.Pod, s *v1.PodStatus, podIsTerminal bool) v1.PodPhase {
 				unknown++
 			case cs.State.Running != nil:
 				if cs.Started == nil || !*cs.Started {
-					pendingInit++
+					pendingSidecar++
 				}
 				running++
 			case cs.State.Terminated != nil:
 			case cs.State.Waiting != nil:
 				if cs.LastTerminationState.Terminated == nil {
-					pendingInit++
+					pendingSidecar++
 					waiting++
 				}
 			default:
-				pendingInit++
+				pendingSidecar++
 				unknown++
 			}
 			continue
 		}
 		if !ok {
-			pendingInit++
+			pendingRegularInit++
 			continue
 		}
 		switch {
 		case cs.State.Running != nil:
-			pendingInit++
+			pendingRegularInit++
 		case cs.State.Terminated != nil:
-			if cs.State.Terminated.ExitCode != 0 {
-				failedInit++
+			if t := cs.State.Terminated; t.ExitCode != 0 && !restartable(c, t) {
+				failedInitNotRestartable++
 			}
 		case cs.State.Waiting != nil:
 			if t := cs.LastTerminationState.Terminated; t != nil {
-				if t.ExitCode != 0 {
-					failedInit++
+				if t.ExitCode != 0 && !restartable(c, t) {
+					failedInitNotRestartable++
 				}
 			} else {
-				pendingInit++
+				pendingRegularInit++
 			}
 		default:
-			pendingInit++
+			pendingRegularInit++
 		}
 	}
 	for i := range spec.Containers {
-		cs, ok := findStatus(s.ContainerStatuses, spec.Containers[i].Name)
+		c := &spec.Containers[i]
+		cs, ok := findStatus(s.ContainerStatuses, c.Name)
 		if !ok {
 			unknown++
 			continue
@@ -84,12 +99,18 @@ func Phase(pod *v1.Pod, s *v1.PodStatus, podIsTerminal bool) v1.PodPhase {
 			running++
 		case cs.State.Terminated != nil:
 			stopped++
+			if !restartable(c, cs.State.Terminated) {
+				stoppedNotRestartable++
+			}
 			if cs.State.Terminated.ExitCode == 0 {
 				succeeded++
 			}
 		case cs.State.Waiting != nil:
-			if cs.LastTerminationState.Terminated != nil {
+			if t := cs.LastTerminationState.Terminated; t != nil {
 				stopped++
+				if !restartable(c, t) {
+					stoppedNotRestartable++
+				}
 			} else {
 				waiting++
 			}
@@ -97,11 +118,11 @@ func Phase(pod *v1.Pod, s *v1.PodStatus, podIsTerminal bool) v1.PodPhase {
 			unknown++
 		}
 	}
-	if failedInit > 0 && spec.RestartPolicy == v1.RestartPolicyNever {
+	if failedInitNotRestartable > 0 {
 		return v1.PodFailed
 	}
 	switch {
-	case pendingInit > 0 && !anyRegularContainerStarted(spec, s.ContainerStatuses), waiting > 0:
+	case pendingRegularInit > 0, pendingSidecar > 0 && !podHasInitialized, waiting > 0:
 		return v1.PodPending
 	case running > 0 && unknown == 0:
 		return v1.PodRunning
@@ -112,16 +133,13 @@ func Phase(pod *v1.Pod, s *v1.PodStatus, podIsTerminal bool) v1.PodPhase {
 			}
 			return v1.PodFailed
 		}
-		if spec.RestartPolicy == v1.RestartPolicyAlways {
-			return v1.PodRunning
+		if stopped != stoppedNotRestartable {
+			return v1.PodRunning // at least one container restarts
 		}
 		if stopped == succeeded {
 			return v1.PodSucceeded
 		}
-		if spec.RestartPolicy == v1.RestartPolicyNever {
-			return v1.PodFailed
-		}
-		return v1.PodRunning
+		return v1.PodFailed
 	}
 	return v1.PodPending
 }
@@ -210,8 +228,10 @@ func ReadyCondition(pod *v1.Pod, conditions []v1.PodCondition, statuses []v1.Con
 
 // InitializedCondition is the kubelet's Initialized condition: every
 // init container done (succeeded, or a sidecar started), or an app
-// container started already.
-func InitializedCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {
+// container started already. A pod once initialized (wasInitialized: the
+// condition was True in the previous status) stays so while its
+// containers restart in place (RestartAllContainers).
+func InitializedCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phase v1.PodPhase, wasInitialized bool) v1.PodCondition {
 	var unknown, incomplete []string
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
@@ -242,6 +262,9 @@ func InitializedCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phase v1.P
 		msgs = append(msgs, fmt.Sprintf("containers with incomplete status: %s", incomplete))
 	}
 	if len(msgs) > 0 {
+		if wasInitialized {
+			return v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionTrue}
+		}
 		return v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionFalse, Reason: ReasonContainersNotInitialized, Message: strings.Join(msgs, ", ")}
 	}
 	return v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionTrue}

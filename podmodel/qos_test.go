@@ -93,14 +93,14 @@ func TestPhaseTerminal(t *testing.T) {
 		{Name: "a", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0}}},
 		{Name: "b", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 137}}},
 	}}
-	if got := Phase(pod, s, false); got != v1.PodRunning {
+	if got := Phase(pod, s, false, true); got != v1.PodRunning {
 		t.Errorf("not terminal, Always: %s, want Running", got)
 	}
-	if got := Phase(pod, s, true); got != v1.PodFailed {
+	if got := Phase(pod, s, true, true); got != v1.PodFailed {
 		t.Errorf("terminal with a failure: %s, want Failed", got)
 	}
 	s.ContainerStatuses[1].State.Terminated.ExitCode = 0
-	if got := Phase(pod, s, true); got != v1.PodSucceeded {
+	if got := Phase(pod, s, true, true); got != v1.PodSucceeded {
 		t.Errorf("terminal, all succeeded: %s, want Succeeded", got)
 	}
 }

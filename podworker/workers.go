@@ -66,6 +66,12 @@ type Options struct {
 	// BackOffPeriod is how long after a failed sync the pod is due again,
 	// plus up to 50% jitter. Defaults to 10s.
 	BackOffPeriod time.Duration
+	// Terminated, when set, is told of each pod whose containers are known
+	// stopped for good: its SyncTerminatingPod (or the runtime pod's kill)
+	// succeeded, it never started, or it was already stopped when first
+	// seen. Called once per pod, without the workers' lock held. The agent
+	// passes the status manager's PodTerminated. Defaults to none.
+	Terminated func(uid types.UID)
 	// Logger receives the workers' logs. Defaults to discarding them.
 	Logger logr.Logger
 }
@@ -188,6 +194,13 @@ func (w *Workers) UpdatePod(opts UpdateOptions) {
 	}
 	now := time.Now()
 
+	// Runs after the unlock below.
+	var terminated bool
+	defer func() {
+		if terminated {
+			w.terminated(uid)
+		}
+	}()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped {
@@ -203,6 +216,7 @@ func (w *Workers) UpdatePod(opts UpdateOptions) {
 		}
 		wk = &worker{state: newPodState(uid, opts, stopped, now), wake: make(chan struct{}, 1)}
 		w.pods[uid] = wk
+		terminated = wk.state.terminated()
 		if wk.state.static {
 			w.static.wait(wk.state.fullName, uid)
 		}
@@ -268,6 +282,7 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 		return true
 	}
 	s := wk.state
+	wasTerminated := s.terminated()
 	mayStart := true
 	if s.needsStartGate() {
 		mayStart = w.static.allow(s.fullName, uid, w.eligibleLocked)
@@ -285,6 +300,9 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 		closeAll(completed)
 		w.releaseLocked(s)
 		w.mu.Unlock()
+		if !wasTerminated {
+			w.terminated(uid)
+		}
 		w.log.V(1).Info("Static pod stopped before it started", "pod", s.fullName, "podUID", uid)
 		return true
 	}
@@ -309,7 +327,11 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 	if c.wake {
 		notify(wk)
 	}
+	becameTerminated := !wasTerminated && s.terminated()
 	w.mu.Unlock()
+	if becameTerminated {
+		w.terminated(uid)
+	}
 
 	podRef := ref(UpdateOptions{Pod: wrk.pod, RunningPod: wrk.runningPod})
 	switch {
@@ -478,6 +500,13 @@ func (w *Workers) ShouldPodContentBeRemoved(uid types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return shouldPodContentBeRemoved(w.stateLocked(uid), w.synced)
+}
+
+// terminated calls Options.Terminated; w.mu is not held.
+func (w *Workers) terminated(uid types.UID) {
+	if w.opts.Terminated != nil {
+		w.opts.Terminated(uid)
+	}
 }
 
 func (w *Workers) stateLocked(uid types.UID) *podState {

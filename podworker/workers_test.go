@@ -166,12 +166,25 @@ type harness struct {
 	queue  *Queue
 	cancel context.CancelFunc
 	done   chan error
+
+	mu sync.Mutex
+	// terminated are the pods told to Options.Terminated, in order.
+	terminated []types.UID
 }
 
 func newHarness(t *testing.T, fs *fakeSync, logger logr.Logger) *harness {
 	t.Helper()
 	h := &harness{t: t, sync: fs, cache: &fakeCache{}, queue: NewQueue()}
-	w, err := New(fs, Options{Cache: h.cache, Queue: h.queue, Logger: logger})
+	w, err := New(fs, Options{Cache: h.cache, Queue: h.queue, Logger: logger, Terminated: func(uid types.UID) {
+		// Called without the workers' lock: asking them does not block.
+		// A known pod is terminated by then.
+		if h.w.CouldHaveRunningContainers(uid) && h.w.IsPodKnownTerminated(uid) {
+			t.Errorf("Terminated(%s): the workers still say its containers could run", uid)
+		}
+		h.mu.Lock()
+		h.terminated = append(h.terminated, uid)
+		h.mu.Unlock()
+	}})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -403,6 +416,9 @@ func TestWorkersTerminationTriggers(t *testing.T) {
 		then   UpdateOptions
 		fsEdit func(*fakeSync)
 		want   []string
+		// wantTerminated is what Options.Terminated is told: "a" but
+		// where said.
+		wantTerminated []types.UID
 	}{
 		{
 			name: "kill", first: newPod("a"), then: kill(newPod("a"), nil),
@@ -429,7 +445,8 @@ func TestWorkersTerminationTriggers(t *testing.T) {
 		},
 		{
 			name: "orphan kill of a pod known only from the runtime", then: runtimeKill("r"),
-			want: []string{"SyncTerminatingRuntimePod r"},
+			want:           []string{"SyncTerminatingRuntimePod r"},
+			wantTerminated: []types.UID{"r"},
 		},
 		{
 			name: "terminal pod found stopped (agent restart): only cleanup", first: newPod("a", phase(v1.PodSucceeded)),
@@ -452,8 +469,23 @@ func TestWorkersTerminationTriggers(t *testing.T) {
 					h.update(tt.then)
 				}
 				h.wantCalls(tt.want...)
+				want := tt.wantTerminated
+				if want == nil {
+					want = []types.UID{"a"}
+				}
+				h.wantTerminated(want...)
 			})
 		})
+	}
+}
+
+// wantTerminated checks what Options.Terminated was told.
+func (h *harness) wantTerminated(want ...types.UID) {
+	h.t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if diff := cmp.Diff(want, h.terminated); diff != "" {
+		h.t.Errorf("Terminated calls (-want +got):\n%s", diff)
 	}
 }
 
@@ -706,6 +738,7 @@ func TestWorkersStaticPodKilledBeforeStart(t *testing.T) {
 		}
 		h.update(kill(webOld, nil))
 		h.wantCalls("SyncPod create web@1", "SyncTerminatingPod web@1 grace=30", "SyncTerminatedPod web@1", "SyncPod create web@3")
+		h.wantTerminated("mid", "old")
 	})
 }
 

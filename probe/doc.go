@@ -77,9 +77,7 @@
 // start over with a new container; probe times are aligned (see above;
 // Alignment < 0 turns it off); an HTTP probe uses no proxy; a probe whose
 // host would be empty (no pod IP) is an error instead of a probe of the
-// local host; errored probes are reported to Metrics as Unknown; a
-// redirect to another host records no ProbeWarning event (the Prober
-// reports it as a plain success).
+// local host; errored probes are reported to Metrics as Unknown.
 //
 // # Events
 //
@@ -89,7 +87,11 @@
 // spec.initContainers{name} for a sidecar), as the kubelet does:
 // "Liveness probe failed: <output>" (Readiness, Startup), or "Liveness
 // probe errored and resulted in unknown state: <error>" for a probe that
-// could not be run. Failures below the failure threshold record events
+// could not be run. A probe that succeeded with a warning (an HTTP probe
+// redirected to another host, which is not followed) records a Warning
+// event ProbeWarning, "Readiness probe warning: Probe terminated
+// redirects, Response body: ...", and counts as a success; a response
+// body beyond 10 KiB is cut there without an event, as the kubelet does. Failures below the failure threshold record events
 // too; a liveness or startup worker on hold records none. The
 // recorder's correlator aggregates the repeats.
 //

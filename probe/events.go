@@ -21,6 +21,12 @@ type EventRecorder interface {
 // state: <error>" for a probe that could not be run.
 const EventUnhealthy = "Unhealthy"
 
+// EventProbeWarning is the reason of the Warning event recorded for each
+// probe that succeeded with a warning (a Warning result), the kubelet's:
+// "Readiness probe warning: Probe terminated redirects, Response body:
+// ..." (or Liveness, Startup).
+const EventProbeWarning = "ProbeWarning"
+
 // recordContainerEvent records an event on container c of the pod, with
 // the container's field path as the kubelet's events: nothing when rec is
 // nil.

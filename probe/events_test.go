@@ -68,6 +68,32 @@ func TestUnhealthyEvents(t *testing.T) {
 			"Warning Unhealthy Startup probe failed: output",
 		},
 	}, {
+		name:    "a success with a warning records ProbeWarning each time",
+		typ:     Readiness,
+		script:  []Result{Warning},
+		started: true,
+		want: []string{
+			"Warning ProbeWarning Readiness probe warning: output",
+			"Warning ProbeWarning Readiness probe warning: output",
+			"Warning ProbeWarning Readiness probe warning: output",
+			"Warning ProbeWarning Readiness probe warning: output",
+			"Warning ProbeWarning Readiness probe warning: output",
+			"Warning ProbeWarning Readiness probe warning: output",
+		},
+	}, {
+		name:    "a liveness warning is no failure: never held",
+		typ:     Liveness,
+		script:  []Result{Warning, Failure, Warning},
+		started: true,
+		want: []string{
+			"Warning ProbeWarning Liveness probe warning: output",
+			"Warning Unhealthy Liveness probe failed: output",
+			"Warning ProbeWarning Liveness probe warning: output",
+			"Warning ProbeWarning Liveness probe warning: output",
+			"Warning ProbeWarning Liveness probe warning: output",
+			"Warning ProbeWarning Liveness probe warning: output",
+		},
+	}, {
 		name:    "successes record nothing",
 		typ:     Liveness,
 		script:  []Result{Success},
@@ -165,6 +191,37 @@ func TestUnhealthyEventObjects(t *testing.T) {
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("objects of the events (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestProbeWarningIsSuccess: a readiness probe that succeeds with a
+// warning makes the container ready; Warning is never published nor
+// reported to Metrics.
+func TestProbeWarningIsSuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		stop := h.run()
+		defer stop()
+		settle(time.Minute)
+
+		pod := testPod("p1", nil, execProbe(nil), nil)
+		h.setStatus(pod, runningStatus("c1", time.Now(), true))
+		h.setScript(Readiness, Warning)
+		h.m.AddPod(pod)
+		settle(2500 * time.Millisecond)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if diff := cmp.Diff(map[Type]map[Result]int{Readiness: {Success: 3}}, h.metrics); diff != "" {
+			t.Errorf("metrics (-want +got):\n%s", diff)
+		}
+		var got []Result
+		for _, u := range h.updates {
+			got = append(got, u.Result)
+		}
+		// The initial readiness result, then the probe's.
+		if diff := cmp.Diff([]Result{Failure, Success}, got); diff != "" {
+			t.Errorf("published results (-want +got):\n%s", diff)
 		}
 	})
 }

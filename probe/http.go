@@ -34,10 +34,11 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
-// http sends a GET to the probe's URL: a status code from 200 to 399 is a
-// success (a redirect that was not followed adds a warning to the
-// message), any other status code, a connection error or a timeout a
-// failure.
+// http sends a GET to the probe's URL: a status code from 200 to 299 is a
+// success, one from 300 to 399 (a redirect that was not followed) a
+// Warning, any other status code, a connection error or a timeout a
+// failure. A body beyond maxOutput is cut there, as the kubelet does,
+// without a warning.
 func (p *DefaultProber) http(ctx context.Context, req *Request) (Result, string, error) {
 	tctx, cancel := context.WithTimeout(ctx, req.Timeout())
 	defer cancel()
@@ -63,7 +64,7 @@ func (p *DefaultProber) http(ctx context.Context, req *Request) (Result, string,
 	body := string(b)
 	if res.StatusCode >= http.StatusOK && res.StatusCode < http.StatusBadRequest {
 		if res.StatusCode >= http.StatusMultipleChoices {
-			return Success, "Probe terminated redirects, Response body: " + body, nil
+			return Warning, "Probe terminated redirects, Response body: " + body, nil
 		}
 		return Success, body, nil
 	}

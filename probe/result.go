@@ -10,6 +10,12 @@ const (
 	Unknown Result = iota
 	Success
 	Failure
+	// Warning is a success with a warning, the kubelet's probe.Warning:
+	// an HTTP probe whose redirect to another host was not followed. A
+	// Prober returns it; the Manager's workers count it as a Success and
+	// record a ProbeWarning event with the probe's message. It is never
+	// published as a result.
+	Warning
 )
 
 func (r Result) String() string {
@@ -18,6 +24,8 @@ func (r Result) String() string {
 		return "Success"
 	case Failure:
 		return "Failure"
+	case Warning:
+		return "Warning"
 	}
 	return "Unknown"
 }

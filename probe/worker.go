@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // maxRetries is how many times a probe that could not be run (the Prober
@@ -157,8 +159,14 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		if !w.set(ctx, Failure) {
 			return false
 		}
-		// Stop if the container will not run again.
-		return cs.State.Terminated == nil || w.pod.Spec.RestartPolicy != v1.RestartPolicyNever
+		// Stop if the container will not run again: its restart rules and
+		// policies (a sidecar always restarts) say so and the pod is not
+		// restarting all its containers.
+		if cs.State.Terminated == nil {
+			return true
+		}
+		return podmodel.ContainerShouldRestart(w.container, &w.pod.Spec, cs.State.Terminated.ExitCode) ||
+			podmodel.RestartAllRequested(w.pod, &status)
 	}
 	if w.pod.DeletionTimestamp != nil && w.key.typ != Readiness {
 		// The pod is being deleted: never restart its containers now.
@@ -199,9 +207,12 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		return false
 	}
 	ran := result
-	if err != nil {
+	switch {
+	case err != nil:
 		result = Unknown
-	} else if result != Success {
+	case result == Warning:
+		result = Success
+	case result != Success:
 		result = Failure
 	}
 	if mt := w.m.opts.Metrics; mt != nil {
@@ -219,6 +230,10 @@ func (w *worker) doProbe(ctx context.Context) bool {
 			// as a failure but records no event.
 			w.event(fmt.Sprintf("%s probe failed: %s", w.key.typ.eventName(), out))
 		}
+	case ran == Warning:
+		// As the kubelet: a success, with a ProbeWarning event.
+		w.log.V(1).Info("Probe succeeded with a warning", "output", out)
+		w.warn(fmt.Sprintf("%s probe warning: %s", w.key.typ.eventName(), out))
 	default:
 		if v := w.log.V(4); v.Enabled() {
 			v.Info("Probe succeeded", "output", out)
@@ -248,6 +263,11 @@ func (w *worker) doProbe(ctx context.Context) bool {
 // event records an Unhealthy event on the worker's container.
 func (w *worker) event(message string) {
 	recordContainerEvent(w.m.opts.Recorder, w.pod, w.container, v1.EventTypeWarning, EventUnhealthy, message)
+}
+
+// warn records a ProbeWarning event on the worker's container.
+func (w *worker) warn(message string) {
+	recordContainerEvent(w.m.opts.Recorder, w.pod, w.container, v1.EventTypeWarning, EventProbeWarning, message)
 }
 
 // set records the container's result and publishes it when it changed,

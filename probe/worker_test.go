@@ -288,13 +288,23 @@ func TestWorkerStartupFailure(t *testing.T) {
 }
 
 func TestWorkerStops(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
 	tests := []struct {
-		name    string
-		policy  v1.RestartPolicy
-		status  v1.PodStatus
-		want    []rec
-		workers int
+		name   string
+		policy v1.RestartPolicy
+		// containerPolicy is the container's own restartPolicy.
+		containerPolicy *v1.ContainerRestartPolicy
+		status          v1.PodStatus
+		want            []rec
+		workers         int
 	}{{
+		name:            "exited container with restartPolicy Always under pod Never: keeps its worker",
+		policy:          v1.RestartPolicyNever,
+		containerPolicy: &always,
+		status:          exitedStatus("c1"),
+		want:            []rec{{Type: Readiness, Result: Failure, ID: "c1"}},
+		workers:         1,
+	}, {
 		name:    "exited container under restartPolicy Never",
 		policy:  v1.RestartPolicyNever,
 		status:  exitedStatus("c1"),
@@ -323,6 +333,7 @@ func TestWorkerStops(t *testing.T) {
 
 				pod := testPod("p1", nil, execProbe(nil), nil)
 				pod.Spec.RestartPolicy = tc.policy
+				pod.Spec.Containers[0].RestartPolicy = tc.containerPolicy
 				// The container ran and was ready; then the status changes.
 				h.setStatus(pod, runningStatus("c1", time.Now(), true))
 				h.m.AddPod(pod)

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -20,6 +21,7 @@ const (
 	killStartup     killReason = "Startup"
 	killUnknown     killReason = "Unknown"
 	killRemoved     killReason = "Removed"
+	killRestartAll  killReason = "RestartAllContainers"
 )
 
 // containerToKill is a running (or unknown-state) container SyncPod stops.
@@ -49,16 +51,35 @@ type podActions struct {
 	ContainersToStart []int
 	// ContainersToKill, in the order found.
 	ContainersToKill []containerToKill
+	// ContainersToReset are removed from the runtime (stopped first when
+	// Kill) because a container exited with a RestartAllContainers rule:
+	// the other containers first, init containers after app containers,
+	// and the containers that triggered the restart last.
+	ContainersToReset []containerToReset
+}
+
+// containerToReset is one container instance a RestartAllContainers
+// action removes.
+type containerToReset struct {
+	ID        string
+	Name      string
+	Container *v1.Container
+	// Kill: the instance may still run; stop it (grace 0) before removal.
+	Kill bool
 }
 
 func (a podActions) String() string {
-	return fmt.Sprintf("killPod=%v createSandbox=%v sandbox=%q attempt=%d init=%d start=%v kill=%d",
-		a.KillPod, a.CreateSandbox, a.SandboxID, a.Attempt, a.InitContainersToStart, a.ContainersToStart, len(a.ContainersToKill))
+	return fmt.Sprintf("killPod=%v createSandbox=%v sandbox=%q attempt=%d init=%d start=%v kill=%d reset=%d",
+		a.KillPod, a.CreateSandbox, a.SandboxID, a.Attempt, a.InitContainersToStart, a.ContainersToStart, len(a.ContainersToKill), len(a.ContainersToReset))
 }
 
 // UnhealthyFunc reports whether a running container failed its liveness
 // probe ("liveness") or startup probe ("startup"); "" when it did not.
 type UnhealthyFunc func(containerID string) string
+
+// StartedFunc reports whether a running container counts as started: its
+// startup probe succeeded, or it has none.
+type StartedFunc func(containerID string) bool
 
 func isHostNetwork(pod *v1.Pod) bool { return pod.Spec.HostNetwork }
 
@@ -69,12 +90,22 @@ func networkNamespaceForPod(pod *v1.Pod) runtimeapi.NamespaceMode {
 	return runtimeapi.NamespaceMode_POD
 }
 
+// The messages of the PodReadyToStartContainers condition when the pod
+// needs a new sandbox, as the kubelet words them.
+const (
+	SandboxMessageNoSandbox            = "no pod sandbox exists"
+	SandboxMessageMultipleSandboxes    = "multiple pod sandboxes are ready and need to be reconciled"
+	SandboxMessageNotReady             = "pod sandbox is not ready"
+	SandboxMessageNetworkNamespaceMode = "network namespace mode changed and sandbox needs to be recreated"
+	SandboxMessageNoIPAddress          = "pod sandbox has no IP address"
+)
+
 // sandboxChanged reports whether the pod needs a new sandbox, the attempt
-// number to give it, and the ID of the current sandbox (kubelet
-// PodSandboxChanged).
-func sandboxChanged(pod *v1.Pod, status *PodStatus) (bool, uint32, string) {
+// number to give it, the ID of the current sandbox and why a new one is
+// needed (kubelet PodSandboxChanged).
+func sandboxChanged(pod *v1.Pod, status *PodStatus) (bool, uint32, string, string) {
 	if status == nil || len(status.SandboxStatuses) == 0 {
-		return true, 0, ""
+		return true, 0, "", SandboxMessageNoSandbox
 	}
 	ready := 0
 	for _, s := range status.SandboxStatuses {
@@ -85,27 +116,28 @@ func sandboxChanged(pod *v1.Pod, status *PodStatus) (bool, uint32, string) {
 	s := status.SandboxStatuses[0]
 	attempt := s.GetMetadata().GetAttempt()
 	if ready > 1 {
-		return true, attempt + 1, s.GetId()
+		return true, attempt + 1, s.GetId(), SandboxMessageMultipleSandboxes
 	}
 	if s.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
-		return true, attempt + 1, s.GetId()
+		return true, attempt + 1, s.GetId(), SandboxMessageNotReady
 	}
 	if s.GetLinux().GetNamespaces().GetOptions().GetNetwork() != networkNamespaceForPod(pod) {
-		return true, attempt + 1, ""
+		return true, attempt + 1, "", SandboxMessageNetworkNamespaceMode
 	}
 	if !isHostNetwork(pod) && s.GetNetwork() != nil && s.GetNetwork().GetIp() == "" {
-		return true, attempt + 1, s.GetId()
+		return true, attempt + 1, s.GetId(), SandboxMessageNoIPAddress
 	}
-	return false, attempt, s.GetId()
+	return false, attempt, s.GetId(), ""
 }
 
 // PodSandboxChanged reports whether SyncPod would create a new sandbox for
 // the pod (the kubelet's PodSandboxChanged): none yet, none or several
 // ready, a changed network namespace mode, or no IP for a pod-network
-// sandbox.
-func PodSandboxChanged(pod *v1.Pod, status *PodStatus) bool {
-	changed, _, _ := sandboxChanged(pod, status)
-	return changed
+// sandbox. The message says which (one of the SandboxMessage constants),
+// "" when the sandbox is kept.
+func PodSandboxChanged(pod *v1.Pod, status *PodStatus) (bool, string) {
+	changed, _, _, msg := sandboxChanged(pod, status)
+	return changed, msg
 }
 
 func shouldRestartOnFailure(pod *v1.Pod) bool {
@@ -119,8 +151,9 @@ func containerSucceeded(c *v1.Container, status *PodStatus) bool {
 
 // ShouldContainerBeRestarted is the kubelet's ShouldContainerBeRestarted:
 // whether SyncPod starts the container: one never started, in an unknown
-// or created state, or exited when the restart policy allows; none of a pod
-// being deleted.
+// or created state, or exited when its restart rules, its own restart
+// policy or the pod's allow it (podmodel.ContainerShouldRestart); none of a
+// pod being deleted.
 func ShouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, status *PodStatus) bool {
 	if pod.DeletionTimestamp != nil {
 		return false
@@ -135,13 +168,7 @@ func ShouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, status *PodStatus)
 	case ContainerStateUnknown, ContainerStateCreated:
 		return true
 	}
-	switch pod.Spec.RestartPolicy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return cs.ExitCode != 0
-	}
-	return true
+	return podmodel.ContainerShouldRestart(c, &pod.Spec, cs.ExitCode)
 }
 
 func isInitContainerFailed(cs *ContainerStatus) bool {
@@ -152,47 +179,6 @@ func isInitContainerFailed(cs *ContainerStatus) bool {
 		return true
 	}
 	return cs.State == ContainerStateUnknown
-}
-
-// findNextInitContainerToRun returns the status of the last failed init
-// container (if any), the index of the next init container to run (-1 for
-// none) and whether initialization is done. Restartable init containers
-// (sidecars) are treated as ordinary init containers.
-func findNextInitContainerToRun(pod *v1.Pod, status *PodStatus) (*ContainerStatus, int, bool) {
-	inits := pod.Spec.InitContainers
-	if len(inits) == 0 {
-		return nil, -1, true
-	}
-	// A running app container means initialization finished at some point,
-	// even if the init containers were removed since.
-	for i := range pod.Spec.Containers {
-		cs := status.FindContainerStatusByName(pod.Spec.Containers[i].Name)
-		if cs != nil && cs.State == ContainerStateRunning {
-			return nil, -1, true
-		}
-	}
-	for i := len(inits) - 1; i >= 0; i-- {
-		cs := status.FindContainerStatusByName(inits[i].Name)
-		if cs != nil && isInitContainerFailed(cs) {
-			return cs, i, false
-		}
-	}
-	for i := len(inits) - 1; i >= 0; i-- {
-		cs := status.FindContainerStatusByName(inits[i].Name)
-		if cs == nil {
-			continue
-		}
-		if cs.State == ContainerStateRunning {
-			return nil, -1, false
-		}
-		if cs.State == ContainerStateExited {
-			if i == len(inits)-1 {
-				return nil, -1, true
-			}
-			return nil, i + 1, false
-		}
-	}
-	return nil, 0, false
 }
 
 // specContainerNames returns the names of every container of the pod spec.
@@ -211,18 +197,27 @@ func specContainerNames(pod *v1.Pod) map[string]bool {
 }
 
 // computePodActions decides what SyncPod does, as the kubelet's function of
-// the same name: a pure function of the pod, its runtime status and the
-// probe results.
-func computePodActions(pod *v1.Pod, status *PodStatus, unhealthy UnhealthyFunc) podActions {
+// the same name: a pure function of the pod, its runtime status, the probe
+// results (opts.Unhealthy, opts.Started) and opts.RestartAllContainers.
+func computePodActions(pod *v1.Pod, status *PodStatus, opts SyncPodOptions) podActions {
 	if status == nil {
 		status = &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
-	create, attempt, sandboxID := sandboxChanged(pod, status)
+	create, attempt, sandboxID, _ := sandboxChanged(pod, status)
 	a := podActions{
 		KillPod:       create,
 		CreateSandbox: create,
 		SandboxID:     sandboxID,
 		Attempt:       attempt,
+	}
+
+	if opts.RestartAllContainers {
+		// Remove every container, the ones that triggered the restart
+		// last; the next sync starts the pod over in the same sandbox.
+		srcInit, tgtInit := containersToReset(pod.Spec.InitContainers, status)
+		src, tgt := containersToReset(pod.Spec.Containers, status)
+		a.ContainersToReset = append(append(append(append(a.ContainersToReset, tgt...), tgtInit...), src...), srcInit...)
+		return a
 	}
 
 	if create {
@@ -234,20 +229,19 @@ func computePodActions(pod *v1.Pod, status *PodStatus, unhealthy UnhealthyFunc) 
 		var toStart []int
 		for i := range pod.Spec.Containers {
 			c := &pod.Spec.Containers[i]
-			if pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure && containerSucceeded(c, status) {
+			runOnce := pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure
+			if c.RestartPolicy != nil {
+				runOnce = *c.RestartPolicy == v1.ContainerRestartPolicyOnFailure
+			}
+			if runOnce && containerSucceeded(c, status) {
 				continue
 			}
 			toStart = append(toStart, i)
 		}
-		if len(toStart) == 0 {
-			done := anyRegularContainerCreated(pod, status)
-			if !hasRestartableInit(pod) {
-				_, _, done = findNextInitContainerToRun(pod, status)
-			}
-			if done {
-				a.CreateSandbox = false
-				return a
-			}
+		if len(toStart) == 0 && anyRegularContainerCreated(pod, status) {
+			// Initialized and nothing left to run: no new sandbox.
+			a.CreateSandbox = false
+			return a
 		}
 		if len(pod.Spec.InitContainers) != 0 {
 			a.InitContainersToStart = []int{0}
@@ -273,24 +267,7 @@ func computePodActions(pod *v1.Pod, status *PodStatus, unhealthy UnhealthyFunc) 
 		}
 	}
 
-	if hasRestartableInit(pod) {
-		if !computeSidecarInitActions(pod, status, unhealthy, &a) || a.KillPod {
-			return a
-		}
-	} else if last, next, done := findNextInitContainerToRun(pod, status); !done {
-		if next >= 0 {
-			if last != nil && isInitContainerFailed(last) && !shouldRestartOnFailure(pod) {
-				a.KillPod = true
-			} else {
-				if last != nil && last.State == ContainerStateUnknown {
-					a.ContainersToKill = append(a.ContainersToKill, containerToKill{
-						ID: last.ID, Name: last.Name, Container: &pod.Spec.InitContainers[next], Reason: killUnknown,
-						Message: fmt.Sprintf("Init container is in %q state, try killing it before restart", last.State),
-					})
-				}
-				a.InitContainersToStart = []int{next}
-			}
-		}
+	if initialized := computeInitContainerActions(pod, status, opts, &a); a.KillPod || !initialized {
 		return a
 	}
 
@@ -310,12 +287,31 @@ func computePodActions(pod *v1.Pod, status *PodStatus, unhealthy UnhealthyFunc) 
 			}
 			continue
 		}
-		k, restart, ok := checkRunning(c, cs, pod, unhealthy)
-		if !ok {
+		// A running container is killed when its spec changed (and always
+		// restarted) or it failed a probe (restarted per its own restart
+		// policy, else the pod's; restart rules need an exit code).
+		restart := shouldRestartOnFailure(pod)
+		if c.RestartPolicy != nil {
+			restart = *c.RestartPolicy != v1.ContainerRestartPolicyNever
+		}
+		k := containerToKill{ID: cs.ID, Name: cs.Name, Container: c}
+		switch probe := unhealthy(opts, cs.ID); {
+		case HashContainer(c) != cs.Hash:
+			k.Message = fmt.Sprintf("Container %s definition changed", c.Name)
+			k.Reason = killSpecChanged
+			restart = true
+		case probe == "liveness":
+			k.Message = fmt.Sprintf("Container %s failed liveness probe", c.Name)
+			k.Reason = killLiveness
+		case probe == "startup":
+			k.Message = fmt.Sprintf("Container %s failed startup probe", c.Name)
+			k.Reason = killStartup
+		default:
 			keep++
 			continue
 		}
 		if restart {
+			k.Message += ", will be restarted"
 			a.ContainersToStart = append(a.ContainersToStart, i)
 		}
 		a.ContainersToKill = append(a.ContainersToKill, k)
@@ -328,109 +324,193 @@ func computePodActions(pod *v1.Pod, status *PodStatus, unhealthy UnhealthyFunc) 
 	return a
 }
 
-// checkRunning decides whether a running container must be killed: its
-// spec changed (always restarted) or it failed its liveness or startup
-// probe (restarted per the restart policy; always for a sidecar).
-func checkRunning(c *v1.Container, cs *ContainerStatus, pod *v1.Pod, unhealthy UnhealthyFunc) (k containerToKill, restart, kill bool) {
-	restart = shouldRestartOnFailure(pod) || podmodel.IsRestartableInit(c)
-	probe := ""
-	if unhealthy != nil {
-		probe = unhealthy(cs.ID)
+func unhealthy(opts SyncPodOptions, id string) string {
+	if opts.Unhealthy == nil {
+		return ""
 	}
-	k = containerToKill{ID: cs.ID, Name: cs.Name, Container: c}
-	switch {
-	case HashContainer(c) != cs.Hash:
-		k.Message = fmt.Sprintf("Container %s definition changed", c.Name)
-		k.Reason = killSpecChanged
-		restart = true
-	case probe == "liveness":
-		k.Message = fmt.Sprintf("Container %s failed liveness probe", c.Name)
-		k.Reason = killLiveness
-	case probe == "startup":
-		k.Message = fmt.Sprintf("Container %s failed startup probe", c.Name)
-		k.Reason = killStartup
-	default:
-		return containerToKill{}, false, false
-	}
-	if restart {
-		k.Message += ", will be restarted"
-	}
-	return k, restart, true
+	return opts.Unhealthy(id)
 }
 
-func hasRestartableInit(pod *v1.Pod) bool {
-	for i := range pod.Spec.InitContainers {
-		if podmodel.IsRestartableInit(&pod.Spec.InitContainers[i]) {
-			return true
+func started(opts SyncPodOptions, id string) bool {
+	return opts.Started == nil || opts.Started(id)
+}
+
+// containersToReset lists every instance of the containers, split into
+// those that exited with a RestartAllContainers rule (sources) and the
+// others (targets); instances that have not exited are stopped first.
+func containersToReset(containers []v1.Container, status *PodStatus) (sources, targets []containerToReset) {
+	for i := range containers {
+		c := &containers[i]
+		for _, cs := range status.ContainerStatuses {
+			if cs.Name != c.Name {
+				continue
+			}
+			r := containerToReset{ID: cs.ID, Name: cs.Name, Container: c}
+			switch {
+			case cs.State != ContainerStateExited:
+				r.Kill = true
+				targets = append(targets, r)
+			case podmodel.TriggersRestartAll(c, cs.ExitCode):
+				sources = append(sources, r)
+			default:
+				targets = append(targets, r)
+			}
 		}
 	}
-	return false
+	return sources, targets
 }
 
 // anyRegularContainerCreated reports whether an app container has an
-// instance: the pod was initialized at some point.
+// instance in any sandbox (kubelet HasAnyRegularContainerCreated).
 func anyRegularContainerCreated(pod *v1.Pod, status *PodStatus) bool {
 	for i := range pod.Spec.Containers {
-		if status.FindContainerStatusByName(pod.Spec.Containers[i].Name) != nil {
+		cs := status.FindContainerStatusByName(pod.Spec.Containers[i].Name)
+		if cs != nil && cs.State != ContainerStateUnknown {
 			return true
 		}
 	}
 	return false
 }
 
-// computeSidecarInitActions is the init phase of a pod with restartable
-// init containers (sidecars), a reduced form of the kubelet's
-// computeInitContainerActions: init containers run in order; a sidecar
-// counts as done once it runs (startup probes are not waited for) and is
-// restarted whenever it is not running, also after initialization; an
-// ordinary init container must exit 0 before the next starts. It reports
-// whether the pod is initialized.
-func computeSidecarInitActions(pod *v1.Pod, status *PodStatus, unhealthy UnhealthyFunc, a *podActions) bool {
-	initialized := anyRegularContainerCreated(pod, status)
-	killUnknownInit := func(i int, cs *ContainerStatus) {
-		if cs != nil && cs.State == ContainerStateUnknown {
-			a.ContainersToKill = append(a.ContainersToKill, containerToKill{
-				ID: cs.ID, Name: cs.Name, Container: &pod.Spec.InitContainers[i], Reason: killUnknown,
-				Message: fmt.Sprintf("Init container is in %q state, try killing it before restart", cs.State),
-			})
+// anyActiveRegularContainerStarted reports whether an app container has an
+// instance in the current sandbox: the pod was initialized in it (kubelet
+// HasAnyActiveRegularContainerStarted). A container left over from an
+// earlier sandbox does not count.
+func anyActiveRegularContainerStarted(pod *v1.Pod, status *PodStatus) bool {
+	for i := range pod.Spec.Containers {
+		if status.FindActiveContainerStatusByName(pod.Spec.Containers[i].Name) != nil {
+			return true
 		}
 	}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		cs := status.FindContainerStatusByName(c.Name)
-		restartable := podmodel.IsRestartableInit(c)
-		if restartable && cs != nil && cs.State == ContainerStateRunning {
-			if k, _, kill := checkRunning(c, cs, pod, unhealthy); kill {
-				a.ContainersToKill = append(a.ContainersToKill, k)
-				a.InitContainersToStart = append(a.InitContainersToStart, i)
+	return false
+}
+
+// HasAnyActiveRegularContainerStarted reports whether the pod's
+// initialization finished in its current sandbox: an app container has an
+// instance there. The API status's phase is judged with it.
+func HasAnyActiveRegularContainerStarted(pod *v1.Pod, status *PodStatus) bool {
+	return anyActiveRegularContainerStarted(pod, status)
+}
+
+// HasAnyRegularContainerCreated reports whether an app container has an
+// instance (created, running or exited) in any sandbox: the pod was
+// initialized at some point, so an init container missing from the
+// runtime has completed.
+func HasAnyRegularContainerCreated(pod *v1.Pod, status *PodStatus) bool {
+	return anyRegularContainerCreated(pod, status)
+}
+
+// computeInitContainerActions is the kubelet's function of the same name:
+// it adds to a the init containers to start (the next one not yet run,
+// and every restartable init container (sidecar) that must run again) and
+// the ones to kill, and reports whether the pod is initialized. Only the
+// current sandbox's containers count. The init containers are walked from
+// the last one back, since completed ones may have been removed from the
+// runtime. A sidecar lets the next init container start once it runs and
+// its startup probe (if any) succeeded; one that exited is restarted
+// whatever the restart policy. A regular init container lets the next one
+// start once it exited 0; a failed one is restarted per its restart rules
+// and policy, or fails the pod (KillPod).
+func computeInitContainerActions(pod *v1.Pod, status *PodStatus, opts SyncPodOptions, a *podActions) bool {
+	inits := pod.Spec.InitContainers
+	if len(inits) == 0 {
+		return true
+	}
+	initialized := anyActiveRegularContainerStarted(pod, status)
+	previouslyInitialized := initialized
+	kill := func(i int, cs *ContainerStatus, reason killReason, message string) {
+		a.ContainersToKill = append(a.ContainersToKill, containerToKill{
+			ID: cs.ID, Name: cs.Name, Container: &inits[i], Reason: reason, Message: message,
+		})
+	}
+	var toStart []int
+	for i := len(inits) - 1; i >= 0; i-- {
+		c := &inits[i]
+		sidecar := podmodel.IsRestartableInit(c)
+		cs := status.FindActiveContainerStatusByName(c.Name)
+		if cs == nil {
+			// Gone after initialization: only sidecars run again.
+			if previouslyInitialized && sidecar {
+				toStart = append(toStart, i)
 			}
 			continue
 		}
-		if initialized {
-			// Only sidecars are kept running once the pod is initialized.
-			if restartable && pod.DeletionTimestamp == nil {
-				killUnknownInit(i, cs)
-				a.InitContainersToStart = append(a.InitContainersToStart, i)
-			}
+		if previouslyInitialized && !sidecar {
 			continue
 		}
-		switch {
-		case cs == nil:
-		case restartable:
-			killUnknownInit(i, cs)
-		case cs.State == ContainerStateRunning:
-			return false
-		case cs.State == ContainerStateCreated:
-		case !isInitContainerFailed(cs):
-			continue // exited 0
-		case !shouldRestartOnFailure(pod):
-			a.KillPod = true
-			return false
-		default:
-			killUnknownInit(i, cs)
+		switch cs.State {
+		case ContainerStateCreated:
+			// Created but never started (the start failed): start it.
+			toStart = append(toStart, i)
+		case ContainerStateRunning:
+			if !sidecar {
+				break
+			}
+			if c.StartupProbe != nil {
+				if unhealthy(opts, cs.ID) == "startup" {
+					kill(i, cs, killStartup, fmt.Sprintf("Init container %s failed startup probe", c.Name))
+					toStart = append(toStart, i)
+					break
+				}
+				if !started(opts, cs.ID) {
+					break // wait for the startup probe
+				}
+			}
+			if i == len(inits)-1 {
+				initialized = true
+			} else if !previouslyInitialized {
+				toStart = append(toStart, i+1)
+			}
+			if HashContainer(c) != cs.Hash {
+				kill(i, cs, killSpecChanged, fmt.Sprintf("Init container %s definition changed", c.Name))
+				toStart = append(toStart, i)
+				break
+			}
+			if c.LivenessProbe != nil && unhealthy(opts, cs.ID) == "liveness" {
+				kill(i, cs, killLiveness, fmt.Sprintf("Init container %s failed liveness probe", c.Name))
+				toStart = append(toStart, i)
+			}
+		case ContainerStateExited:
+			if sidecar {
+				toStart = append(toStart, i)
+				break
+			}
+			if isInitContainerFailed(cs) {
+				if !ShouldContainerBeRestarted(c, pod, status) {
+					a.KillPod = true
+					a.InitContainersToStart = nil
+					return false
+				}
+				toStart = append(toStart, i)
+				break
+			}
+			if i == len(inits)-1 {
+				initialized = true
+			} else {
+				toStart = append(toStart, i+1)
+			}
+		default: // unknown
+			if !sidecar {
+				// No exit code: only the container's or the pod's policy.
+				restart := shouldRestartOnFailure(pod)
+				if c.RestartPolicy != nil {
+					restart = *c.RestartPolicy != v1.ContainerRestartPolicyNever
+				}
+				if !restart {
+					a.KillPod = true
+					a.InitContainersToStart = nil
+					return false
+				}
+			}
+			kill(i, cs, killUnknown, fmt.Sprintf("Init container is in %q state, try killing it before restart", cs.State))
+			toStart = append(toStart, i)
 		}
-		a.InitContainersToStart = append(a.InitContainersToStart, i)
-		return false
+		previouslyInitialized = true
 	}
-	return true
+	if !previouslyInitialized {
+		toStart = append(toStart, 0)
+	}
+	slices.Reverse(toStart)
+	a.InitContainersToStart = append(a.InitContainersToStart, toStart...)
+	return initialized
 }

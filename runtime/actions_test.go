@@ -37,7 +37,7 @@ func cs(pod *v1.Pod, name string, state ContainerState, exit int32) *ContainerSt
 	if c := podmodel.FindContainer(pod, name); c != nil {
 		hash = HashContainer(c)
 	}
-	return &ContainerStatus{ID: name + "-id", Name: name, State: state, ExitCode: exit, Hash: hash}
+	return &ContainerStatus{ID: name + "-id", Name: name, State: state, ExitCode: exit, Hash: hash, SandboxID: "sb1"}
 }
 
 func withInit(pod *v1.Pod, names ...string) *v1.Pod {
@@ -209,14 +209,27 @@ func TestComputePodActions(t *testing.T) {
 			want: podActions{SandboxID: "sb1", InitContainersToStart: []int{0}},
 		},
 		{
-			name: "init: OOM-killed counts as failed even with exit 0 (OnFailure)",
+			name: "init: OOM-killed is failed and restarted (OnFailure)",
+			pod:  withPolicy(withInit(basic(), "i1", "i2"), v1.RestartPolicyOnFailure),
+			status: func(p *v1.Pod) *PodStatus {
+				s := cs(p, "i1", ContainerStateExited, 137)
+				s.Reason = "OOMKilled"
+				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()}, ContainerStatuses: []*ContainerStatus{s}}
+			},
+			want: podActions{SandboxID: "sb1", InitContainersToStart: []int{0}},
+		},
+		{
+			// The kubelet (ContainerRestartRules) asks the restart policy with
+			// the exit code: OnFailure does not restart an exit code 0, so
+			// the failed initialization fails the pod.
+			name: "init: OOM-killed with exit code 0 under OnFailure fails the pod",
 			pod:  withPolicy(withInit(basic(), "i1", "i2"), v1.RestartPolicyOnFailure),
 			status: func(p *v1.Pod) *PodStatus {
 				s := cs(p, "i1", ContainerStateExited, 0)
 				s.Reason = "OOMKilled"
 				return &PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{readySandbox()}, ContainerStatuses: []*ContainerStatus{s}}
 			},
-			want: podActions{SandboxID: "sb1", InitContainersToStart: []int{0}},
+			want: podActions{KillPod: true, SandboxID: "sb1"},
 		},
 		{
 			name: "init: failed under Never fails the pod",
@@ -469,7 +482,7 @@ func TestComputePodActions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := computePodActions(tt.pod, tt.status(tt.pod), tt.unhealthy)
+			got := computePodActions(tt.pod, tt.status(tt.pod), SyncPodOptions{Unhealthy: tt.unhealthy})
 			if diff := cmp.Diff(tt.want, got, cmp.Comparer(func(a, b []int) bool { return cmp.Equal(emptyNil(a), emptyNil(b)) }),
 				cmp.Comparer(func(a, b []containerToKill) bool {
 					if len(a) == 0 && len(b) == 0 {

@@ -302,8 +302,9 @@ func containerMounts(pod *v1.Pod, c *v1.Container, env map[string]string, f Moun
 }
 
 // linuxResources converts the container's cpu and memory to CRI resources
-// (shares from the request, CFS quota and memory from the limits).
-func linuxResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
+// (shares from the request, CFS quota and memory from the limits), with
+// the CFS period periodUS in microseconds.
+func linuxResources(c *v1.Container, periodUS int64) *runtimeapi.LinuxContainerResources {
 	r := &runtimeapi.LinuxContainerResources{}
 	cpuReq := c.Resources.Requests.Cpu().MilliValue()
 	cpuLim := c.Resources.Limits.Cpu().MilliValue()
@@ -312,8 +313,8 @@ func linuxResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
 	}
 	r.CpuShares = milliCPUToShares(cpuReq)
 	if cpuLim != 0 {
-		r.CpuPeriod = 100000
-		r.CpuQuota = max(cpuLim*100000/1000, 1000)
+		r.CpuPeriod = periodUS
+		r.CpuQuota = max(cpuLim*periodUS/1000, 1000)
 	}
 	r.MemoryLimitInBytes = c.Resources.Limits.Memory().Value()
 	return r
@@ -420,7 +421,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, spec contain
 		Labels:      containerLabels(pod, c),
 		Annotations: containerAnnotations(pod, c, restartCount, spec.index, spec.typ),
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       linuxResources(c),
+			Resources:       linuxResources(c, m.opts.CPUCFSQuotaPeriod.Microseconds()),
 			SecurityContext: m.containerSecurity(pod, c),
 		},
 	}, nil

@@ -19,18 +19,39 @@
 //
 // # The Manager
 //
-// Manager follows the kubelet's kuberuntime manager. SyncPod computes the
-// actions as computePodActions does (a new sandbox when there is none, it is
-// not ready, several are ready, the host-network mode changed or a
-// pod-network sandbox has no IP; under restartPolicy Never a sandbox whose
-// containers ran is not recreated), then kills what must go (the whole pod
-// before a new sandbox; containers whose spec hash changed, that failed a
-// liveness or startup probe, that are in an unknown state or that are no
-// longer in the spec), creates the sandbox, starts the next init container
-// (one per sync, each only after the previous one exited 0) or the app
-// containers due per the restart policy. Each start waits out the restart
-// back-off (10s doubling to 300s, reset after 10m; key: pod UID and
-// container name), ensures the image per imagePullPolicy (failed pulls back
+// Manager follows the kubelet's kuberuntime manager (v1.37, default
+// feature gates). SyncPod computes the actions as computePodActions does (a
+// new sandbox when there is none, it is not ready, several are ready, the
+// host-network mode changed or a pod-network sandbox has no IP; under
+// restartPolicy Never a sandbox whose containers ran is not recreated),
+// then kills what must go (the whole pod before a new sandbox; containers
+// whose spec hash changed, that failed a liveness or startup probe, that
+// are in an unknown state or that are no longer in the spec), creates the
+// sandbox and starts the init and app containers due.
+//
+// Initialization is judged from the current sandbox's containers only
+// (PodStatus.FindActiveContainerStatusByName), walking the init containers
+// from the last one back: a regular init container must exit 0 before the
+// next one starts; a restartable init container (sidecar) lets the next
+// one start once it runs and its startup probe succeeded
+// (SyncPodOptions.Started), and the app containers start in the sync that
+// sees the last init container done. Every sidecar that is not running is
+// started again in the same sync, before and after initialization. Whether
+// an exited container restarts follows its restartPolicyRules (first
+// match), then its own restartPolicy, then the pod's
+// (podmodel.ContainerShouldRestart); a probe failure restarts it per its
+// own policy, else the pod's. With SyncPodOptions.RestartAllContainers (a
+// container exited with a RestartAllContainers rule), SyncPod removes
+// every container, stopping running ones at once, the triggering ones last,
+// and the next sync starts the pod over in the same sandbox.
+//
+// KillPod stops a pod with sidecars in the kubelet's order: the app
+// containers first, all at once, then the sidecars in reverse order, each
+// waiting at most its grace period (which the wait shortens) for those
+// before it.
+//
+// Each container start waits out the restart back-off (10s doubling to
+// 300s, reset after 10m; key: pod UID and container name), ensures the image per imagePullPolicy (failed pulls back
 // off 10s to 300s per pod and image), and records the restart count in the
 // container's annotations so it survives a restart of the agent. At most
 // the two newest instances of each container are kept (the current one and
@@ -39,9 +60,10 @@
 //
 // The Manager derives no API status: status.Generate does, from a
 // PodStatus, the Manager's WaitingReason of each container (the reason of
-// its last failed start) and the probe results. PodSandboxChanged and
-// ShouldContainerBeRestarted are the two decisions of SyncPod that the
-// API status shows.
+// its last failed start) and the probe results. PodSandboxChanged (with
+// the kubelet's message), ShouldContainerBeRestarted,
+// HasAnyActiveRegularContainerStarted and HasAnyRegularContainerCreated
+// are the decisions of SyncPod that the API status shows.
 //
 // # Events
 //
@@ -67,10 +89,9 @@
 // Differences from the kubelet, on purpose or not yet done:
 //   - Probes are not run here. SyncPodOptions.Unhealthy tells SyncPod which
 //     containers failed their liveness or startup probe.
-//   - Restartable init containers (sidecars) are started in order, count as
-//     initialized once running (startup probes are not awaited), are
-//     restarted whenever they stop, and do not keep a finished pod alive.
-//     KillPod stops them together with the app containers, not after them.
+//   - A grace period override below the minimum (2s) is kept, also when
+//     the termination order made the container wait: the kubelet raises
+//     every grace period to 2s, nodekit lets a caller force a hard kill.
 //   - No ephemeral containers, no in-place resize, no image pull secrets.
 //   - The security context goes to CRI as the kubelet sends it (users and
 //     groups, the supplemental groups policy, capabilities, privileged,
@@ -98,6 +119,16 @@
 //     written at each container start, as the kubelet does.
 //   - Old stopped sandboxes of a running pod are not garbage-collected;
 //     RemovePod removes them with the pod.
+//
+// # Agents sharing a runtime
+//
+// WithIdentity scopes a RuntimeService to one agent: what it creates
+// carries the label LabelAgent, and its lists and event stream show only
+// objects with that label. The agent (package nodekit) scopes its runtime
+// with its NodeName, so that agents of different names on one runtime
+// (hollow nodes, two agents on a shared containerd) never stop or remove
+// each other's pods, where the kubelet, which owns its runtime, removes
+// every pod it does not know.
 //
 // # Hooks and termination messages
 //

@@ -165,7 +165,7 @@ func (m *Manager) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, i
 	// As the kubelet, the event does not carry the message, which may hold
 	// secrets.
 	m.ev.container(pod, c, id, v1.EventTypeWarning, EventFailedPostStartHook, "PostStartHook failed")
-	if kerr := m.stopContainer(ctx, pod, id, c, killPostStartHook, "FailedPostStartHook", nil); kerr != nil {
+	if kerr := m.stopContainer(ctx, pod, id, c, killPostStartHook, "FailedPostStartHook", nil, nil); kerr != nil {
 		m.log.Error(kerr, "Failed to kill container after its postStart hook failed", "pod", pod.Namespace+"/"+pod.Name, "containerID", id)
 	}
 	return msg, fmt.Errorf("%w: %s", ErrPostStartHook, msg)

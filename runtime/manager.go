@@ -17,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/env"
 )
@@ -42,6 +43,17 @@ type ManagerOptions struct {
 	// ImageBackOff of failed image pulls (ImagePullBackOff). Defaults to
 	// Initial 10s, Max 300s, Reset 10m.
 	ImageBackOff BackOffOptions
+	// CPUCFSQuotaPeriod is the CFS period of containers with a CPU limit
+	// (the CRI cpu_period; the kubelet's --cpu-cfs-quota-period): the
+	// limit allows its share of each period, at least 1ms. Between 1ms
+	// and 1s. Defaults to 100ms. Give the pod cgroups the same period
+	// (cgroup.PodManagerOptions.CPUCFSQuotaPeriod).
+	CPUCFSQuotaPeriod time.Duration
+	// MaxParallelImagePulls is how many images are pulled at once. The pods
+	// that need the same image at the same time always share one pull.
+	// Defaults to 1: pulls are serialized, the kubelet's default
+	// (serializeImagePulls).
+	MaxParallelImagePulls int
 	// MinGracePeriod is the shortest time a container is given to stop
 	// (unless a kill overrides the grace period). Defaults to 2s.
 	MinGracePeriod time.Duration
@@ -97,8 +109,17 @@ func (o *ManagerOptions) setDefaults() error {
 	}
 	o.BackOff.setDefaults()
 	o.ImageBackOff.setDefaults()
+	if o.CPUCFSQuotaPeriod == 0 {
+		o.CPUCFSQuotaPeriod = 100 * time.Millisecond
+	}
+	if o.CPUCFSQuotaPeriod < time.Millisecond || o.CPUCFSQuotaPeriod > time.Second {
+		return fmt.Errorf("runtime: CPUCFSQuotaPeriod %s is not between 1ms and 1s", o.CPUCFSQuotaPeriod)
+	}
 	if o.MinGracePeriod < 0 {
 		return errors.New("runtime: negative MinGracePeriod")
+	}
+	if o.MaxParallelImagePulls < 0 {
+		return errors.New("runtime: negative MaxParallelImagePulls")
 	}
 	if o.MinGracePeriod == 0 {
 		o.MinGracePeriod = 2 * time.Second
@@ -132,6 +153,10 @@ type Manager struct {
 	now  func() time.Time
 	// hookClient sends the httpGet lifecycle hooks.
 	hookClient *http.Client
+	// clock times the waits of the termination ordering.
+	clock clock.Clock
+	// pulls coalesces the pulls of one image.
+	pulls *puller
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -168,6 +193,8 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 		ev:           events{rec: opts.Recorder},
 		hookClient:   newHookClient(),
 		now:          time.Now,
+		clock:        clock.RealClock{},
+		pulls:        newPuller(is, opts.MaxParallelImagePulls),
 		runtimeName:  "cri",
 		containerBO:  newBackOff(opts.BackOff),
 		imageBO:      newBackOff(opts.ImageBackOff),
@@ -456,6 +483,7 @@ func convertContainerStatus(c *runtimeapi.Container, st *runtimeapi.ContainerSta
 	if cs.ID == "" {
 		cs.ID = c.GetId()
 	}
+	cs.SandboxID = c.GetPodSandboxId()
 	return cs
 }
 

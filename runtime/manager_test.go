@@ -26,6 +26,7 @@ func TestNewManagerValidates(t *testing.T) {
 		{"relative logs dir", rs, is, ManagerOptions{PodLogsDir: "logs"}},
 		{"negative back-off", rs, is, ManagerOptions{BackOff: BackOffOptions{Initial: -time.Second}}},
 		{"negative grace", rs, is, ManagerOptions{MinGracePeriod: -time.Second}},
+		{"CFS period above 1s", rs, is, ManagerOptions{CPUCFSQuotaPeriod: 2 * time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -38,7 +39,7 @@ func TestNewManagerValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ManagerOptions{PodLogsDir: "/var/log/pods", MinGracePeriod: 2 * time.Second,
+	want := ManagerOptions{PodLogsDir: "/var/log/pods", MinGracePeriod: 2 * time.Second, CPUCFSQuotaPeriod: 100 * time.Millisecond,
 		DNS: DNSOptions{ResolvConf: "/etc/resolv.conf"}, HostsFile: "/etc/hosts",
 		BackOff:      BackOffOptions{Initial: 10 * time.Second, Max: 300 * time.Second, Reset: 10 * time.Minute},
 		ImageBackOff: BackOffOptions{Initial: 10 * time.Second, Max: 300 * time.Second, Reset: 10 * time.Minute}}

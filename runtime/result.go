@@ -162,6 +162,17 @@ func (r SyncResult) OnlyBackOff() bool {
 	return failed
 }
 
+// RemovedContainers reports whether the sync removed a container: after a
+// RestartAllContainers sync, sync the pod again at once to start it over.
+func (r SyncResult) RemovedContainers() bool {
+	for _, a := range r.Results {
+		if a.Action == ActionRemoveContainer && a.Err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // NextRetry returns the earliest end of a back-off wait in the result, or
 // the zero time when there is none.
 func (r SyncResult) NextRetry() time.Time {

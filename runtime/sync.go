@@ -33,6 +33,22 @@ type SyncPodOptions struct {
 	// them and restarts them per the restart policy. Defaults to nil: no
 	// probe results.
 	Unhealthy UnhealthyFunc
+	// HostIPs, when set, returns the node's addresses: the environment's
+	// downward-API status.hostIP and status.hostIPs take them when the
+	// pod's status has none yet, as the kubelet takes the node's.
+	HostIPs func() []string
+	// Started, when set, reports whether a running container's startup
+	// probe succeeded (or it has none); a restartable init container
+	// (sidecar) with a startup probe lets the next init container start
+	// only then. Defaults to nil: every running container counts as
+	// started.
+	Started StartedFunc
+	// RestartAllContainers: a container exited with a RestartAllContainers
+	// rule (the pod's AllContainersRestarting condition is True). SyncPod
+	// then only removes every container (stopping those still running) so
+	// that the next sync starts the pod over in its sandbox; sync it again
+	// when the result has removals (RemovedContainers).
+	RestartAllContainers bool
 }
 
 // SyncPod brings the pod's sandbox and containers in the runtime towards
@@ -51,11 +67,12 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) S
 // pod.
 func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *PodStatus, opts SyncPodOptions) SyncResult {
 	var result SyncResult
+	pod = withHostIPs(pod, opts.HostIPs)
 	if status == nil {
 		status = &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	log := m.log.WithValues("pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
-	actions := computePodActions(pod, status, opts.Unhealthy)
+	actions := computePodActions(pod, status, opts)
 	log.V(4).Info("computed pod actions", "actions", actions.String())
 	defer func() { m.recordReasons(pod.UID, result) }()
 	if actions.CreateSandbox && actions.SandboxID != "" {
@@ -72,9 +89,22 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 	} else {
 		for _, k := range actions.ContainersToKill {
 			log.V(1).Info("killing container", "container", k.Name, "containerID", k.ID, "message", k.Message)
-			err := m.stopContainer(ctx, pod, k.ID, k.Container, k.Reason, k.Message, nil)
+			err := m.stopContainer(ctx, pod, k.ID, k.Container, k.Reason, k.Message, nil, nil)
 			result.add(ActionResult{Action: ActionKillContainer, Target: k.Name, Err: err})
 			if err != nil {
+				return result
+			}
+		}
+		for _, r := range actions.ContainersToReset {
+			log.V(1).Info("removing container before the pod restarts", "container", r.Name, "containerID", r.ID)
+			if r.Kill {
+				var zero int64
+				if err := m.stopContainer(ctx, pod, r.ID, r.Container, killRestartAll, "killing", &zero, nil); err != nil {
+					result.add(ActionResult{Action: ActionRemoveContainer, Target: r.Name, Err: err})
+					return result
+				}
+			}
+			if m.removeContainer(ctx, &ContainerStatus{ID: r.ID, Name: r.Name}, &result) != nil {
 				return result
 			}
 		}
@@ -87,7 +117,7 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 	for _, i := range actions.ContainersToStart {
 		starting[pod.Spec.Containers[i].Name] = true
 	}
-	if !actions.CreateSandbox {
+	if !actions.CreateSandbox && len(actions.ContainersToReset) == 0 {
 		m.pruneContainers(ctx, pod, status, starting, &result)
 	}
 
@@ -225,16 +255,27 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, running *Pod, overri
 		mu  sync.Mutex
 		res []ActionResult
 	)
+	var stopping []*Container
 	for _, c := range running.Containers {
-		if c.State != ContainerStateRunning && c.State != ContainerStateUnknown && c.State != ContainerStateCreated {
-			continue
+		if c.State == ContainerStateRunning || c.State == ContainerStateUnknown || c.State == ContainerStateCreated {
+			stopping = append(stopping, c)
 		}
+	}
+	var order *terminationOrdering
+	if pod != nil && hasRestartableInit(pod) {
+		names := make([]string, len(stopping))
+		for i, c := range stopping {
+			names[i] = c.Name
+		}
+		order = newTerminationOrdering(pod, names)
+	}
+	for _, c := range stopping {
 		var spec *v1.Container
 		if pod != nil {
 			spec = podmodel.FindContainer(pod, c.Name)
 		}
 		wg.Go(func() {
-			err := m.stopContainer(ctx, pod, c.ID, spec, "", "", override)
+			err := m.stopContainer(ctx, pod, c.ID, spec, "", "", override, order)
 			mu.Lock()
 			res = append(res, ActionResult{Action: ActionKillContainer, Target: c.Name, Err: err})
 			mu.Unlock()
@@ -291,8 +332,10 @@ func (m *Manager) gracePeriod(ctx context.Context, pod *v1.Pod, id string, spec 
 
 // stopContainer stops one container within its grace period, after
 // recording a Killing event with message ("Stopping container <name>" when
-// empty) when the container is in the pod's spec.
-func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, id string, spec *v1.Container, reason killReason, message string, override *int64) error {
+// empty) when the container is in the pod's spec. With order, it first
+// waits (within the grace period, which the wait shortens) for the
+// containers that must stop before it.
+func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, id string, spec *v1.Container, reason killReason, message string, override *int64, order *terminationOrdering) error {
 	grace := m.gracePeriod(ctx, pod, id, spec, reason, override)
 	if spec != nil {
 		if message == "" {
@@ -300,10 +343,22 @@ func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, id string, spe
 		}
 		m.ev.container(pod, spec, id, v1.EventTypeNormal, EventKilling, message)
 	}
+	// The preStop hook's time, then the wait for the containers that stop
+	// first, come out of the grace period, but the container keeps the
+	// minimum to stop in (the kubelet's accounting).
+	deducted := false
 	if pod != nil && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && grace > 0 {
-		// The hook's time comes out of the grace period, but the container
-		// keeps the minimum to stop in (the kubelet's accounting).
 		grace -= m.preStop(ctx, pod, spec, id, grace)
+		deducted = true
+	}
+	if order != nil && spec != nil {
+		if grace > 0 {
+			grace -= order.waitForTurn(ctx, m.clock, spec.Name, grace)
+		}
+		deducted = true
+		defer order.containerTerminated(spec.Name)
+	}
+	if deducted {
 		grace = max(grace, int64((m.opts.MinGracePeriod+time.Second-1)/time.Second))
 	}
 	m.log.V(4).Info("stopping container", "containerID", id, "gracePeriod", grace)
@@ -328,13 +383,15 @@ func (m *Manager) purgeInitContainers(ctx context.Context, pod *v1.Pod, status *
 	}
 }
 
-func (m *Manager) removeContainer(ctx context.Context, cs *ContainerStatus, result *SyncResult) {
+func (m *Manager) removeContainer(ctx context.Context, cs *ContainerStatus, result *SyncResult) error {
 	err := m.rs.RemoveContainer(ctx, cs.ID)
 	if err != nil && !IsNotFound(err) {
-		result.add(ActionResult{Action: ActionRemoveContainer, Target: cs.Name, Err: fmt.Errorf("%w: remove container %s: %w", ErrRemoveContainer, cs.ID, err)})
-		return
+		err = fmt.Errorf("%w: remove container %s: %w", ErrRemoveContainer, cs.ID, err)
+		result.add(ActionResult{Action: ActionRemoveContainer, Target: cs.Name, Err: err})
+		return err
 	}
 	result.add(ActionResult{Action: ActionRemoveContainer, Target: cs.Name})
+	return nil
 }
 
 // pruneContainers removes exited instances so that each container keeps at
@@ -417,7 +474,11 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 	} else {
 		restartCount = restartCountFromLogDir(PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.UID) + "/" + c.Name)
 	}
-	cfg, err := m.containerConfig(ctx, pod, spec, restartCount, imageRef, podIPs, mounts)
+	err = m.checkRunAsNonRoot(ctx, pod, c, imageRef)
+	var cfg *runtimeapi.ContainerConfig
+	if err == nil {
+		cfg, err = m.containerConfig(ctx, pod, spec, restartCount, imageRef, podIPs, mounts)
+	}
 	if err != nil {
 		m.ev.container(pod, c, "", v1.EventTypeWarning, EventFailed, "Error: "+err.Error())
 		ar.Message = err.Error()
@@ -495,7 +556,7 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		return "", msg, fmt.Errorf("%w: %s", ErrImagePullBackOff, msg)
 	}
 	m.ev.container(pod, c, "", v1.EventTypeNormal, EventPulling, fmt.Sprintf("Pulling image %q", c.Image))
-	ref, err := m.is.PullImage(ctx, spec, nil, sandboxCfg)
+	ref, err := m.pulls.pull(ctx, spec, nil, sandboxCfg)
 	end := m.now()
 	if err != nil {
 		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)

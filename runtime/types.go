@@ -105,10 +105,41 @@ func (s *PodStatus) FindContainerStatusByName(name string) *ContainerStatus {
 	return nil
 }
 
+// ActiveSandboxID is the ID of the pod's current sandbox: the newest one,
+// when it is ready; "" otherwise.
+func (s *PodStatus) ActiveSandboxID() string {
+	if s == nil || len(s.SandboxStatuses) == 0 {
+		return ""
+	}
+	if sb := s.SandboxStatuses[0]; sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+		return sb.GetId()
+	}
+	return ""
+}
+
+// FindActiveContainerStatusByName returns the newest status of the named
+// container among those of the current sandbox (ActiveSandboxID), or nil:
+// the kubelet judges initialization from these alone, so that containers
+// left over from an earlier sandbox do not count.
+func (s *PodStatus) FindActiveContainerStatusByName(name string) *ContainerStatus {
+	active := s.ActiveSandboxID()
+	if active == "" {
+		return nil
+	}
+	for _, c := range s.ContainerStatuses {
+		if c.Name == name && c.SandboxID == active {
+			return c
+		}
+	}
+	return nil
+}
+
 // ContainerStatus is the runtime's status of one container instance.
 type ContainerStatus struct {
-	ID           string
-	Name         string
+	ID   string
+	Name string
+	// SandboxID is the sandbox the container was created in.
+	SandboxID    string
 	State        ContainerState
 	CreatedAt    time.Time
 	StartedAt    time.Time

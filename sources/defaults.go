@@ -33,8 +33,8 @@ const (
 // pods do not come through the API server (file, http, a custom source) call
 // it before Validate.
 //
-// Pod level: restartPolicy Always, terminationGracePeriodSeconds 30,
-// dnsPolicy ClusterFirst, schedulerName default-scheduler, enableServiceLinks
+// Pod level: restartPolicy Always, terminationGracePeriodSeconds 30 (a
+// negative value becomes 1, as the API defaults do), dnsPolicy ClusterFirst, schedulerName default-scheduler, enableServiceLinks
 // true, a non-nil securityContext; defaultMode 0644 on secret, configMap,
 // downwardAPI and projected volumes.
 //
@@ -56,6 +56,9 @@ func SetDefaults(pod *v1.Pod) {
 	}
 	if spec.TerminationGracePeriodSeconds == nil {
 		g := DefaultTerminationGracePeriodSeconds
+		spec.TerminationGracePeriodSeconds = &g
+	} else if *spec.TerminationGracePeriodSeconds < 0 {
+		g := int64(1)
 		spec.TerminationGracePeriodSeconds = &g
 	}
 	if spec.DNSPolicy == "" {

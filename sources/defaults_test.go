@@ -335,3 +335,18 @@ func TestStaticPodDefaultsUID(t *testing.T) {
 		}
 	})
 }
+
+// TestStaticPodNegativeGracePeriod: terminationGracePeriodSeconds -1 (and
+// any negative value) becomes 1, as the kubelet's defaulting of static pods
+// does; 0 stays 0.
+func TestStaticPodNegativeGracePeriod(t *testing.T) {
+	for in, want := range map[int64]int64{-1: 1, -30: 1, 0: 0, 45: 45} {
+		pod := manifest()
+		g := in
+		pod.Spec.TerminationGracePeriodSeconds = &g
+		StaticPodDefaults(pod, "/etc/manifests/web.yaml", "node-1")
+		if got := *pod.Spec.TerminationGracePeriodSeconds; got != want {
+			t.Errorf("terminationGracePeriodSeconds %d became %d, want %d", in, got, want)
+		}
+	}
+}

@@ -14,12 +14,13 @@ import (
 
 // OwnedCondition reports whether the agent owns the pod condition type,
 // as the kubelet owns it: PodScheduled, PodReadyToStartContainers,
-// Initialized, Ready and ContainersReady. Other conditions (readiness
+// Initialized, Ready, ContainersReady and AllContainersRestarting. Other
+// conditions (readiness
 // gates', DisruptionTarget, any controller's) belong to others and are
 // kept as the API server holds them.
 func OwnedCondition(t v1.PodConditionType) bool {
 	switch t {
-	case v1.PodScheduled, v1.PodReadyToStartContainers, v1.PodInitialized, v1.PodReady, v1.ContainersReady:
+	case v1.PodScheduled, v1.PodReadyToStartContainers, v1.PodInitialized, v1.PodReady, v1.ContainersReady, v1.AllContainersRestarting:
 		return true
 	}
 	return false
@@ -45,6 +46,9 @@ func mergeForAPI(stored, ours v1.PodStatus, couldRun bool, now time.Time) (merge
 		return stored, false, true
 	}
 	merged = *ours.DeepCopy()
+	if stored.ObservedGeneration > merged.ObservedGeneration {
+		merged.ObservedGeneration = stored.ObservedGeneration
+	}
 
 	if !podmodel.IsTerminal(stored.Phase) && podmodel.IsTerminal(ours.Phase) && couldRun {
 		merged.Phase, merged.Reason, merged.Message = stored.Phase, stored.Reason, stored.Message

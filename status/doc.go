@@ -31,17 +31,45 @@
 //     container), the pod is deleted with grace period 0 and its UID as a
 //     precondition, which completes a graceful deletion.
 //
+// # The API status
+//
+// Generate derives a pod's API status as the kubelet v1.37 (default
+// feature gates) does, from the pod, its runtime status, the probe
+// results, the last start failures and the previous API status
+// (Input.Previous, the Manager's GetPodStatus; else the pod's own
+// status). The phase counts a regular init container not yet succeeded as
+// pending even beside app containers, judges initialization from the
+// current sandbox, and follows the containers' restart policies and
+// restartPolicyRules; a terminal phase stays. Restart counts never go
+// down, a terminated state stays once the runtime forgot its container,
+// a container that vanished while running shows terminated (or last
+// terminated) with reason ContainerStatusUnknown and exit code 137, an
+// init container missing once the pod was initialized shows Completed.
+// PodReadyToStartContainers False carries reason PodSandboxNotReady and
+// the kubelet's message; pods with a RestartAllContainers rule carry
+// AllContainersRestarting. App container statuses are listed by name,
+// init containers' in spec order, as the kubelet lists them.
+//
+// Where Generate differs on purpose: a pod stopped for good
+// (Input.Terminal) whose phase would not be terminal (its containers
+// never ran) is Failed, so that it never stays Pending; a Started flag is
+// carried from the previous status only for the same container instance
+// (the kubelet carries it to a new instance until the probes run); the
+// phase's reason and message are not carried over while the phase stays
+// (the agent sets its own, such as FailedMount, which must clear).
+//
 // # Usage
 //
 //	m := status.NewManager(status.Options{
-//		Client:                     client,
-//		NodeName:                   node,
-//		CouldHaveRunningContainers: workers.CouldHaveRunningContainers,
-//		MirrorPod:                  mirrors.MirrorPod,
-//		Logger:                     log,
+//		Client:    client,
+//		NodeName:  node,
+//		MirrorPod: mirrors.MirrorPod,
+//		Logger:    log,
 //	})
 //	go m.Run(ctx)
 //	m.SetPodStatus(pod, status)
+//	...
+//	m.PodTerminated(pod.UID) // its containers stopped: podworker.Options.Terminated
 //
 // # Concurrency
 //

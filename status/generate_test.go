@@ -96,7 +96,7 @@ func TestAPIPodStatus(t *testing.T) {
 			status: &runtime.PodStatus{},
 			want: statusSummary{
 				Phase: v1.PodPending,
-				Conditions: []string{"PodReadyToStartContainers=False", initTrue,
+				Conditions: []string{"PodReadyToStartContainers=False PodSandboxNotReady no pod sandbox exists", initTrue,
 					"Ready=False ContainersNotReady containers with unready status: [a]",
 					"ContainersReady=False ContainersNotReady containers with unready status: [a]", scheduled},
 				Containers: []string{"a waiting(ContainerCreating) ready=false started=false restarts=0 id="},

@@ -15,7 +15,8 @@ import (
 	"github.com/nodekit/nodekit/podmodel"
 )
 
-// Observer is told of every change of a pod's status. It must not block.
+// Observer is told of every change of a pod's status, one call at a time and
+// in the order of the changes. It must not block.
 type Observer func(pod *v1.Pod, status v1.PodStatus)
 
 // The defaults of Options.
@@ -51,13 +52,6 @@ type Options struct {
 	// RequestTimeout bounds each API request. Defaults to 10s; zero or
 	// negative means the default.
 	RequestTimeout time.Duration
-	// CouldHaveRunningContainers reports whether containers of the pod may
-	// still run; the agent passes its pod workers' answer. While it is true
-	// a terminal phase is not written (the phase written stays what it was)
-	// and a pod being deleted is not deleted. Defaults to deciding from the
-	// status held: containers may run until its phase is terminal or every
-	// container status in it is terminated.
-	CouldHaveRunningContainers func(uid types.UID) bool
 	// MirrorPod returns the mirror pod of a static pod as the agent last saw
 	// it (mirror.Manager.MirrorPod): a static pod's status is written to its
 	// mirror pod, and only once MirrorPod returns one; the resync compares
@@ -114,6 +108,9 @@ type Manager struct {
 
 	mu   sync.Mutex
 	pods map[types.UID]*entry
+	// stopped holds the pods told to PodTerminated: their containers
+	// cannot run any more.
+	stopped map[types.UID]bool
 	// notify serialises observer calls so that they arrive in order.
 	notify sync.Mutex
 	// wake has capacity 1: any number of changes before the writer runs
@@ -157,10 +154,11 @@ type entry struct {
 func NewManager(opts Options) *Manager {
 	opts.setDefaults()
 	return &Manager{
-		opts: opts,
-		log:  opts.Logger.WithName("status"),
-		pods: make(map[types.UID]*entry),
-		wake: make(chan struct{}, 1),
+		opts:    opts,
+		log:     opts.Logger.WithName("status"),
+		pods:    make(map[types.UID]*entry),
+		stopped: make(map[types.UID]bool),
+		wake:    make(chan struct{}, 1),
 	}
 }
 
@@ -180,13 +178,17 @@ func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 // API server showed it): the start time is kept once set, a terminal phase
 // (Succeeded, Failed) is never left, and the transition times of
 // conditions whose status did not change are kept (a changed one without a
-// time gets the current time). It reports whether anything changed. With
+// time gets the current time); status.observedGeneration is the pod's
+// generation. It reports whether anything changed. With
 // a client, a change (and any call for a pod being deleted, or whose
 // terminal phase was held back) wakes the writer; SetPodStatus never waits
 // for the API server.
 func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool {
 	status = *status.DeepCopy()
 	truncateTerminationMessages(pod, &status)
+	// The generation of the spec this status was generated from
+	// (PodObservedGenerationTracking, GA in the kubelet since 1.35).
+	status.ObservedGeneration = pod.Generation
 	m.mu.Lock()
 	e, ok := m.pods[pod.UID]
 	if !ok {
@@ -279,11 +281,31 @@ func (m *Manager) WrittenVersion(uid types.UID) uint64 {
 	return 0
 }
 
+// PodTerminated records that the pod's containers are stopped and will
+// not run again (the pod workers' terminated state; a pod rejected at
+// admission). Until it is called for a pod, its containers could run: a
+// terminal phase is not written to the API server (the phase written stays
+// what it was) and a pod being deleted is not deleted.
+func (m *Manager) PodTerminated(uid types.UID) {
+	m.mu.Lock()
+	m.stopped[uid] = true
+	e := m.pods[uid]
+	poke := m.opts.Client != nil && e != nil && !e.gone && (e.heldBack || e.pod.DeletionTimestamp != nil)
+	if poke {
+		e.dirty = true
+	}
+	m.mu.Unlock()
+	if poke {
+		m.poke()
+	}
+}
+
 // DeletePodStatus forgets the pod.
 func (m *Manager) DeletePodStatus(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.pods, uid)
+	delete(m.stopped, uid)
 }
 
 // RemoveOrphans forgets every pod not in keep.
@@ -293,6 +315,11 @@ func (m *Manager) RemoveOrphans(keep map[types.UID]bool) {
 	for uid := range m.pods {
 		if !keep[uid] {
 			delete(m.pods, uid)
+		}
+	}
+	for uid := range m.stopped {
+		if !keep[uid] {
+			delete(m.stopped, uid)
 		}
 	}
 }

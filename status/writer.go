@@ -161,7 +161,7 @@ func (m *Manager) drifted(s snapshot) bool {
 	if view == nil || (s.api != nil && view.ResourceVersion == s.api.ResourceVersion) {
 		return false
 	}
-	merged, _, stale := mergeForAPI(view.Status, s.status, m.couldRun(s.uid, s.status), time.Now())
+	merged, _, stale := mergeForAPI(view.Status, s.status, m.couldRun(s.uid), time.Now())
 	if stale {
 		return false
 	}
@@ -173,26 +173,12 @@ func (m *Manager) drifted(s snapshot) bool {
 	return true
 }
 
-// couldRun is Options.CouldHaveRunningContainers, or the default decided
-// from status.
-func (m *Manager) couldRun(uid types.UID, status v1.PodStatus) bool {
-	if m.opts.CouldHaveRunningContainers != nil {
-		return m.opts.CouldHaveRunningContainers(uid)
-	}
-	return !podmodel.IsTerminal(status.Phase) && !allTerminated(status)
-}
-
-// allTerminated reports whether every container status is terminated
-// (true when there are none).
-func allTerminated(s v1.PodStatus) bool {
-	for _, cs := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
-		for _, c := range cs {
-			if c.State.Terminated == nil {
-				return false
-			}
-		}
-	}
-	return true
+// couldRun reports whether the pod's containers could still run: until
+// PodTerminated.
+func (m *Manager) couldRun(uid types.UID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.stopped[uid]
 }
 
 // anyRunning reports whether a container status shows a running container.
@@ -244,7 +230,7 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 		api = pod
 	}
 
-	couldRun := m.couldRun(uid, status)
+	couldRun := m.couldRun(uid)
 	var heldBack bool
 	for attempt := 1; ; attempt++ {
 		if api == nil {
@@ -316,7 +302,7 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 	if static || api.DeletionTimestamp == nil || !podmodel.IsTerminal(api.Status.Phase) && anyRunning(api.Status) {
 		return nil
 	}
-	if m.couldRun(uid, status) {
+	if m.couldRun(uid) {
 		return nil
 	}
 	return m.deletePod(ctx, uid, e, api, log)

@@ -327,6 +327,7 @@ func TestTwoWritersNeverRegress(t *testing.T) {
 		older.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
 		time.Sleep(DefaultWriteDelay)
 		<-entered
+		newer.PodTerminated(pod.UID) // its pod workers saw the containers stop
 		newer.SetPodStatus(pod, podStatus(v1.PodSucceeded, "exited", false))
 		settle()
 		if ph := storedStatus(t, f, "job").Phase; ph != v1.PodSucceeded {
@@ -474,9 +475,11 @@ func TestDeletion(t *testing.T) {
 					}
 					pod = f.Pod("default", "web")
 				}
-				m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t),
-					CouldHaveRunningContainers: func(types.UID) bool { return tt.couldRun }})
+				m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
 				defer run(t, m)()
+				if !tt.couldRun {
+					m.PodTerminated(pod.UID)
+				}
 				m.SetPodStatus(pod, tt.status)
 				settle()
 
@@ -507,16 +510,13 @@ func TestDeletion(t *testing.T) {
 
 // TestGracefulDeletionSequence follows the agent: the pod is deleted, its
 // containers stop (terminal status, containers could still run), then the
-// pod workers report it terminated and the agent sets the same status
-// again: the terminal phase is written, then the pod deleted.
+// pod workers report it terminated (PodTerminated, and nothing else): the
+// terminal phase is written, then the pod deleted.
 func TestGracefulDeletionSequence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pod := boundPod("web", "uid-web")
 		f := statustest.NewFakeAPI(pod)
-		var couldRun atomic.Bool
-		couldRun.Store(true)
-		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t),
-			CouldHaveRunningContainers: func(types.UID) bool { return couldRun.Load() }})
+		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
 		defer run(t, m)()
 		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
 		settle()
@@ -531,8 +531,7 @@ func TestGracefulDeletionSequence(t *testing.T) {
 			t.Fatalf("stored phase %s while containers could run, want Running", ph)
 		}
 
-		couldRun.Store(false)
-		m.SetPodStatus(deleted, podStatus(v1.PodSucceeded, "exited", false))
+		m.PodTerminated(deleted.UID)
 		settle()
 
 		if p := f.Pod("default", "web"); p != nil {

@@ -36,9 +36,13 @@
 // and not yet to RemovePod or ReleasePod; of each pod, only the volumes a
 // container (init, app or ephemeral) mounts, as in the kubelet. The actual
 // state holds the volumes set up, with the plugin that did it. Run
-// reconciles every 100ms: a volume that failed is retried after 500ms,
-// doubling up to 2m2s; a pod that is no longer desired has its volumes
-// torn down and its directory removed. WaitForPodVolumes and ReleasePod do
+// reconciles a pod when it changes (AddPod, RemovePod) and when it is due:
+// a volume that failed is retried after 500ms, doubling up to 2m2s, and
+// refreshable volumes are set up again every RefreshPeriod; a pod that is
+// no longer desired has its volumes torn down and its directory removed.
+// Nothing else wakes Run but a pass over every pod each ReconcilePeriod
+// (1m), a safety net: an idle node costs no CPU however many pods it has,
+// where the kubelet's reconciler walks every pod every 100ms. WaitForPodVolumes and ReleasePod do
 // the same at once for one pod, so the Manager also works without Run.
 // Each of these reconciliations of a pod first plans, without I/O, from
 // the desired pod, the actual state, the back-offs and the time, the steps

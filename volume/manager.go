@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,6 +37,18 @@ const waitPoll = 300 * time.Millisecond
 // dirPerm is the mode of the pod directories, as the kubelet's.
 const dirPerm = 0o750
 
+// AllowedHostPath is a host path that hostPath volumes may use, with
+// everything below it; the PodSecurityPolicy field of the same name.
+type AllowedHostPath struct {
+	// PathPrefix is an absolute path; it matches whole path components:
+	// /data allows /data and /data/x, not /database.
+	PathPrefix string
+	// ReadOnly allows the paths only for containers that all mount them
+	// read-only (volumeMounts[].readOnly), unless another entry allows them
+	// writable.
+	ReadOnly bool
+}
+
 // Options configure a Manager. The zero value is usable: no plugins (every
 // volume fails with ErrNoPlugin), pods under /var/lib/nodekit/pods.
 type Options struct {
@@ -46,11 +57,24 @@ type Options struct {
 	// Defaults to DefaultRootDir (/var/lib/nodekit).
 	RootDir string
 	// Plugins set up the volumes; for each volume the first plugin whose
-	// CanSupport returns true is used. The agent passes hostpath.New and
-	// emptydir.New. Names must be unique. Defaults to none.
+	// CanSupport returns true is used. Names must be unique. Defaults to
+	// none; the nodekit agent passes hostPath (with AllowedHostPaths),
+	// emptyDir and downwardAPI, plus configMap, secret and projected when
+	// it joins a cluster.
 	Plugins []Plugin
-	// ReconcilePeriod is the pause between two passes of Run over every
-	// pod. Defaults to 100ms (the kubelet's reconciler period).
+	// AllowedHostPaths is the node's host-path policy: the host paths
+	// that hostPath volumes may use. nil allows every path, as the kubelet
+	// does; a non-nil list allows only the paths below its prefixes, so an
+	// empty non-nil list allows none. The Manager checks that each prefix
+	// is absolute and has no ".."; the hostPath plugin enforces the list
+	// (hostpath.Options takes the same list; the nodekit agent passes this
+	// one). Defaults to nil.
+	AllowedHostPaths []AllowedHostPath
+	// ReconcilePeriod is the period of Run's pass over every pod, a safety
+	// net: between two, Run reconciles only the pods that changed (AddPod,
+	// RemovePod) or have a retry or a refresh due, so an idle node costs
+	// nothing however many pods it runs. Defaults to 1m. (The kubelet's
+	// reconciler walks every pod every 100ms.)
 	ReconcilePeriod time.Duration
 	// RefreshPeriod is how often the volumes of plugins that implement
 	// Refresher (configMap, secret, downwardAPI, projected) are set up
@@ -76,6 +100,11 @@ type Options struct {
 
 // withDefaults applies the defaults and validates the options.
 func (o Options) withDefaults() (Options, error) {
+	for _, a := range o.AllowedHostPaths {
+		if !filepath.IsAbs(a.PathPrefix) || hostfs.HasBackstep(a.PathPrefix) {
+			return o, fmt.Errorf("volume: allowed host path %q is not an absolute path without '..'", a.PathPrefix)
+		}
+	}
 	if o.RootDir == "" {
 		o.RootDir = DefaultRootDir
 	}
@@ -84,7 +113,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	o.RootDir = filepath.Clean(o.RootDir)
 	if o.ReconcilePeriod == 0 {
-		o.ReconcilePeriod = 100 * time.Millisecond
+		o.ReconcilePeriod = time.Minute
 	}
 	if o.WaitTimeout == 0 {
 		o.WaitTimeout = 2*time.Minute + 3*time.Second
@@ -117,8 +146,8 @@ func (o Options) withDefaults() (Options, error) {
 // down the others, the kubelet's volume manager: a desired state (the pods
 // given to AddPod or WaitForPodVolumes, and the volumes their containers
 // mount), an actual state (the volumes set up), and a reconciliation that
-// brings one towards the other, run by Run every ReconcilePeriod and, for
-// one pod, by WaitForPodVolumes and ReleasePod.
+// brings one towards the other, run by Run for each pod that needs it and,
+// for one pod, by WaitForPodVolumes and ReleasePod.
 //
 // A Manager is safe for concurrent use. It lives as long as the agent.
 type Manager struct {
@@ -151,6 +180,11 @@ type podEntry struct {
 	actual
 	// refreshErrs holds the last refresh error of each volume, logged once.
 	refreshErrs map[string]string
+	// dirty: the desired pod changed since Run last reconciled it.
+	dirty bool
+	// due is when the pod next needs Run (a retry, a refresh); zero when
+	// it needs nothing until it changes.
+	due time.Time
 	// dead: removed from Manager.pods; whoever locked it looks again.
 	dead bool
 }
@@ -227,20 +261,31 @@ func NewManager(opts Options) (*Manager, error) {
 // PodDirs returns the layout of the pod directories.
 func (m *Manager) PodDirs() PodDirs { return m.dirs }
 
-// Run reconciles every ReconcilePeriod, and at once after AddPod or
-// RemovePod: it sets up the volumes of the desired pods that are not yet
-// (failed ones after a back-off of 500ms doubling to 2m2s), and tears down
-// the volumes and removes the directory of the pods no longer desired. It
+// Run reconciles the pods that need it: at once after AddPod or RemovePod,
+// and when a failed operation's back-off (500ms doubling to 2m2s) ends or a
+// refresh is due; and every pod every ReconcilePeriod. A reconciliation sets
+// up the volumes of the desired pods that are not yet, and tears down the
+// volumes and removes the directory of the pods no longer desired. It
 // returns nil when ctx ends.
 func (m *Manager) Run(ctx context.Context) error {
-	t := time.NewTicker(m.opts.ReconcilePeriod)
-	defer t.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var fullAt time.Time // the first pass is over every pod
 	for {
-		m.reconcileAll(ctx)
+		now := time.Now()
+		full := !now.Before(fullAt)
+		if full {
+			fullAt = now.Add(m.opts.ReconcilePeriod)
+		}
+		next := fullAt
+		if due := m.reconcileDue(ctx, now, full); !due.IsZero() && due.Before(next) {
+			next = due
+		}
+		timer.Reset(time.Until(next))
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-timer.C:
 		case <-m.wakeCh:
 		}
 	}
@@ -253,13 +298,22 @@ func (m *Manager) wake() {
 	}
 }
 
-func (m *Manager) reconcileAll(ctx context.Context) {
+// reconcileDue reconciles every pod when full is set, else the pods that
+// changed or are due at now; it returns when a pod is next due (zero for
+// never).
+func (m *Manager) reconcileDue(ctx context.Context, now time.Time, full bool) time.Time {
 	m.mu.Lock()
-	uids := slices.Collect(maps.Keys(m.pods))
+	var uids []types.UID
+	for uid, e := range m.pods {
+		if full || e.dirty || (!e.due.IsZero() && !now.Before(e.due)) {
+			uids = append(uids, uid)
+			e.dirty = false
+		}
+	}
 	m.mu.Unlock()
 	for _, uid := range uids {
 		if ctx.Err() != nil {
-			return
+			return time.Time{}
 		}
 		e := m.lockPod(uid, false)
 		if e == nil {
@@ -268,6 +322,15 @@ func (m *Manager) reconcileAll(ctx context.Context) {
 		m.reconcilePod(ctx, e, pass{refresh: m.opts.RefreshPeriod > 0})
 		m.unlockPod(e)
 	}
+	var next time.Time
+	m.mu.Lock()
+	for _, e := range m.pods {
+		if !e.due.IsZero() && (next.IsZero() || e.due.Before(next)) {
+			next = e.due
+		}
+	}
+	m.mu.Unlock()
+	return next
 }
 
 // refresh sets up again, with the latest pod, one mounted volume whose
@@ -308,7 +371,7 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 		// refresh what depends on it.
 		e.refreshAt = time.Time{}
 	}
-	e.pod = pod
+	e.pod, e.dirty = pod, true
 	m.mu.Unlock()
 	m.wake()
 }
@@ -319,7 +382,7 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 func (m *Manager) RemovePod(uid types.UID) {
 	m.mu.Lock()
 	if e := m.pods[uid]; e != nil {
-		e.pod = nil
+		e.pod, e.dirty = nil, true
 	}
 	m.mu.Unlock()
 	m.wake()
@@ -531,6 +594,7 @@ func sortSteps(steps []step) {
 // is held.
 func (m *Manager) reconcilePod(ctx context.Context, e *podEntry, p pass) {
 	now := time.Now()
+	defer m.setDue(e)
 	m.mu.Lock()
 	pod := e.pod
 	steps, refreshDue := plan(pod, e.actual, now, p)
@@ -580,6 +644,67 @@ func (m *Manager) reconcilePod(ctx context.Context, e *podEntry, p pass) {
 			m.mu.Unlock()
 		}
 	}
+}
+
+// setDue records when the pod next needs Run, and wakes Run when that is
+// sooner than it was: a failure of WaitForPodVolumes, say. e.op is held.
+func (m *Manager) setDue(e *podEntry) {
+	m.mu.Lock()
+	prev := e.due
+	e.due = nextDue(e.pod, e.actual, m.opts.RefreshPeriod > 0)
+	sooner := !e.due.IsZero() && (prev.IsZero() || e.due.Before(prev))
+	m.mu.Unlock()
+	if sooner {
+		m.wake()
+	}
+}
+
+// nextDue is when plan, given the same pod and actual state, has steps to
+// take that it has not now: a failed operation's retry, or the refresh of
+// a mounted volume whose plugin asks for refreshes (when refresh is set).
+// Zero means never: until the pod or its state changes, plan has nothing
+// more to do. It may be earlier than needed, never later.
+func nextDue(pod *v1.Pod, cur actual, refresh bool) time.Time {
+	var t time.Time
+	earliest := func(u time.Time) {
+		if t.IsZero() || u.Before(t) {
+			t = u
+		}
+	}
+	switch {
+	case pod == nil || !cur.dirsMade:
+		// Releasing the pod, or making its directories, is all plan does
+		// until it succeeds.
+		if cur.podFailure != nil {
+			earliest(cur.podFailure.retryAt)
+		}
+		return t
+	}
+	if len(cur.failed) > 0 {
+		want := usedVolumes(pod)
+		for name, f := range cur.failed {
+			if _, done := cur.mounted[name]; !done && want[name] != nil {
+				earliest(f.retryAt)
+			}
+		}
+	}
+	if refresh {
+		for i := range pod.Spec.Volumes {
+			vol := &pod.Spec.Volumes[i]
+			mv, ok := cur.mounted[vol.Name]
+			if r, isRefresher := mv.plugin.(Refresher); ok && isRefresher && r.RequiresRefresh(vol) {
+				if cur.refreshAt.IsZero() {
+					// Never refreshed: due at once (the zero time means
+					// never here).
+					earliest(time.Unix(0, 1))
+				} else {
+					earliest(cur.refreshAt)
+				}
+				break
+			}
+		}
+	}
+	return t
 }
 
 func podRef(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }

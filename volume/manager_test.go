@@ -588,6 +588,8 @@ func TestNewManagerOptions(t *testing.T) {
 		{name: "duplicate plugins", opts: volume.Options{Plugins: []volume.Plugin{fake, fake}}, want: "two plugins named"},
 		{name: "unnamed plugin", opts: volume.Options{Plugins: []volume.Plugin{volume.Funcs{}}}, want: "invalid name"},
 		{name: "negative period", opts: volume.Options{ReconcilePeriod: -1}, want: "must be positive"},
+		{name: "relative allowed host path", opts: volume.Options{AllowedHostPaths: []volume.AllowedHostPath{{PathPrefix: "srv"}}}, want: `allowed host path "srv" is not an absolute path`},
+		{name: "allowed host path with ..", opts: volume.Options{AllowedHostPaths: []volume.AllowedHostPath{{PathPrefix: "/srv/../etc"}}}, want: "without '..'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := volume.NewManager(tc.opts)

@@ -370,3 +370,73 @@ func specEntry(pod *v1.Pod, vol *v1.Volume) bool {
 	}
 	return false
 }
+
+// TestNextDue: nextDue says when plan next has steps for a pod that did
+// not change, so that Run reconciles only then. At the due time plan has
+// steps; just before it, and at any time for "never", it has none.
+func TestNextDue(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	failedAt := func(d time.Duration) *failure {
+		return &failure{err: errors.New("boom"), attempts: 1, retryAt: now.Add(d)}
+	}
+	never := time.Time{}
+	tests := []struct {
+		name    string
+		pod     *v1.Pod
+		cur     actual
+		refresh bool
+		want    time.Time
+	}{
+		{name: "all mounted, nothing to refresh", pod: planPod("a", "b"),
+			cur: actual{dirsMade: true, mounted: mountedAll("a", "b")}, refresh: true, want: never},
+		{name: "failed mount retried after its back-off", pod: planPod("a", "b"),
+			cur:  actual{dirsMade: true, mounted: mountedAll("a"), failed: map[string]*failure{"b": failedAt(time.Second)}},
+			want: now.Add(time.Second)},
+		{name: "the earliest of two failures", pod: planPod("a", "b"),
+			cur:  actual{dirsMade: true, mounted: map[string]mounted{}, failed: map[string]*failure{"a": failedAt(3 * time.Second), "b": failedAt(time.Second)}},
+			want: now.Add(time.Second)},
+		{name: "failure of a volume no container mounts any more", pod: unmountedBy(planPod("a", "b"), "b"),
+			cur:  actual{dirsMade: true, mounted: mountedAll("a"), failed: map[string]*failure{"b": failedAt(time.Second)}},
+			want: never},
+		{name: "pod directories failed: only their retry counts", pod: planPod("a"),
+			cur:  actual{podFailure: failedAt(2 * time.Second), failed: map[string]*failure{"a": failedAt(time.Second)}},
+			want: now.Add(2 * time.Second)},
+		{name: "refresh of a refreshable volume", pod: planPod("a", "cfg"),
+			cur: actual{dirsMade: true, mounted: mountedAll("a", "cfg"), refreshAt: now.Add(time.Minute)}, refresh: true,
+			want: now.Add(time.Minute)},
+		{name: "refreshes off", pod: planPod("a", "cfg"),
+			cur: actual{dirsMade: true, mounted: mountedAll("a", "cfg"), refreshAt: now.Add(time.Minute)}, want: never},
+		{name: "no refreshable volume", pod: planPod("a", "cfg"),
+			cur: actual{dirsMade: true, mounted: mountedBy(plainPlugin(), "a", "cfg")}, refresh: true, want: never},
+		{name: "failed release retried", pod: nil,
+			cur: actual{dirsMade: true, podFailure: failedAt(time.Second)}, want: now.Add(time.Second)},
+		{name: "release: failed mounts do not count", pod: nil,
+			cur: actual{dirsMade: true, failed: map[string]*failure{"a": failedAt(time.Second)}}, want: never},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := nextDue(tc.pod, tc.cur, tc.refresh)
+			if !got.Equal(tc.want) {
+				t.Fatalf("nextDue = %v, want %v", got, tc.want)
+			}
+			p := pass{refresh: tc.refresh}
+			if got.IsZero() {
+				if steps, _ := plan(tc.pod, tc.cur, now.Add(time.Hour), p); len(steps) > 0 && tc.pod != nil {
+					t.Errorf("never due, but plan an hour later has %d steps", len(steps))
+				}
+				return
+			}
+			if steps, _ := plan(tc.pod, tc.cur, got, p); len(steps) == 0 {
+				t.Error("plan at the due time has no steps")
+			}
+			if steps, _ := plan(tc.pod, tc.cur, got.Add(-time.Nanosecond), p); len(steps) > 0 {
+				t.Errorf("plan before the due time has %d steps", len(steps))
+			}
+		})
+	}
+	// A refresh never made is due at once.
+	pod := planPod("cfg")
+	if got := nextDue(pod, actual{dirsMade: true, mounted: mountedAll("cfg")}, true); got.IsZero() || got.After(now) {
+		t.Errorf("never refreshed: nextDue = %v, want a time already past", got)
+	}
+}

@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
@@ -114,28 +116,23 @@ func TestEventedPLEG(t *testing.T) {
 				evented *pleg.Evented
 			)
 			a := f.agentWith(nil, tc.name, func(o *nodekit.Options) {
-				// A status reader of its own for the PLEG, as the agent
-				// builds for its default PLEG.
-				mgr, err := runtime.NewManager(o.Runtime, o.Images, runtime.ManagerOptions{PodLogsDir: f.logsDir, Logger: o.Logger})
-				if err != nil {
-					t.Fatal(err)
+				o.PLEG = func(rt runtime.RuntimeService, st pleg.StatusGetter, cache pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
+					g, err := pleg.NewAuto(rt, st, cache, pleg.EventedOptions{
+						// Retry the stream often: the fall-back must still
+						// be logged only once.
+						StreamRetryPeriod: time.Second,
+						Logger:            log,
+					})
+					if err != nil {
+						return nil, err
+					}
+					var ok bool
+					if evented, ok = g.(*pleg.Evented); !ok {
+						return nil, fmt.Errorf("pleg.NewAuto over the CRI client gave a %T, want *pleg.Evented", g)
+					}
+					tee = newTee(g)
+					return tee, nil
 				}
-				cache := pleg.NewCache()
-				g, err := pleg.NewAuto(f.cri, mgr, cache, pleg.EventedOptions{
-					// Retry the stream often: the fall-back must still be
-					// logged only once.
-					StreamRetryPeriod: time.Second,
-					Logger:            o.Logger,
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var ok bool
-				if evented, ok = g.(*pleg.Evented); !ok {
-					t.Fatalf("pleg.NewAuto over the CRI client gave a %T, want *pleg.Evented", g)
-				}
-				tee = newTee(g)
-				o.EventGenerator, o.Cache = tee, cache
 			})
 
 			f.write(podSpec{name: "victim", script: sleepScript})

@@ -14,7 +14,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/volume/hostpath"
+	"github.com/nodekit/nodekit/volume"
 )
 
 // sharePod: the writer writes into an emptyDir, the reader waits for the
@@ -122,7 +122,7 @@ func TestVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := f.agentWith(nil, "volumes", func(o *nodekit.Options) {
-		o.HostPath = hostpath.Options{AllowedHostPaths: []hostpath.AllowedHostPath{{PathPrefix: allowed}}}
+		o.Volumes.AllowedHostPaths = []volume.AllowedHostPath{{PathPrefix: allowed}}
 	})
 	f.writeYAML("share", strings.ReplaceAll(sharePod, "$DATA", data))
 	forbidden := map[string]string{"etc": "/etc", "symlink": escape}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,6 +209,7 @@ func TestStatusRace(t *testing.T) {
 
 		older.SetPodStatus(pod, agentStatus(v1.PodRunning, "running", true))
 		<-entered
+		newer.PodTerminated(pod.UID) // its pod workers saw the containers stop
 		newer.SetPodStatus(pod, agentStatus(v1.PodSucceeded, "exited", false))
 		eventually(t, 10*time.Second, "newer status stored", func() error {
 			got, err := c.CoreV1().Pods(pod.Namespace).Get(t.Context(), pod.Name, metav1.GetOptions{})
@@ -248,10 +248,7 @@ func TestGracefulDeletion(t *testing.T) {
 	c := client(t)
 	nodeName := uniqueName("status-node")
 	pod := createPod(t, c, newPod(uniqueName("web"), nodeName))
-	var couldRun atomic.Bool
-	couldRun.Store(true)
-	m := runStatusManager(t, "status", status.Options{Client: c, NodeName: nodeName,
-		CouldHaveRunningContainers: func(types.UID) bool { return couldRun.Load() }})
+	m := runStatusManager(t, "status", status.Options{Client: c, NodeName: nodeName})
 	m.SetPodStatus(pod, agentStatus(v1.PodRunning, "running", true))
 	eventually(t, 10*time.Second, "Running", func() error {
 		got, err := c.CoreV1().Pods(pod.Namespace).Get(t.Context(), pod.Name, metav1.GetOptions{})
@@ -283,8 +280,7 @@ func TestGracefulDeletion(t *testing.T) {
 		t.Errorf("phase %s container %+v; want Running (terminal phase held back) with the container terminated", got.Status.Phase, got.Status.ContainerStatuses[0].State)
 	}
 
-	couldRun.Store(false)
-	m.SetPodStatus(deleting, agentStatus(v1.PodSucceeded, "exited", false))
+	m.PodTerminated(deleting.UID) // the pod workers say so
 	eventually(t, 10*time.Second, "pod deleted", func() error {
 		_, err := c.CoreV1().Pods(pod.Namespace).Get(t.Context(), pod.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

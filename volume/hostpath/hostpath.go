@@ -19,17 +19,9 @@ import (
 // PluginName is the plugin's name, the kubelet's.
 const PluginName = "kubernetes.io/host-path"
 
-// AllowedHostPath is a host path that hostPath volumes may use, with
-// everything below it; the PodSecurityPolicy field of the same name.
-type AllowedHostPath struct {
-	// PathPrefix is an absolute path; it matches whole path components:
-	// /data allows /data and /data/x, not /database.
-	PathPrefix string
-	// ReadOnly allows the paths only for containers that all mount them
-	// read-only (volumeMounts[].readOnly), unless another entry allows them
-	// writable.
-	ReadOnly bool
-}
+// AllowedHostPath is volume.AllowedHostPath, which an agent sets in
+// volume.Options.
+type AllowedHostPath = volume.AllowedHostPath
 
 // Options configure the hostPath plugin.
 type Options struct {

@@ -1,0 +1,43 @@
+package nodekit
+
+import (
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// restartingAllContainers reports whether the pod's status has the
+// AllContainersRestarting condition True: SyncPod then removes every
+// container so that the pod starts over in its sandbox.
+func restartingAllContainers(s v1.PodStatus) bool {
+	for _, c := range s.Conditions {
+		if c.Type == v1.AllContainersRestarting && c.Status == v1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// startedFromStatus reports a running container's Started flag as the API
+// status shows it (the probes set it: the startup probe succeeded, or the
+// container has none), found by the container ID without its
+// "<runtime>://" prefix. A container the status does not show yet counts
+// as not started.
+func startedFromStatus(s v1.PodStatus) runtime.StartedFunc {
+	started := map[string]bool{}
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+		for _, cs := range list {
+			if cs.State.Running == nil || cs.ContainerID == "" {
+				continue
+			}
+			id := cs.ContainerID
+			if i := strings.Index(id, "://"); i >= 0 {
+				id = id[i+3:]
+			}
+			started[id] = cs.Started != nil && *cs.Started
+		}
+	}
+	return func(id string) bool { return started[id] }
+}

@@ -1,0 +1,163 @@
+package runtime
+
+import (
+	"context"
+	"maps"
+
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// LabelAgent is the label that names the agent owning a sandbox or
+// container, so that agents sharing one runtime see only their own pods.
+const LabelAgent = "io.nodekit.agent"
+
+// Scoped is a RuntimeService that shows one agent's sandboxes and
+// containers only. WithIdentity returns one.
+type Scoped interface {
+	RuntimeService
+	// Identity is the value of LabelAgent on the objects it creates and
+	// lists.
+	Identity() string
+	// Unwrap returns the runtime it scopes.
+	Unwrap() RuntimeService
+}
+
+// WithIdentity returns rs scoped to the agent named identity: every
+// sandbox and container it creates carries the label LabelAgent=identity,
+// ListPodSandbox and ListContainers add that label to their selector, and,
+// when rs is a ContainerEventStreamer, the event stream leaves out the
+// events of other agents' sandboxes. Calls by ID are passed on as they
+// are: IDs come from the lists. So every part of an agent built on it
+// (relist, housekeeping, orphan removal) sees only its own pods, and two
+// agents on one runtime do not touch each other's. Objects created without
+// the label (by an agent without an identity, by crictl) are no agent's.
+//
+// A runtime that is already Scoped is returned as it is, so a caller can
+// choose the identity of an agent that would scope its runtime itself. An
+// empty identity returns rs unchanged.
+func WithIdentity(rs RuntimeService, identity string) RuntimeService {
+	if _, ok := rs.(Scoped); ok || identity == "" || rs == nil {
+		return rs
+	}
+	s := &scoped{RuntimeService: rs, id: identity}
+	es, events := rs.(ContainerEventStreamer)
+	is, images := rs.(ImageService)
+	switch {
+	case events && images:
+		return &struct {
+			*scoped
+			ImageService
+			scopedEvents
+		}{s, is, scopedEvents{s: s, es: es}}
+	case events:
+		return &struct {
+			*scoped
+			scopedEvents
+		}{s, scopedEvents{s: s, es: es}}
+	case images:
+		return &struct {
+			*scoped
+			ImageService
+		}{s, is}
+	}
+	return s
+}
+
+type scoped struct {
+	RuntimeService
+	id string
+}
+
+func (s *scoped) Identity() string       { return s.id }
+func (s *scoped) Unwrap() RuntimeService { return s.RuntimeService }
+func (s *scoped) selector(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m)+1)
+	maps.Copy(out, m)
+	out[LabelAgent] = s.id
+	return out
+}
+
+func (s *scoped) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error) {
+	if config != nil {
+		config = proto.Clone(config).(*runtimeapi.PodSandboxConfig)
+		config.Labels = s.selector(config.Labels)
+	}
+	return s.RuntimeService.RunPodSandbox(ctx, config, runtimeHandler)
+}
+
+func (s *scoped) CreateContainer(ctx context.Context, podSandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	if config != nil {
+		config = proto.Clone(config).(*runtimeapi.ContainerConfig)
+		config.Labels = s.selector(config.Labels)
+	}
+	if sandboxConfig != nil {
+		sandboxConfig = proto.Clone(sandboxConfig).(*runtimeapi.PodSandboxConfig)
+		sandboxConfig.Labels = s.selector(sandboxConfig.Labels)
+	}
+	return s.RuntimeService.CreateContainer(ctx, podSandboxID, config, sandboxConfig)
+}
+
+func (s *scoped) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	f := &runtimeapi.PodSandboxFilter{}
+	if filter != nil {
+		f.Id, f.State = filter.Id, filter.State
+	}
+	f.LabelSelector = s.selector(filter.GetLabelSelector())
+	return s.RuntimeService.ListPodSandbox(ctx, f)
+}
+
+func (s *scoped) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	f := &runtimeapi.ContainerFilter{}
+	if filter != nil {
+		f.Id, f.State, f.PodSandboxId = filter.Id, filter.State, filter.PodSandboxId
+	}
+	f.LabelSelector = s.selector(filter.GetLabelSelector())
+	return s.RuntimeService.ListContainers(ctx, f)
+}
+
+// scopedEvents filters the event stream of a scoped runtime.
+type scopedEvents struct {
+	s  *scoped
+	es ContainerEventStreamer
+}
+
+// GetContainerEvents implements ContainerEventStreamer: the events whose
+// sandbox (or, without a sandbox status, whose container) carries another
+// identity, or none, are left out; events that say nothing of their owner
+// pass.
+func (e scopedEvents) GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, cb func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	inner := make(chan *runtimeapi.ContainerEventResponse)
+	errc := make(chan error, 1)
+	go func() { errc <- e.es.GetContainerEvents(ctx, inner, cb) }()
+	for {
+		select {
+		case ev := <-inner:
+			if !e.mine(ev) {
+				continue
+			}
+			select {
+			case ch <- ev:
+			case <-ctx.Done():
+				cancel()
+				return <-errc
+			}
+		case err := <-errc:
+			return err
+		}
+	}
+}
+
+func (e scopedEvents) mine(ev *runtimeapi.ContainerEventResponse) bool {
+	if s := ev.GetPodSandboxStatus(); s != nil {
+		return s.GetLabels()[LabelAgent] == e.s.id
+	}
+	for _, c := range ev.GetContainersStatuses() {
+		if c.GetId() == ev.GetContainerId() {
+			return c.GetLabels()[LabelAgent] == e.s.id
+		}
+	}
+	return true
+}
