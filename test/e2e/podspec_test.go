@@ -371,6 +371,16 @@ func TestHooksAndTerminationMessages(t *testing.T) {
 	if pre < 0 || pre > term {
 		t.Errorf("log lines = %q: want prestop-ran before got-sigterm", lines)
 	}
+
+	// Let the agent remove the other pods (failhook restarts in a loop), so
+	// that the clean-up never meets a container the agent is starting.
+	for _, name := range []string{"failhook", "msgfile", "fallback"} {
+		f.remove(name)
+	}
+	eventually(t, 60*time.Second, "the agent to remove every pod", func() bool {
+		sbs, cs := inNamespace(t, f.cri, f.ns)
+		return len(sbs) == 0 && len(cs) == 0
+	})
 }
 
 const deadlinePod = `apiVersion: v1
