@@ -26,12 +26,9 @@ import (
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
 	"github.com/nodekit/nodekit/volume"
-	"github.com/nodekit/nodekit/volume/configmap"
 	"github.com/nodekit/nodekit/volume/downwardapi"
 	"github.com/nodekit/nodekit/volume/emptydir"
 	"github.com/nodekit/nodekit/volume/hostpath"
-	"github.com/nodekit/nodekit/volume/projected"
-	"github.com/nodekit/nodekit/volume/secret"
 )
 
 // Agent is a node agent assembled from nodekit's parts. Create it with New
@@ -55,6 +52,7 @@ type Agent struct {
 	api      *apiserver.Source // nil for a standalone agent
 	mirrors  *mirror.Manager   // nil for a standalone agent
 	recorder recorder
+	spec     podSpecParts
 	handler  *Handler
 	// capacity is Options.Capacity or, read at the start of Run, the
 	// machine's; admission reads it from the sync loop.
@@ -137,8 +135,12 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
 
+	if err := a.setUpObjects(); err != nil {
+		return nil, err
+	}
 	rmOpts := opts.RuntimeManager
 	rmOpts.CPUCFSQuotaPeriod = opts.Cgroups.CPUCFSQuotaPeriod
+	a.wireRuntime(&rmOpts)
 	if rmOpts.Logger.GetSink() == nil {
 		rmOpts.Logger = log
 	}
@@ -175,30 +177,12 @@ func New(opts Options) (*Agent, error) {
 		volOpts.Plugins = []volume.Plugin{hp, emptydir.New(emptydir.Options{Logger: log})}
 		// The downward API of a volume reports the node's allocatable
 		// resources: the Node's when joined, else the capacity.
-		allocatable := func() v1.ResourceList {
-			if a.node != nil {
-				if n, ok := a.node.Node(); ok && n.Status.Allocatable != nil {
-					return n.Status.Allocatable
-				}
-			}
-			return a.Allocatable()
+		volOpts.Plugins = append(volOpts.Plugins, downwardapi.New(downwardapi.Options{NodeAllocatable: a.allocatableResources, Logger: log}))
+		objPlugins, err := a.objectVolumePlugins(log)
+		if err != nil {
+			return nil, err
 		}
-		volOpts.Plugins = append(volOpts.Plugins, downwardapi.New(downwardapi.Options{NodeAllocatable: allocatable, Logger: log}))
-		if opts.KubeClient != nil {
-			cm, err := configmap.NewForClient(opts.KubeClient, configmap.Options{Logger: log})
-			if err != nil {
-				return nil, fmt.Errorf("nodekit: %w", err)
-			}
-			sec, err := secret.NewForClient(opts.KubeClient, secret.Options{Logger: log})
-			if err != nil {
-				return nil, fmt.Errorf("nodekit: %w", err)
-			}
-			proj, err := projected.NewForClient(opts.KubeClient, projected.Options{NodeAllocatable: allocatable, Logger: log})
-			if err != nil {
-				return nil, fmt.Errorf("nodekit: %w", err)
-			}
-			volOpts.Plugins = append(volOpts.Plugins, cm, sec, proj)
-		}
+		volOpts.Plugins = append(volOpts.Plugins, objPlugins...)
 	}
 	a.volumes, err = volume.NewManager(volOpts)
 	if err != nil {
@@ -237,6 +221,7 @@ func New(opts Options) (*Agent, error) {
 	if opts.WrapPodSyncer != nil {
 		sync = opts.WrapPodSyncer(syncer)
 	}
+	sync = a.registerPods(sync)
 	a.workers, err = podworker.New(sync, podworker.Options{
 		Cache:          a.cache,
 		Queue:          a.queue,

@@ -15,6 +15,7 @@ import (
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/probe"
@@ -126,6 +127,12 @@ type Options struct {
 	// configMap, secret and projected (service-account tokens included)
 	// with KubeClient. Its RootDir is the agent's: set RootDir.
 	Volumes volume.Options
+	// Objects gets the ConfigMaps and Secrets the pods refer to, for the
+	// containers' environment and the configMap and secret volumes (one
+	// source for both). Defaults, with KubeClient, to the API server's
+	// through an objects.Cache (read again after Volumes.RefreshPeriod, 1m
+	// by default, and when a new pod refers to them); without, to none.
+	Objects objects.Getter
 
 	// Cgroups configures the pod cgroups (cgroupfs, v1 or v2): a node root
 	// (default "kubepods"), the burstable and besteffort QoS cgroups, one

@@ -115,7 +115,7 @@ func NewPodSyncer(c PodSyncerConfig) (*PodSyncer, error) {
 // SyncPod implements podworker.SyncFuncs: report the status, then drive the
 // runtime towards the pod's spec.
 func (s *PodSyncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod *v1.Pod, podStatus *runtime.PodStatus) (bool, error) {
-	apiStatus := s.setStatus(pod, podStatus, false, nil)
+	apiStatus := s.setStatus(pod, podStatus, false, s.activeDeadline(pod))
 	if podmodel.IsTerminal(apiStatus.Phase) {
 		return true, nil
 	}

@@ -19,7 +19,14 @@ import (
 // does not offer.
 var ErrInvalidField = errors.New("podmodel: invalid downward API field")
 
-func invalid(err error) error { return fmt.Errorf("%w: %w", ErrInvalidField, err) }
+// fieldError is an ErrInvalidField error whose message is the kubelet's,
+// so that a container that cannot be configured shows the same reason.
+type fieldError struct{ msg string }
+
+func (e *fieldError) Error() string        { return e.msg }
+func (e *fieldError) Is(target error) bool { return target == ErrInvalidField }
+
+func invalid(err error) error { return &fieldError{msg: err.Error()} }
 
 // FieldValue is the value of a downward API fieldRef, as the kubelet
 // writes it: metadata.name, metadata.namespace, metadata.uid,
@@ -30,22 +37,23 @@ func invalid(err error) error { return fmt.Errorf("%w: %w", ErrInvalidField, err
 // environment variables only): spec.nodeName, spec.serviceAccountName,
 // status.podIP, status.podIPs, status.hostIP and status.hostIPs (lists
 // comma-separated), empty until the pod's status has them. Any other path
-// is an ErrInvalid error.
+// is an ErrInvalidField error, with the kubelet's message ("field label not
+// supported: x", "invalid key subscript in x: ...").
 func FieldValue(pod *v1.Pod, fieldPath string) (string, error) {
 	if p, key, ok := splitSubscript(fieldPath); ok {
 		switch p {
 		case "metadata.annotations":
 			if errs := validation.IsQualifiedName(strings.ToLower(key)); len(errs) > 0 {
-				return "", invalid(fmt.Errorf("invalid key in %s: %s", fieldPath, strings.Join(errs, "; ")))
+				return "", invalid(fmt.Errorf("invalid key subscript in %s: %s", fieldPath, strings.Join(errs, ";")))
 			}
 			return pod.Annotations[key], nil
 		case "metadata.labels":
 			if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-				return "", invalid(fmt.Errorf("invalid key in %s: %s", fieldPath, strings.Join(errs, "; ")))
+				return "", invalid(fmt.Errorf("invalid key subscript in %s: %s", fieldPath, strings.Join(errs, ";")))
 			}
 			return pod.Labels[key], nil
 		}
-		return "", invalid(fmt.Errorf("fieldPath %q does not support a subscript", fieldPath))
+		return "", invalid(fmt.Errorf("field label not supported: %s", fieldPath))
 	}
 	switch fieldPath {
 	case "metadata.name":
@@ -79,7 +87,35 @@ func FieldValue(pod *v1.Pod, fieldPath string) (string, error) {
 		}
 		return strings.Join(ips, ","), nil
 	}
-	return "", invalid(fmt.Errorf("unsupported fieldPath %q", fieldPath))
+	return "", invalid(fmt.Errorf("field label not supported: %s", fieldPath))
+}
+
+// RuntimeFieldValue is the value of a downward API fieldRef of an
+// environment variable, as the kubelet's podFieldSelectorRuntimeValue
+// gives it: the pod's IPs are podIPs (the sandbox's: the pod's status may
+// not show them yet), the host's are hostIPs (the node's addresses) when
+// any are given, else the pod status's; every other field is FieldValue's.
+// An invalid label or annotation key is an ErrInvalidField error, which
+// fails the container's configuration (CreateContainerConfigError).
+func RuntimeFieldValue(pod *v1.Pod, fieldPath string, podIPs, hostIPs []string) (string, error) {
+	switch fieldPath {
+	case "status.podIP":
+		if len(podIPs) > 0 {
+			return podIPs[0], nil
+		}
+		return "", nil
+	case "status.podIPs":
+		return strings.Join(podIPs, ","), nil
+	case "status.hostIP":
+		if len(hostIPs) > 0 {
+			return hostIPs[0], nil
+		}
+	case "status.hostIPs":
+		if len(hostIPs) > 0 {
+			return strings.Join(hostIPs, ","), nil
+		}
+	}
+	return FieldValue(pod, fieldPath)
 }
 
 // splitSubscript splits "metadata.labels['key']" into its path and key.

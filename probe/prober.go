@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nodekit/nodekit/internal/expansion"
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 // Type is a kind of probe: liveness, readiness or startup.
@@ -198,32 +198,9 @@ func podHost(req *Request) (string, error) {
 // resolvePort returns the port number of a probe's port: a number, the name
 // of one of the container's ports, or a number written as a string.
 func resolvePort(port intstr.IntOrString, c *v1.Container) (int, error) {
-	n := -1
-	switch port.Type {
-	case intstr.Int:
-		n = int(port.IntVal)
-	case intstr.String:
-		found := false
-		if c != nil {
-			for _, p := range c.Ports {
-				if p.Name == port.StrVal {
-					n, found = int(p.ContainerPort), true
-					break
-				}
-			}
-		}
-		if !found {
-			v, err := strconv.Atoi(port.StrVal)
-			if err != nil {
-				return -1, fmt.Errorf("probe: port %q is neither a port name of the container nor a number", port.StrVal)
-			}
-			n = v
-		}
-	default:
-		return -1, fmt.Errorf("probe: port of unknown kind %d", port.Type)
-	}
-	if n <= 0 || n >= 65536 {
-		return n, fmt.Errorf("probe: invalid port number %d", n)
+	n, err := podmodel.ContainerPort(port, c)
+	if err != nil {
+		return n, fmt.Errorf("probe: %w", err)
 	}
 	return n, nil
 }

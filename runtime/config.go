@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -13,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/env"
 	"github.com/nodekit/nodekit/internal/expansion"
-	"github.com/nodekit/nodekit/podmodel"
 )
 
 // The values of AnnotationContainerType.
@@ -174,7 +175,7 @@ func podHostname(pod *v1.Pod) string {
 }
 
 // sandboxConfig builds the PodSandboxConfig of the pod (kubelet
-// generatePodSandboxConfig, without DNS defaults from the host or cluster).
+// generatePodSandboxConfig).
 func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32, cgroupParent string) *runtimeapi.PodSandboxConfig {
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
@@ -187,23 +188,8 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32, cgroupParent string
 		Labels:       podLabels(pod),
 		Annotations:  podAnnotations(pod),
 	}
-	if !isHostNetwork(pod) {
-		cfg.Hostname = podHostname(pod)
-	}
-	if dc := pod.Spec.DNSConfig; dc != nil {
-		d := &runtimeapi.DNSConfig{
-			Servers:  append([]string(nil), dc.Nameservers...),
-			Searches: append([]string(nil), dc.Searches...),
-		}
-		for _, o := range dc.Options {
-			if o.Value != nil {
-				d.Options = append(d.Options, o.Name+":"+*o.Value)
-			} else {
-				d.Options = append(d.Options, o.Name)
-			}
-		}
-		cfg.DnsConfig = d
-	}
+	cfg.Hostname = m.sandboxHostname(pod)
+	cfg.DnsConfig, _ = m.podDNSConfig(pod)
 	for i := range pod.Spec.Containers {
 		for _, p := range pod.Spec.Containers[i].Ports {
 			cfg.PortMappings = append(cfg.PortMappings, &runtimeapi.PortMapping{
@@ -237,6 +223,7 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32, cgroupParent string
 			sc.Privileged = true
 		}
 	}
+	m.completeSandboxSecurity(sc, pod)
 	linux := &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroupParent, SecurityContext: sc}
 	if psc := pod.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
 		linux.Sysctls = map[string]string{}
@@ -268,70 +255,23 @@ type containerSpec struct {
 	typ       string
 }
 
-// envFieldValue resolves a downward-API fieldRef of an environment
-// variable as the kubelet's podFieldSelectorRuntimeValue: the pod's IPs
-// are the sandbox's (the pod's status may not have them yet), every other
-// field is podmodel.FieldValue's.
-func envFieldValue(pod *v1.Pod, podIPs []string, path string) (string, error) {
-	switch path {
-	case "status.podIP":
-		if len(podIPs) > 0 {
-			return podIPs[0], nil
-		}
-		return "", nil
-	case "status.podIPs":
-		return strings.Join(podIPs, ","), nil
-	}
-	return podmodel.FieldValue(pod, path)
-}
-
 // expand replaces $(VAR) by the value of VAR when defined; $$ escapes a $.
 func expand(s string, vars map[string]string) string {
 	return expansion.Expand(s, expansion.Map(vars))
 }
 
-// containerEnv resolves the container's environment: plain values (with
-// $(VAR) references to earlier variables) and downward-API fieldRefs.
-// Sources it cannot resolve (configMap, secret, resourceFieldRef, envFrom)
-// fail unless marked optional.
-func containerEnv(pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, map[string]string, error) {
-	vars := map[string]string{}
-	var order []string
-	set := func(k, v string) {
-		if _, ok := vars[k]; !ok {
-			order = append(order, k)
-		}
-		vars[k] = v
+// containerEnv resolves the container's environment with the Manager's
+// EnvResolver.
+func (m *Manager) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, map[string]string, error) {
+	vars, err := m.opts.Env.Container(ctx, pod, c, podIPs)
+	if err != nil {
+		return nil, nil, err
 	}
-	for _, from := range c.EnvFrom {
-		optional := (from.ConfigMapRef != nil && from.ConfigMapRef.Optional != nil && *from.ConfigMapRef.Optional) ||
-			(from.SecretRef != nil && from.SecretRef.Optional != nil && *from.SecretRef.Optional)
-		if !optional {
-			return nil, nil, fmt.Errorf("envFrom is not supported")
-		}
+	kv := make([]*runtimeapi.KeyValue, len(vars))
+	for i, v := range vars {
+		kv[i] = &runtimeapi.KeyValue{Key: v.Name, Value: []byte(v.Value)}
 	}
-	for _, e := range c.Env {
-		switch {
-		case e.ValueFrom == nil:
-			set(e.Name, expand(e.Value, vars))
-		case e.ValueFrom.FieldRef != nil:
-			v, err := envFieldValue(pod, podIPs, e.ValueFrom.FieldRef.FieldPath)
-			if err != nil {
-				return nil, nil, fmt.Errorf("env %s: %w", e.Name, err)
-			}
-			set(e.Name, v)
-		case e.ValueFrom.ConfigMapKeyRef != nil && e.ValueFrom.ConfigMapKeyRef.Optional != nil && *e.ValueFrom.ConfigMapKeyRef.Optional,
-			e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Optional != nil && *e.ValueFrom.SecretKeyRef.Optional:
-			// An optional reference that cannot be resolved is left unset.
-		default:
-			return nil, nil, fmt.Errorf("env %s: only values and fieldRefs are supported", e.Name)
-		}
-	}
-	kv := make([]*runtimeapi.KeyValue, 0, len(order))
-	for _, k := range order {
-		kv = append(kv, &runtimeapi.KeyValue{Key: k, Value: []byte(vars[k])})
-	}
-	return kv, vars, nil
+	return kv, env.Map(vars), nil
 }
 
 // containerMounts turns the container's mounts, as f resolves them, into
@@ -434,15 +374,25 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 
 // containerConfig builds the ContainerConfig of one container instance
 // (kubelet generateContainerConfig, reduced).
-func (m *Manager) containerConfig(pod *v1.Pod, spec containerSpec, restartCount int, imageRef string, podIPs []string, mountsFunc MountsFunc) (*runtimeapi.ContainerConfig, error) {
+func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, spec containerSpec, restartCount int, imageRef string, podIPs []string, mountsFunc MountsFunc) (*runtimeapi.ContainerConfig, error) {
 	c := spec.container
-	env, vars, err := containerEnv(pod, c, podIPs)
+	envs, vars, err := m.containerEnv(ctx, pod, c, podIPs)
 	if err != nil {
 		return nil, err
 	}
 	mounts, err := containerMounts(pod, c, vars, mountsFunc)
 	if err != nil {
 		return nil, err
+	}
+	if tm := m.terminationMessageMount(pod, c); tm != nil {
+		mounts = append(mounts, tm)
+	}
+	hm, err := m.hostsMount(pod, c, podIPs)
+	if err != nil {
+		return nil, fmt.Errorf("cannot write the pod's /etc/hosts: %w", err)
+	}
+	if hm != nil {
+		mounts = append(mounts, hm)
 	}
 	command := make([]string, len(c.Command))
 	for i, s := range c.Command {
@@ -462,7 +412,7 @@ func (m *Manager) containerConfig(pod *v1.Pod, spec containerSpec, restartCount 
 		Command:     command,
 		Args:        args,
 		WorkingDir:  c.WorkingDir,
-		Envs:        env,
+		Envs:        envs,
 		Mounts:      mounts,
 		LogPath:     containerLogPath(c.Name, restartCount),
 		Stdin:       c.Stdin,
@@ -472,9 +422,16 @@ func (m *Manager) containerConfig(pod *v1.Pod, spec containerSpec, restartCount 
 		Annotations: containerAnnotations(pod, c, restartCount, spec.index, spec.typ),
 		Linux: &runtimeapi.LinuxContainerConfig{
 			Resources:       linuxResources(c, m.opts.CPUCFSQuotaPeriod.Microseconds()),
-			SecurityContext: containerSecurityContext(pod, c),
+			SecurityContext: m.containerSecurity(pod, c),
 		},
 	}, nil
+}
+
+// containerSecurity is the container's full security context.
+func (m *Manager) containerSecurity(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	sc := containerSecurityContext(pod, c)
+	m.completeContainerSecurity(sc, pod, c)
+	return sc
 }
 
 // pullPolicy returns the container's pull policy, defaulted as the API

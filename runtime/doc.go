@@ -100,15 +100,31 @@
 //   - A grace period override below the minimum (2s) is kept, also when
 //     the termination order made the container wait: the kubelet raises
 //     every grace period to 2s, nodekit lets a caller force a hard kill.
-//   - No lifecycle hooks (postStart, preStop), no ephemeral containers, no
-//     in-place resize, no termination-message files, no image pull secrets.
-//   - The environment supports plain values, $(VAR) references and the
-//     downward-API fieldRefs (metadata.name, namespace, uid, labels,
-//     annotations; spec.nodeName, serviceAccountName; status.podIP,
-//     podIPs, hostIP); other sources fail with ErrCreateContainerConfig
-//     unless optional. Mounts come from SyncPodOptions.Mounts.
-//   - The pod's DNS config is passed as written in spec.dnsConfig; cluster
-//     DNS and the host's resolv.conf are left to the runtime.
+//   - No ephemeral containers, no in-place resize, no image pull secrets.
+//   - The security context goes to CRI as the kubelet sends it (users and
+//     groups, the supplemental groups policy, capabilities, privileged,
+//     read-only root, no-new-privileges, seccomp with Localhost profiles
+//     under <RootDir>/seccomp, AppArmor, SELinux options, procMount's
+//     masked and read-only paths, sysctls), but for hostUsers: false:
+//     nodekit does not allocate user-namespace ID mappings, so such a pod
+//     fails to get a sandbox with ErrUserNamespaces on every runtime.
+//   - A container killed without its pod (an orphan after a restart of the
+//     agent) gets no preStop hook: the hook is not recorded on the
+//     container, as the kubelet records it.
+//   - The environment is resolved by ManagerOptions.Env (package env):
+//     every source the kubelet serves but service links; ConfigMaps and
+//     Secrets come from the getter given to it. Mounts come from
+//     SyncPodOptions.Mounts.
+//   - DNS (ManagerOptions.DNS) follows the kubelet's dnsPolicy rules and
+//     limits, with two deliberate differences: a ClusterFirst pod on an
+//     agent with neither cluster DNS servers nor a cluster domain (a
+//     standalone agent) gets the host's settings without the kubelet's
+//     MissingClusterDNS warning at every pod; an unreadable host resolver
+//     file is logged and treated as empty instead of failing the sandbox.
+//     DNS options merged from the host and the pod keep their first order
+//     (the kubelet's is a map's).
+//   - The managed /etc/hosts (with RootDir) is the kubelet's file; it is
+//     written at each container start, as the kubelet does.
 //   - Old stopped sandboxes of a running pod are left to package gc (the
 //     agent runs its collector); RemovePod removes them with the pod.
 //
@@ -121,6 +137,23 @@
 // (hollow nodes, two agents on a shared containerd) never stop or remove
 // each other's pods, where the kubelet, which owns its runtime, removes
 // every pod it does not know.
+//
+// # Hooks and termination messages
+//
+// As the kubelet: a container's postStart hook (exec through ExecSync,
+// httpGet to the pod's IP, sleep) runs right after it started, on the
+// caller's goroutine and bounded by its context; a failure records
+// FailedPostStartHook ("PostStartHook failed"), kills the container and
+// fails the start with ErrPostStartHook (waiting reason
+// PostStartHookError, the hook's message). A preStop hook runs before
+// StopContainer, within the grace period, whose whole seconds it took
+// are deducted (the container keeps MinGracePeriod at least); a hook that
+// outlives the grace period is cancelled; a failure records
+// FailedPreStopHook. With ManagerOptions.RootDir, a container's
+// terminationMessagePath is a file of the pod's directory; the last 4 KiB
+// of it become the message of the exited container's status, or, under
+// FallbackToLogsOnError for a failed container with an empty file, the
+// last 80 lines (at most 2 KiB) of its log.
 //
 // # Concurrency
 //

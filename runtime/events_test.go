@@ -102,7 +102,7 @@ func TestSyncPodEvents(t *testing.T) {
 		setup: func(f *fakes, pod *v1.Pod) {
 			pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "S", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{Key: "k"}}}}
 		},
-		want: [][]string{{pulledA, "Warning Failed Error: env S: only values and fieldRefs are supported"}},
+		want: [][]string{{pulledA, "Warning Failed Error: couldn't get secret default/: no ConfigMap and Secret getter configured"}},
 	}, {
 		name: "create failure",
 		setup: func(f *fakes, pod *v1.Pod) {

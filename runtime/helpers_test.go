@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -89,6 +91,13 @@ func newFakes(t *testing.T, opts ManagerOptions) *fakes {
 	is.SetFakeImages([]string{"busybox:1.36", "nginx:1.25", "app:v1", "app:v2", "init:v1"})
 	if opts.PodLogsDir == "" {
 		opts.PodLogsDir = t.TempDir()
+	}
+	if opts.DNS.ResolvConf == "" {
+		// The tests do not depend on the machine's resolver.
+		opts.DNS.ResolvConf = filepath.Join(t.TempDir(), "resolv.conf")
+		if err := os.WriteFile(opts.DNS.ResolvConf, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rec := &recorder{FakeRuntimeService: rs, stops: map[string]int64{}}
 	m, err := NewManager(rec, is, opts)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,9 +14,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/env"
 )
 
 // DefaultPodLogsDir is where container logs go unless ManagerOptions says
@@ -60,6 +64,32 @@ type ManagerOptions struct {
 	// record.EventRecorder of a client-go EventBroadcaster. Defaults to nil:
 	// no events.
 	Recorder EventRecorder
+	// RootDir is the agent's root directory. A container's
+	// terminationMessagePath is a file of
+	// <RootDir>/pods/<uid>/containers/<name>/, the kubelet's layout,
+	// which volume.Manager creates and removes with the pod. Defaults to
+	// "": no file is mounted (FallbackToLogsOnError still reads the log).
+	RootDir string
+	// DNS are the node's DNS settings for the pods' resolv.conf.
+	DNS DNSOptions
+	// HostsFile is the node's hosts file, the base of a host-network
+	// pod's managed /etc/hosts. Defaults to /etc/hosts.
+	HostsFile string
+	// Env resolves each container's environment. Pass an env.Resolver
+	// with the ConfigMaps and Secrets getter the volumes use, the node's
+	// allocatable resources and addresses. Defaults to an env.Resolver
+	// without a getter: values, $(VAR) references, fieldRefs and
+	// resourceFieldRefs resolve, ConfigMap and Secret references fail
+	// unless optional.
+	Env EnvResolver
+}
+
+// EnvResolver resolves the environment of container c of pod, whose
+// sandbox has podIPs; an error fails the container's start with
+// ErrCreateContainerConfig and the error's message. env.Resolver
+// implements it.
+type EnvResolver interface {
+	Container(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) ([]env.Var, error)
 }
 
 func (o *ManagerOptions) setDefaults() error {
@@ -70,6 +100,9 @@ func (o *ManagerOptions) setDefaults() error {
 		return fmt.Errorf("runtime: PodLogsDir %q is not an absolute path", o.PodLogsDir)
 	}
 	o.PodLogsDir = filepath.Clean(o.PodLogsDir)
+	if o.RootDir != "" && !filepath.IsAbs(o.RootDir) {
+		return fmt.Errorf("runtime: RootDir %q is not an absolute path", o.RootDir)
+	}
 	if o.BackOff.Initial < 0 || o.BackOff.Max < 0 || o.BackOff.Reset < 0 ||
 		o.ImageBackOff.Initial < 0 || o.ImageBackOff.Max < 0 || o.ImageBackOff.Reset < 0 {
 		return errors.New("runtime: negative back-off duration")
@@ -91,6 +124,15 @@ func (o *ManagerOptions) setDefaults() error {
 	if o.MinGracePeriod == 0 {
 		o.MinGracePeriod = 2 * time.Second
 	}
+	if o.Env == nil {
+		o.Env = env.New(env.Options{})
+	}
+	if o.DNS.ResolvConf == "" {
+		o.DNS.ResolvConf = "/etc/resolv.conf"
+	}
+	if o.HostsFile == "" {
+		o.HostsFile = "/etc/hosts"
+	}
 	return nil
 }
 
@@ -109,6 +151,8 @@ type Manager struct {
 	log  logr.Logger
 	ev   events
 	now  func() time.Time
+	// hookClient sends the httpGet lifecycle hooks.
+	hookClient *http.Client
 	// clock times the waits of the termination ordering.
 	clock clock.Clock
 	// pulls coalesces the pulls of one image.
@@ -119,6 +163,7 @@ type Manager struct {
 	containerBO    *backOff
 	imageBO        *backOff
 	reasons        map[types.UID]map[string]waitingReason
+	termMessages   map[types.UID]map[string]string
 	lastBackOffGC  time.Time
 	runtimeNameSet bool
 }
@@ -141,18 +186,20 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 		return nil, err
 	}
 	return &Manager{
-		rs:          rs,
-		is:          is,
-		opts:        opts,
-		log:         opts.Logger.WithName("runtime"),
-		ev:          events{rec: opts.Recorder},
-		now:         time.Now,
-		clock:       clock.RealClock{},
-		pulls:       newPuller(is, opts.MaxParallelImagePulls),
-		runtimeName: "cri",
-		containerBO: newBackOff(opts.BackOff),
-		imageBO:     newBackOff(opts.ImageBackOff),
-		reasons:     map[types.UID]map[string]waitingReason{},
+		rs:           rs,
+		is:           is,
+		opts:         opts,
+		log:          opts.Logger.WithName("runtime"),
+		ev:           events{rec: opts.Recorder},
+		hookClient:   newHookClient(),
+		now:          time.Now,
+		clock:        clock.RealClock{},
+		pulls:        newPuller(is, opts.MaxParallelImagePulls),
+		runtimeName:  "cri",
+		containerBO:  newBackOff(opts.BackOff),
+		imageBO:      newBackOff(opts.ImageBackOff),
+		reasons:      map[types.UID]map[string]waitingReason{},
+		termMessages: map[types.UID]map[string]string{},
 	}, nil
 }
 
@@ -391,7 +438,16 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		if st == nil {
 			return nil, fmt.Errorf("runtime: status of container %s of pod %s is empty", c.GetId(), uid)
 		}
-		ps.ContainerStatuses = append(ps.ContainerStatuses, convertContainerStatus(c, st))
+		cs := convertContainerStatus(c, st)
+		if cs.State == ContainerStateExited {
+			if msg := m.terminationMessage(uid, st); msg != "" {
+				if cs.Message != "" {
+					cs.Message += ": "
+				}
+				cs.Message += msg
+			}
+		}
+		ps.ContainerStatuses = append(ps.ContainerStatuses, cs)
 	}
 	slices.SortStableFunc(ps.ContainerStatuses, func(a, b *ContainerStatus) int {
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.RestartCount, a.RestartCount), cmp.Compare(a.ID, b.ID))
@@ -489,6 +545,7 @@ func (m *Manager) Forget(uid types.UID) {
 	m.containerBO.forget(uid)
 	m.imageBO.forget(uid)
 	delete(m.reasons, uid)
+	delete(m.termMessages, uid)
 }
 
 // WaitingReason is why the pod's container is not running when its last

@@ -40,9 +40,12 @@ func TestNewManagerValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ManagerOptions{PodLogsDir: "/var/log/pods", MinGracePeriod: 2 * time.Second, CPUCFSQuotaPeriod: 100 * time.Millisecond,
+		DNS: DNSOptions{ResolvConf: "/etc/resolv.conf"}, HostsFile: "/etc/hosts",
 		BackOff:      BackOffOptions{Initial: 10 * time.Second, Max: 300 * time.Second, Reset: 10 * time.Minute},
 		ImageBackOff: BackOffOptions{Initial: 10 * time.Second, Max: 300 * time.Second, Reset: 10 * time.Minute}}
-	if diff := cmp.Diff(want, m.opts, cmp.FilterPath(func(p cmp.Path) bool { return p.String() == "Logger" || p.String() == "Unhealthy" }, cmp.Ignore())); diff != "" {
+	if diff := cmp.Diff(want, m.opts, cmp.FilterPath(func(p cmp.Path) bool {
+		return p.String() == "Logger" || p.String() == "Unhealthy" || p.String() == "Env"
+	}, cmp.Ignore())); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
 	if len(rs.Called) != 0 {

@@ -60,6 +60,7 @@ func reasonClasses() []error {
 		ErrCrashLoopBackOff, ErrImagePullBackOff, ErrImagePull, ErrImageNeverPull,
 		ErrImageInspect, ErrCreateContainerConfig, ErrCreateContainer, ErrRunContainer,
 		ErrKillContainer, ErrCreatePodSandbox, ErrKillPodSandbox, ErrRemoveContainer,
+		ErrPostStartHook,
 	}
 }
 

@@ -125,12 +125,21 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 	sandboxID := actions.SandboxID
 	if actions.CreateSandbox {
 		cfg := m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
+		if _, warnings := m.podDNSConfig(pod); len(warnings) > 0 {
+			for _, w := range warnings {
+				m.ev.pod(pod, v1.EventTypeWarning, w[0], w[1])
+			}
+		}
 		if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 			// The runtime writes the logs; it reports its own error if it
 			// cannot. An in-memory runtime does not need the directory.
 			log.Error(err, "cannot create pod log directory", "dir", cfg.LogDirectory)
 		}
-		id, err := m.rs.RunPodSandbox(ctx, cfg, m.opts.RuntimeHandler)
+		err := checkUserNamespaces(pod)
+		var id string
+		if err == nil {
+			id, err = m.rs.RunPodSandbox(ctx, cfg, m.opts.RuntimeHandler)
+		}
 		if err != nil {
 			if pod.DeletionTimestamp == nil {
 				// As the kubelet, no event for a pod being deleted: the
@@ -334,11 +343,23 @@ func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, id string, spe
 		}
 		m.ev.container(pod, spec, id, v1.EventTypeNormal, EventKilling, message)
 	}
-	if order != nil && spec != nil && grace > 0 {
-		waited := order.waitForTurn(ctx, m.clock, spec.Name, grace)
-		minimum := int64((m.opts.MinGracePeriod + time.Second - 1) / time.Second)
-		grace = max(grace-waited, minimum)
+	// The preStop hook's time, then the wait for the containers that stop
+	// first, come out of the grace period, but the container keeps the
+	// minimum to stop in (the kubelet's accounting).
+	deducted := false
+	if pod != nil && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && grace > 0 {
+		grace -= m.preStop(ctx, pod, spec, id, grace)
+		deducted = true
+	}
+	if order != nil && spec != nil {
+		if grace > 0 {
+			grace -= order.waitForTurn(ctx, m.clock, spec.Name, grace)
+		}
+		deducted = true
 		defer order.containerTerminated(spec.Name)
+	}
+	if deducted {
+		grace = max(grace, int64((m.opts.MinGracePeriod+time.Second-1)/time.Second))
 	}
 	m.log.V(4).Info("stopping container", "containerID", id, "gracePeriod", grace)
 	if err := m.rs.StopContainer(ctx, id, grace); err != nil && !IsNotFound(err) {
@@ -456,7 +477,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 	err = m.checkRunAsNonRoot(ctx, pod, c, imageRef)
 	var cfg *runtimeapi.ContainerConfig
 	if err == nil {
-		cfg, err = m.containerConfig(pod, spec, restartCount, imageRef, podIPs, mounts)
+		cfg, err = m.containerConfig(ctx, pod, spec, restartCount, imageRef, podIPs, mounts)
 	}
 	if err != nil {
 		m.ev.container(pod, c, "", v1.EventTypeWarning, EventFailed, "Error: "+err.Error())
@@ -479,6 +500,10 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 		return ar
 	}
 	m.ev.container(pod, c, id, v1.EventTypeNormal, EventStarted, "Started container "+c.Name)
+	if msg, err := m.postStart(ctx, pod, c, id, podIPs); err != nil {
+		ar.Message, ar.Err = msg, err
+		return ar
+	}
 	m.log.V(1).Info("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "containerID", id, "restartCount", restartCount)
 	return ar
 }

@@ -185,6 +185,7 @@ func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 // for the API server.
 func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool {
 	status = *status.DeepCopy()
+	truncateTerminationMessages(pod, &status)
 	// The generation of the spec this status was generated from
 	// (PodObservedGenerationTracking, GA in the kubelet since 1.35).
 	status.ObservedGeneration = pod.Generation

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/internal/projection"
 )
@@ -20,20 +21,14 @@ import (
 const PluginName = "kubernetes.io/configmap"
 
 // Getter gets the ConfigMaps that volumes show. When the ConfigMap does
-// not exist, the error must satisfy apierrors.IsNotFound.
-type Getter interface {
-	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
-}
+// not exist, the error must satisfy apierrors.IsNotFound. It is the
+// objects package's, so the getter that serves the containers'
+// environment (an objects.Cache, or a standalone agent's own) serves the
+// volumes too.
+type Getter = objects.ConfigMapGetter
 
 // GetterFunc is a Getter made of a function.
-type GetterFunc func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
-
-var _ Getter = GetterFunc(nil)
-
-// GetConfigMap calls f.
-func (f GetterFunc) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
-	return f(ctx, namespace, name)
-}
+type GetterFunc = objects.ConfigMapFunc
 
 // Options configure the configMap plugin.
 type Options struct {

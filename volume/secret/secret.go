@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/internal/projection"
 )
@@ -20,20 +21,13 @@ import (
 const PluginName = "kubernetes.io/secret"
 
 // Getter gets the Secrets that volumes show. When the Secret does not
-// exist, the error must satisfy apierrors.IsNotFound.
-type Getter interface {
-	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
-}
+// exist, the error must satisfy apierrors.IsNotFound. It is the objects
+// package's, so the getter that serves the containers' environment (an
+// objects.Cache, or a standalone agent's own) serves the volumes too.
+type Getter = objects.SecretGetter
 
 // GetterFunc is a Getter made of a function.
-type GetterFunc func(ctx context.Context, namespace, name string) (*v1.Secret, error)
-
-var _ Getter = GetterFunc(nil)
-
-// GetSecret calls f.
-func (f GetterFunc) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
-	return f(ctx, namespace, name)
-}
+type GetterFunc = objects.SecretFunc
 
 // Options configure the secret plugin.
 type Options struct {

@@ -1,0 +1,50 @@
+// Package env resolves a container's environment variables as the
+// kubelet does: plain values with $(VAR) references, envFrom ConfigMaps
+// and Secrets with their prefixes, and valueFrom fieldRef (through
+// podmodel's one downward-API resolver), resourceFieldRef (limits and
+// requests with a divisor; the node's allocatable for a limit the
+// container does not set), configMapKeyRef and secretKeyRef.
+//
+// The ConfigMaps and Secrets come from an objects.Getter, the same one the
+// configMap and secret volumes read, so a standalone agent supplies them
+// once for both.
+//
+// # Usage
+//
+//	r := env.New(env.Options{Objects: cache, NodeAllocatable: alloc, HostIPs: hostIPs, Recorder: rec})
+//	vars, err := r.Container(ctx, pod, &pod.Spec.Containers[0], sandboxIPs)
+//
+// runtime.ManagerOptions.Env takes a Resolver; the runtime turns an error
+// into the container's CreateContainerConfigError with the error's
+// message.
+//
+// # Differences from the kubelet
+//
+//   - The variables come in a stable order (envFrom keys sorted within
+//     each source, then env as declared; a redefined name keeps its first
+//     place). The kubelet passes them in map order.
+//   - The kubelet (v1.37, RelaxedEnvironmentVariableValidation) takes every
+//     envFrom key: the API server's key rules make each one a valid name.
+//     A Getter of a user's is not bound by those rules, so a key that no
+//     variable can be named (empty, with '=' or a non-printable character)
+//     is skipped, with an InvalidEnvironmentVariableNames Warning event on
+//     the pod, as the kubelet did before that validation was relaxed.
+//   - Service links (the KUBERNETES_SERVICE_HOST family of variables of
+//     enableServiceLinks) are not generated: nodekit keeps no Service
+//     informer.
+//   - fileKeyRef (EnvFiles, alpha) is refused with an error.
+//
+// # Concurrency
+//
+// A Resolver is safe for concurrent use when its Getter, functions and
+// Recorder are.
+//
+// # Errors
+//
+// The messages are the kubelet's: "couldn't find key k in ConfigMap
+// ns/name", "couldn't find key k in Secret ns/name", the getter's own
+// error for a missing object (`configmaps "name" not found`), and
+// podmodel's for an invalid field ("invalid key subscript in ...").
+// Without a Getter, a ConfigMap or Secret reference that is not optional
+// fails with an error matching ErrNoObjects.
+package env

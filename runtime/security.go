@@ -1,0 +1,135 @@
+package runtime
+
+import (
+	"errors"
+	"path/filepath"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ErrUserNamespaces is the error of a pod with hostUsers: false: nodekit
+// does not allocate user-namespace ID mappings, so it cannot run such a
+// pod on any runtime; the pod's sandbox is not created.
+var ErrUserNamespaces = errors.New("hostUsers: false (user namespaces) is not supported: nodekit does not allocate user namespace ID mappings")
+
+// The kubelet's default masked and read-only paths of a container's /proc
+// and /sys (procMount Default); procMount Unmasked clears both.
+var (
+	defaultMaskedPaths = []string{
+		"/proc/asound", "/proc/acpi", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
+	}
+	defaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+)
+
+// checkUserNamespaces refuses hostUsers: false.
+func checkUserNamespaces(pod *v1.Pod) error {
+	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
+		return ErrUserNamespaces
+	}
+	return nil
+}
+
+// seccompProfile converts a seccomp profile as the kubelet does: the
+// container's, else the pod's; unset is Unconfined (the kubelet's default
+// without SeccompDefault); a Localhost profile is a file under
+// <RootDir>/seccomp.
+func (m *Manager) seccompProfile(pod, ctr *v1.SeccompProfile) *runtimeapi.SecurityProfile {
+	p := ctr
+	if p == nil {
+		p = pod
+	}
+	if p == nil {
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+	}
+	switch p.Type {
+	case v1.SeccompProfileTypeRuntimeDefault:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	case v1.SeccompProfileTypeLocalhost:
+		ref := ""
+		if p.LocalhostProfile != nil {
+			ref = filepath.Join(m.opts.RootDir, "seccomp", *p.LocalhostProfile)
+		}
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: ref}
+	}
+	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+}
+
+// appArmorProfile converts an AppArmor profile: the container's, else the
+// pod's; nil (the runtime's default) when neither sets one.
+func appArmorProfile(pod, ctr *v1.AppArmorProfile) *runtimeapi.SecurityProfile {
+	p := ctr
+	if p == nil {
+		p = pod
+	}
+	if p == nil {
+		return nil
+	}
+	switch p.Type {
+	case v1.AppArmorProfileTypeRuntimeDefault:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	case v1.AppArmorProfileTypeLocalhost:
+		ref := ""
+		if p.LocalhostProfile != nil {
+			ref = *p.LocalhostProfile
+		}
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: ref}
+	}
+	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+}
+
+func seLinux(o *v1.SELinuxOptions) *runtimeapi.SELinuxOption {
+	if o == nil {
+		return nil
+	}
+	return &runtimeapi.SELinuxOption{User: o.User, Role: o.Role, Type: o.Type, Level: o.Level}
+}
+
+func groupsPolicy(psc *v1.PodSecurityContext) runtimeapi.SupplementalGroupsPolicy {
+	if psc != nil && psc.SupplementalGroupsPolicy != nil && *psc.SupplementalGroupsPolicy == v1.SupplementalGroupsPolicyStrict {
+		return runtimeapi.SupplementalGroupsPolicy_Strict
+	}
+	return runtimeapi.SupplementalGroupsPolicy_Merge
+}
+
+// completeContainerSecurity adds to sc what the kubelet's
+// determineEffectiveSecurityContext adds beyond users, groups,
+// capabilities and flags: seccomp and AppArmor profiles, SELinux options
+// (the container's, else the pod's), the supplemental groups policy and
+// the /proc masks of procMount.
+func (m *Manager) completeContainerSecurity(sc *runtimeapi.LinuxContainerSecurityContext, pod *v1.Pod, c *v1.Container) {
+	psc := pod.Spec.SecurityContext
+	if psc == nil {
+		psc = &v1.PodSecurityContext{}
+	}
+	csc := c.SecurityContext
+	if csc == nil {
+		csc = &v1.SecurityContext{}
+	}
+	sc.Seccomp = m.seccompProfile(psc.SeccompProfile, csc.SeccompProfile)
+	sc.Apparmor = appArmorProfile(psc.AppArmorProfile, csc.AppArmorProfile)
+	if o := seLinux(csc.SELinuxOptions); o != nil {
+		sc.SelinuxOptions = o
+	} else {
+		sc.SelinuxOptions = seLinux(psc.SELinuxOptions)
+	}
+	sc.SupplementalGroupsPolicy = groupsPolicy(pod.Spec.SecurityContext)
+	if csc.ProcMount != nil && *csc.ProcMount == v1.UnmaskedProcMount {
+		sc.MaskedPaths, sc.ReadonlyPaths = []string{}, []string{}
+	} else if !sc.Privileged {
+		sc.MaskedPaths, sc.ReadonlyPaths = defaultMaskedPaths, defaultReadonlyPaths
+	}
+}
+
+// completeSandboxSecurity adds the pod-level seccomp profile, SELinux
+// options and supplemental groups policy to the sandbox's context.
+func (m *Manager) completeSandboxSecurity(sc *runtimeapi.LinuxSandboxSecurityContext, pod *v1.Pod) {
+	psc := pod.Spec.SecurityContext
+	if psc == nil {
+		psc = &v1.PodSecurityContext{}
+	}
+	sc.Seccomp = m.seccompProfile(psc.SeccompProfile, nil)
+	sc.SelinuxOptions = seLinux(psc.SELinuxOptions)
+	sc.SupplementalGroupsPolicy = groupsPolicy(pod.Spec.SecurityContext)
+}
