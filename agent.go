@@ -176,7 +176,7 @@ func New(opts Options) (*Agent, error) {
 		}
 		volOpts.Plugins = []volume.Plugin{hp, emptydir.New(emptydir.Options{Logger: log})}
 		// The downward API of a volume reports the node's allocatable
-		// resources: the Node's when joined, else the capacity.
+		// resources: the Node's when joined, else Agent.Allocatable.
 		volOpts.Plugins = append(volOpts.Plugins, downwardapi.New(downwardapi.Options{NodeAllocatable: a.allocatableResources, Logger: log}))
 		objPlugins, err := a.objectVolumePlugins(log)
 		if err != nil {

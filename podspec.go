@@ -68,7 +68,7 @@ func (a *Agent) setUpObjects() error {
 }
 
 // allocatableResources is what the downward API reports of the node: the
-// Node's allocatable resources when joined, else the capacity.
+// Node's allocatable resources when joined, else Agent.Allocatable.
 func (a *Agent) allocatableResources() v1.ResourceList {
 	if a.node != nil {
 		if n, ok := a.node.Node(); ok && n.Status.Allocatable != nil {
