@@ -20,6 +20,7 @@ import (
 
 	"github.com/nodekit/nodekit/nodeapi"
 	"github.com/nodekit/nodekit/nodeapi/logs"
+	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/stats"
 )
 
@@ -158,7 +159,13 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 		s.registry = prometheus.NewRegistry()
 	}
 	s.stats = o.Stats
-	if rc, ok := a.opts.Runtime.(runtimeClienter); ok && s.stats == nil {
+	// The runtime the agent's scope (runtime.WithIdentity) wraps: its CRI
+	// client serves stats and streaming, by sandbox and container IDs.
+	inner := a.opts.Runtime
+	if sc, ok := inner.(runtime.Scoped); ok {
+		inner = sc.Unwrap()
+	}
+	if rc, ok := inner.(runtimeClienter); ok && s.stats == nil {
 		p, err := stats.New(stats.Options{NodeName: a.opts.NodeName, Runtime: stats.CRIClient(rc.RuntimeClient()), RootDir: a.opts.RootDir, Logger: a.log})
 		if err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)
@@ -172,10 +179,10 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 	}
 	streamer := o.Streamer
 	if streamer == nil {
-		if rc, ok := a.opts.Runtime.(runtimeClienter); ok {
+		if rc, ok := inner.(runtimeClienter); ok {
 			streamer = nodeapi.CRIStreamer(rc.RuntimeClient())
 		} else {
-			sr, ok := a.opts.Runtime.(nodeapi.StreamingRuntime)
+			sr, ok := inner.(nodeapi.StreamingRuntime)
 			if !ok {
 				sr = nodeapi.ExecOnlyRuntime{Runtime: a.opts.Runtime}
 			}

@@ -49,6 +49,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // Defaults, the kubelet's.
@@ -121,12 +123,21 @@ func New(rt Runtime, opts Options) (*Rotator, error) {
 		return nil, errors.New("logrotate: New needs a Runtime")
 	}
 	var ro reopener
-	switch r := rt.(type) {
-	case reopener:
-		ro = r
-	case runtimeClienter:
-		ro = clientReopener{r.RuntimeClient()}
-	default:
+	// A runtime scoped to one agent (runtime.WithIdentity) lists that
+	// agent's containers; the runtime it wraps reopens their logs.
+	for probe := any(rt); ro == nil && probe != nil; {
+		switch r := probe.(type) {
+		case reopener:
+			ro = r
+		case runtimeClienter:
+			ro = clientReopener{r.RuntimeClient()}
+		case interface{ Unwrap() runtime.RuntimeService }:
+			probe = r.Unwrap()
+		default:
+			probe = nil
+		}
+	}
+	if ro == nil {
 		return nil, errors.New("logrotate: the runtime cannot reopen container logs (no ReopenContainerLog)")
 	}
 	if opts.MaxSize.IsZero() {
