@@ -623,6 +623,8 @@ func TestNewValidatesOptions(t *testing.T) {
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, APISource: apiserver.Options{NodeName: "m"}}},
 		{"probe statuses", "Probes.Statuses is the agent's",
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Probes: probe.Options{Statuses: func(types.UID) (v1.PodStatus, bool) { return v1.PodStatus{}, false }}}},
+		{"two CFS periods", "RuntimeManager.CPUCFSQuotaPeriod is the agent's",
+			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, RuntimeManager: runtime.ManagerOptions{CPUCFSQuotaPeriod: 50 * time.Millisecond}}},
 		{"relative allowed host path", `allowed host path "data" is not`,
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Volumes: volume.Options{AllowedHostPaths: []volume.AllowedHostPath{{PathPrefix: "data"}}}}},
 		{"pleg fails", "no events here",
