@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -96,6 +98,38 @@ func TestSoak(t *testing.T) {
 		t.Errorf(format, args...)
 	}
 
+	// latestUID is the UID of the agent's pod that runs the latest version
+	// of the manifest name, or "": while a manifest changes, the agent
+	// holds the old pod (terminating) and the new one side by side.
+	latestUID := func(name string) types.UID {
+		full, echo := f.pod(name), fmt.Sprintf("echo v%d;", desired[name])
+		for _, p := range a.agent.Pods() {
+			if p.Namespace+"/"+p.Name != full || len(p.Spec.Containers) == 0 {
+				continue
+			}
+			c := p.Spec.Containers[0]
+			if strings.Contains(strings.Join(append(slices.Clone(c.Command), c.Args...), " "), echo) {
+				return p.UID
+			}
+		}
+		return ""
+	}
+
+	// runningUID reports whether the agent's pod of that UID runs, with
+	// every container running.
+	runningUID := func(uid types.UID) bool {
+		s, ok := a.agent.PodStatus(uid)
+		if !ok || s.Phase != v1.PodRunning || len(s.ContainerStatuses) == 0 {
+			return false
+		}
+		for _, c := range s.ContainerStatuses {
+			if c.State.Running == nil {
+				return false
+			}
+		}
+		return true
+	}
+
 	// converge waits until every desired pod runs its latest version, and
 	// nothing is left of the others; it returns the desired pods' IDs.
 	converge := func(what string) map[string]podIDs {
@@ -108,9 +142,9 @@ func TestSoak(t *testing.T) {
 			wantUIDs := map[types.UID]bool{}
 			for name := range desired {
 				full := f.pod(name)
-				uid := a.podUID(full)
-				if uid == "" || !a.running(full) {
-					why = full + " not running"
+				uid := latestUID(name)
+				if uid == "" || !runningUID(uid) {
+					why = fmt.Sprintf("%s not running its version %d", full, desired[name])
 					break
 				}
 				ids[name] = snapshotPod(t, f, uid)
@@ -198,7 +232,7 @@ func TestSoak(t *testing.T) {
 		converge(fmt.Sprintf("round %d churn", round))
 		before := map[string]podIDs{}
 		for n := range desired {
-			before[n] = snapshotPod(t, f, a.podUID(f.pod(n)))
+			before[n] = snapshotPod(t, f, latestUID(n))
 		}
 
 		// Fault: the agent restarts.
