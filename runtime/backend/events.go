@@ -5,9 +5,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // eventBuffer bounds the events waiting for one subscriber. A subscriber
@@ -81,7 +82,7 @@ func (r *Runtime) GetContainerEvents(ctx context.Context, containerEventsCh chan
 		r.mu.Unlock()
 	}()
 	if connectionEstablishedCallback != nil {
-		connectionEstablishedCallback(eventStream{ctx: ctx})
+		connectionEstablishedCallback(runtime.ChannelEventStream(ctx))
 	}
 	for {
 		select {
@@ -99,24 +100,4 @@ func (r *Runtime) GetContainerEvents(ctx context.Context, containerEventsCh chan
 			}
 		}
 	}
-}
-
-// eventStream stands for the gRPC stream of a CRI client; events arrive
-// on the channel given to GetContainerEvents, never through Recv.
-type eventStream struct {
-	ctx context.Context
-}
-
-func (s eventStream) Recv() (*runtimeapi.ContainerEventResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "backend: events are delivered on the channel")
-}
-func (s eventStream) Header() (metadata.MD, error) { return nil, nil }
-func (s eventStream) Trailer() metadata.MD         { return nil }
-func (s eventStream) CloseSend() error             { return nil }
-func (s eventStream) Context() context.Context     { return s.ctx }
-func (s eventStream) SendMsg(any) error {
-	return status.Error(codes.Unimplemented, "backend: not a client-streaming call")
-}
-func (s eventStream) RecvMsg(any) error {
-	return status.Error(codes.Unimplemented, "backend: events are delivered on the channel")
 }

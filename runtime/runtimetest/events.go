@@ -5,9 +5,10 @@ import (
 	"sync"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // eventQueueLimit bounds the events waiting for one subscriber. A
@@ -104,7 +105,7 @@ func (r *Runtime) GetContainerEvents(ctx context.Context, containerEventsCh chan
 	}()
 
 	if connectionEstablishedCallback != nil {
-		connectionEstablishedCallback(eventStream{ctx: ctx})
+		connectionEstablishedCallback(runtime.ChannelEventStream(ctx))
 	}
 	var batch []*runtimeapi.ContainerEventResponse
 	for {
@@ -129,24 +130,4 @@ func (r *Runtime) GetContainerEvents(ctx context.Context, containerEventsCh chan
 			batch[i] = nil
 		}
 	}
-}
-
-// eventStream stands for the gRPC stream of a real CRI client. Events
-// arrive on the channel given to GetContainerEvents, never through Recv.
-type eventStream struct {
-	ctx context.Context
-}
-
-func (s eventStream) Recv() (*runtimeapi.ContainerEventResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "runtimetest: events are delivered on the channel")
-}
-func (s eventStream) Header() (metadata.MD, error) { return nil, nil }
-func (s eventStream) Trailer() metadata.MD         { return nil }
-func (s eventStream) CloseSend() error             { return nil }
-func (s eventStream) Context() context.Context     { return s.ctx }
-func (s eventStream) SendMsg(any) error {
-	return status.Error(codes.Unimplemented, "runtimetest: not a client-streaming call")
-}
-func (s eventStream) RecvMsg(any) error {
-	return status.Error(codes.Unimplemented, "runtimetest: events are delivered on the channel")
 }
