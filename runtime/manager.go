@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/env"
+	nkobjects "github.com/nodekit/nodekit/objects"
 )
 
 // DefaultPodLogsDir is where container logs go unless ManagerOptions says
@@ -82,6 +83,13 @@ type ManagerOptions struct {
 	// resourceFieldRefs resolve, ConfigMap and Secret references fail
 	// unless optional.
 	Env EnvResolver
+	// Secrets gets the Secrets of the pods' imagePullSecrets, whose
+	// docker configs give the credentials of the image pulls (package
+	// runtime/credentials). Pass the getter the environment and the
+	// volumes use. Defaults to nil: a pod's imagePullSecrets cannot be
+	// read (a FailedToRetrieveImagePullSecret event) and its images are
+	// pulled without credentials.
+	Secrets nkobjects.SecretGetter
 }
 
 // EnvResolver resolves the environment of container c of pod, whose

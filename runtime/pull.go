@@ -2,11 +2,21 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 
+	v1 "k8s.io/api/core/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime/credentials"
 )
+
+// EventFailedToRetrieveImagePullSecret (Warning, on the pod): some of the
+// pod's imagePullSecrets could not be read; the pull goes on without
+// them. The kubelet's event.
+const EventFailedToRetrieveImagePullSecret = "FailedToRetrieveImagePullSecret"
 
 // puller coalesces image pulls: the pods that need an image at the same
 // time share one PullImage call, and at most limit pulls of different
@@ -21,6 +31,9 @@ type puller struct {
 
 	mu      sync.Mutex
 	flights map[pullKey]*flight
+
+	// records are the credentials each image was pulled with.
+	records pullRecords
 }
 
 // pullKey is what makes two pulls the same pull.
@@ -51,7 +64,8 @@ type flight struct {
 }
 
 func newPuller(is ImageService, limit int) *puller {
-	return &puller{is: is, sem: make(chan struct{}, max(limit, 1)), flights: map[pullKey]*flight{}}
+	return &puller{is: is, sem: make(chan struct{}, max(limit, 1)), flights: map[pullKey]*flight{},
+		records: pullRecords{byRef: map[string]*pullRecord{}, intents: map[string]int{}}}
 }
 
 // pull pulls the image, or waits for the pull of it already under way,
@@ -122,4 +136,214 @@ func (p *puller) forgetLocked(f *flight) {
 	if p.flights[f.key] == f {
 		delete(p.flights, f.key)
 	}
+}
+
+// pullWithCredentials pulls the image with each credential in turn until
+// one succeeds, or without credentials when there are none, as the
+// kubelet does; it returns the credential that worked (nil when none was
+// sent) and records it for the image (pullRecords). When every attempt
+// fails, the error joins theirs as the kubelet's aggregate does.
+func (p *puller) pullWithCredentials(ctx context.Context, spec *runtimeapi.ImageSpec, creds []credentials.Credential, sandbox *runtimeapi.PodSandboxConfig) (string, *credentials.Credential, error) {
+	image := spec.GetImage()
+	p.records.intend(image, 1)
+	defer p.records.intend(image, -1)
+	if len(creds) == 0 {
+		ref, err := p.pull(ctx, spec, nil, sandbox)
+		if err == nil {
+			p.records.pulled(image, ref, nil)
+		}
+		return ref, nil, err
+	}
+	var errs []error
+	for i := range creds {
+		ref, err := p.pull(ctx, spec, creds[i].AuthConfig(), sandbox)
+		if err == nil {
+			p.records.pulled(image, ref, &creds[i])
+			return ref, &creds[i], nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return "", nil, utilerrors.NewAggregate(errs)
+}
+
+// imageCredentials returns the credentials of the pod's imagePullSecrets
+// for image, in the order to try them. A Secret it cannot read is named
+// in a FailedToRetrieveImagePullSecret event and left out; a Secret
+// whose docker config does not parse fails it (a
+// *credentials.ConfigError).
+func (m *Manager) imageCredentials(ctx context.Context, pod *v1.Pod, image string) ([]credentials.Credential, error) {
+	if len(pod.Spec.ImagePullSecrets) == 0 {
+		return nil, nil
+	}
+	secrets, failed := credentials.PodSecrets(ctx, m.opts.Secrets, pod)
+	if len(failed) > 0 {
+		m.log.Info("unable to retrieve pull secrets, the image pull may not succeed", "pod", pod.Namespace+"/"+pod.Name, "secrets", failed)
+		m.ev.pod(pod, v1.EventTypeWarning, EventFailedToRetrieveImagePullSecret,
+			fmt.Sprintf("Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(failed, ", ")))
+	}
+	kr, err := credentials.NewKeyring(secrets)
+	if err != nil {
+		return nil, err
+	}
+	return kr.Lookup(image), nil
+}
+
+// maxRecordedSecrets bounds the Secrets recorded for one image as found
+// to match while checking access (the kubelet's
+// writeRecordWhileMatchingLimit).
+const maxRecordedSecrets = 100
+
+// pullRecords are the kubelet's image pull records
+// (KubeletEnsureSecretPulledImages, on by default since 1.35, with its
+// default policy NeverVerifyPreloadedImages), kept in memory: for each
+// image the Manager pulled (by image ID), the credentials that pulled it,
+// per repository. An image present on the node is used by a pod without
+// a pull when the Manager did not pull it (preloaded), when it was pulled
+// without credentials, or when one of the pod's pull Secrets is one that
+// pulled it (same Secret, or same login); otherwise the pod's own
+// credentials must pull it again.
+type pullRecords struct {
+	mu    sync.Mutex
+	byRef map[string]*pullRecord
+	// intents counts the pulls under way per image as written: an image
+	// present while the Manager pulls it counts as pulled by the Manager.
+	intents map[string]int
+}
+
+// pullRecord is what pulled one image ID, per repository.
+type pullRecord struct {
+	repos map[string]*repoRecord
+}
+
+type repoRecord struct {
+	// nodeWide: pulled without credentials, any pod may use it.
+	nodeWide bool
+	secrets  []secretRecord
+}
+
+type secretRecord struct {
+	ref  credentials.SecretRef
+	hash string
+}
+
+func (r *pullRecords) intend(image string, d int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.intents[image] += d; r.intents[image] <= 0 {
+		delete(r.intents, image)
+	}
+}
+
+// pulled records that image, now image ID ref, was pulled with cred (nil:
+// without credentials).
+func (r *pullRecords) pulled(image, ref string, cred *credentials.Credential) {
+	if ref == "" {
+		return
+	}
+	repo, err := credentials.Repository(image)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.byRef[ref]
+	if rec == nil {
+		rec = &pullRecord{repos: map[string]*repoRecord{}}
+		r.byRef[ref] = rec
+	}
+	rr := rec.repos[repo]
+	if rr == nil {
+		rr = &repoRecord{}
+		rec.repos[repo] = rr
+	}
+	if cred == nil || cred.Source == nil {
+		rr.nodeWide, rr.secrets = true, nil
+		return
+	}
+	rr.add(secretRecord{ref: *cred.Source, hash: cred.Hash()})
+}
+
+// add records s, replacing the record of the same Secret.
+func (rr *repoRecord) add(s secretRecord) {
+	if rr.nodeWide {
+		return
+	}
+	for i := range rr.secrets {
+		if rr.secrets[i].ref == s.ref {
+			rr.secrets[i] = s
+			return
+		}
+	}
+	if len(rr.secrets) < maxRecordedSecrets {
+		rr.secrets = append(rr.secrets, s)
+	}
+}
+
+// mustVerify tells whether a pod must pull image, present as image ID
+// ref, with its own credentials (podCreds, called at most once) before
+// using it. A matching Secret that the record does not hold yet (another
+// Secret with the same login, or the same Secret with a new login) is
+// added to it.
+func (r *pullRecords) mustVerify(image, ref string, podCreds func() ([]credentials.Credential, error)) (bool, error) {
+	repo, err := credentials.Repository(image)
+	if err != nil {
+		return true, nil
+	}
+	r.mu.Lock()
+	rec := r.byRef[ref]
+	if rec == nil {
+		// Not pulled by the Manager: preloaded, used as it is; unless a
+		// pull of it is under way.
+		pulling := r.intents[image] > 0
+		r.mu.Unlock()
+		return pulling, nil
+	}
+	rr := rec.repos[repo]
+	switch {
+	case rr == nil:
+		r.mu.Unlock()
+		return true, nil
+	case rr.nodeWide:
+		r.mu.Unlock()
+		return false, nil
+	case len(rr.secrets) == 0:
+		r.mu.Unlock()
+		return true, nil
+	}
+	r.mu.Unlock()
+	creds, err := podCreds()
+	if err != nil {
+		return true, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range creds {
+		if c.Source == nil {
+			continue
+		}
+		hash := c.Hash()
+		for _, s := range rr.secrets {
+			if s.hash == hash || s.ref == *c.Source {
+				rr.add(secretRecord{ref: *c.Source, hash: hash})
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// pullCredentialsFailed fails the image of container c, whose pod's
+// credentials could not be read (a malformed docker config), as a failed
+// pull: a Failed event naming the Secret, ErrImagePull, and the pull's
+// back-off. The other pods are not concerned.
+func (m *Manager) pullCredentialsFailed(pod *v1.Pod, c *v1.Container, err error) (string, string, error) {
+	msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
+	m.ev.container(pod, c, "", v1.EventTypeWarning, EventFailed, msg)
+	m.mu.Lock()
+	m.imageBO.next(pod.UID, c.Image, m.now(), false)
+	m.mu.Unlock()
+	return "", msg, fmt.Errorf("%w: %s", ErrImagePull, msg)
 }
