@@ -110,7 +110,8 @@
 //     docker config fails the pull with ErrImagePull and a message naming
 //     the Secret, and backs off as a failed pull (the kubelet fails with
 //     the JSON error as the reason, without back-off). Node-wide docker
-//     configs and credential-provider plugins are not read. The image pull
+//     config files and credential-provider plugins are not read (node-wide
+//     logins come from ManagerOptions.NodeCredentials). The image pull
 //     credential verification (KubeletEnsureSecretPulledImages, on by
 //     default since 1.35) follows its default policy,
 //     NeverVerifyPreloadedImages, but keeps its records in memory: after a

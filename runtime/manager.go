@@ -21,6 +21,7 @@ import (
 
 	"github.com/nodekit/nodekit/env"
 	nkobjects "github.com/nodekit/nodekit/objects"
+	"github.com/nodekit/nodekit/runtime/credentials"
 )
 
 // DefaultPodLogsDir is where container logs go unless ManagerOptions says
@@ -90,6 +91,11 @@ type ManagerOptions struct {
 	// read (a FailedToRetrieveImagePullSecret event) and its images are
 	// pulled without credentials.
 	Secrets nkobjects.SecretGetter
+	// NodeCredentials are node-wide registry logins (the kubelet's
+	// node docker configs), tried after those of the pod's Secrets. An
+	// image pulled with one may be used by every pod. Defaults to nil:
+	// none.
+	NodeCredentials *credentials.Keyring
 }
 
 // EnvResolver resolves the environment of container c of pod, whose

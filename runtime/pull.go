@@ -170,13 +170,14 @@ func (p *puller) pullWithCredentials(ctx context.Context, spec *runtimeapi.Image
 }
 
 // imageCredentials returns the credentials of the pod's imagePullSecrets
-// for image, in the order to try them. A Secret it cannot read is named
-// in a FailedToRetrieveImagePullSecret event and left out; a Secret
-// whose docker config does not parse fails it (a
+// for image, then the node's, in the order to try them. A Secret it
+// cannot read is named in a FailedToRetrieveImagePullSecret event and
+// left out; a Secret whose docker config does not parse fails it (a
 // *credentials.ConfigError).
 func (m *Manager) imageCredentials(ctx context.Context, pod *v1.Pod, image string) ([]credentials.Credential, error) {
+	node := m.opts.NodeCredentials.Lookup(image)
 	if len(pod.Spec.ImagePullSecrets) == 0 {
-		return nil, nil
+		return node, nil
 	}
 	secrets, failed := credentials.PodSecrets(ctx, m.opts.Secrets, pod)
 	if len(failed) > 0 {
@@ -188,7 +189,7 @@ func (m *Manager) imageCredentials(ctx context.Context, pod *v1.Pod, image strin
 	if err != nil {
 		return nil, err
 	}
-	return kr.Lookup(image), nil
+	return append(kr.Lookup(image), node...), nil
 }
 
 // maxRecordedSecrets bounds the Secrets recorded for one image as found

@@ -334,3 +334,21 @@ func credentialsOf(t *testing.T, s *v1.Secret) []credentials.Credential {
 	}
 	return kr.Lookup(privateImage)
 }
+
+// TestPullNodeCredentials: node-wide logins are tried after the pod's,
+// and an image pulled with one serves every pod without a pull.
+func TestPullNodeCredentials(t *testing.T) {
+	f := newPullFixture(t, secretStore{"bob": loginSecret("bob", "bob", "pw-bob")})
+	node := &credentials.Keyring{}
+	node.Add(nil, credentials.Config{"private.test:5000": {Username: "alice", Password: "pw-alice"}})
+	f.m.opts.NodeCredentials = node
+	if a := startErr(t, f.sync(t, privatePod("p", v1.PullIfNotPresent, "bob"))); a != nil {
+		t.Fatalf("start: %v", a.Err)
+	}
+	if a := startErr(t, f.sync(t, privatePod("q", v1.PullNever))); a != nil {
+		t.Fatalf("second pod: %v", a.Err)
+	}
+	if diff := cmp.Diff([]string{privateImage + " bob", privateImage + " alice"}, f.images.takeAttempts()); diff != "" {
+		t.Errorf("pull attempts (-want +got):\n%s", diff)
+	}
+}

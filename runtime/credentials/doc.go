@@ -36,12 +36,19 @@
 // credentials of index.docker.io. The caller tries them in order until a
 // pull succeeds, and pulls without credentials only when there are none.
 //
+// PodSecrets reads the Secrets the pod's spec names, in its order, and
+// names those it cannot read (the caller records the kubelet's
+// FailedToRetrieveImagePullSecret event and pulls without them). The
+// service account's imagePullSecrets are not read here, as the kubelet
+// does not read them: the API server's ServiceAccount admission plugin
+// copies them into the pod's spec when the pod is created.
+//
 // # Differences from the kubelet
 //
 // The kubelet also reads node-wide docker configs (its root directory,
 // ~/.docker/config.json) and credential-provider plugins; nodekit reads
-// the pod's Secrets only. A node that needs node-wide credentials can
-// hand the runtime a keyring built with Keyring.Add.
+// the pod's Secrets, and the node-wide keyring its caller builds with
+// Keyring.Add (a nil source: runtime.ManagerOptions.NodeCredentials).
 //
 // # Concurrency
 //
