@@ -114,10 +114,12 @@
 //     logins come from ManagerOptions.NodeCredentials). The image pull
 //     credential verification (KubeletEnsureSecretPulledImages, on by
 //     default since 1.35) follows its default policy,
-//     NeverVerifyPreloadedImages, but keeps its records in memory: after a
-//     restart of the agent every present image counts as preloaded, where
-//     the kubelet keeps its records on disk; and records of removed images
-//     are not pruned (a few hundred bytes per image pulled).
+//     NeverVerifyPreloadedImages, with its records in
+//     <RootDir>/image_manager/pulled.json (in memory without a RootDir),
+//     but for two points: the pulls under way are not recorded on disk (an
+//     image whose pull a restart of the agent cut short counts as
+//     preloaded), and records of removed images are not pruned (a few
+//     hundred bytes per image pulled).
 //   - The security context goes to CRI as the kubelet sends it (users and
 //     groups, the supplemental groups policy, capabilities, privileged,
 //     read-only root, no-new-privileges, seccomp with Localhost profiles

@@ -208,7 +208,7 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 		hookClient:   newHookClient(),
 		now:          time.Now,
 		clock:        clock.RealClock{},
-		pulls:        newPuller(is, opts.MaxParallelImagePulls),
+		pulls:        newPuller(is, opts.MaxParallelImagePulls).persistIn(opts.RootDir, opts.Logger.WithName("runtime")),
 		runtimeName:  "cri",
 		containerBO:  newBackOff(opts.BackOff),
 		imageBO:      newBackOff(opts.ImageBackOff),

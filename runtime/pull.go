@@ -2,11 +2,19 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
+	"github.com/go-logr/logr"
+
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -197,18 +205,39 @@ func (m *Manager) imageCredentials(ctx context.Context, pod *v1.Pod, image strin
 // writeRecordWhileMatchingLimit).
 const maxRecordedSecrets = 100
 
+// pullRecordsFile is where the pull records are kept under the agent's
+// root directory (the kubelet keeps its own under
+// <root>/image_manager/pulled).
+const pullRecordsFile = "image_manager/pulled.json"
+
+// persistIn keeps the pull records in a file of rootDir ("": memory
+// only), read at their first use; it returns p.
+func (p *puller) persistIn(rootDir string, log logr.Logger) *puller {
+	if rootDir != "" {
+		p.records.file = filepath.Join(rootDir, pullRecordsFile)
+	}
+	p.records.log = log
+	return p
+}
+
 // pullRecords are the kubelet's image pull records
 // (KubeletEnsureSecretPulledImages, on by default since 1.35, with its
-// default policy NeverVerifyPreloadedImages), kept in memory: for each
-// image the Manager pulled (by image ID), the credentials that pulled it,
-// per repository. An image present on the node is used by a pod without
-// a pull when the Manager did not pull it (preloaded), when it was pulled
-// without credentials, or when one of the pod's pull Secrets is one that
-// pulled it (same Secret, or same login); otherwise the pod's own
-// credentials must pull it again.
+// default policy NeverVerifyPreloadedImages): for each image the Manager
+// pulled (by image ID), the credentials that pulled it, per repository,
+// kept in <RootDir>/image_manager/pulled.json (in memory only without a
+// RootDir). An image present on the node is used by a pod without a pull
+// when the Manager did not pull it (preloaded), when it was pulled
+// without credentials or with node-wide ones, or when one of the pod's
+// pull Secrets is one that pulled it (same Secret, or same login);
+// otherwise the pod's own credentials must pull it again.
 type pullRecords struct {
-	mu    sync.Mutex
-	byRef map[string]*pullRecord
+	// file keeps the records across restarts ("": memory only).
+	file string
+	log  logr.Logger
+
+	mu     sync.Mutex
+	loaded bool
+	byRef  map[string]*pullRecord
 	// intents counts the pulls under way per image as written: an image
 	// present while the Manager pulls it counts as pulled by the Manager.
 	intents map[string]int
@@ -250,6 +279,8 @@ func (r *pullRecords) pulled(image, ref string, cred *credentials.Credential) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.loadLocked()
+	defer r.saveLocked()
 	rec := r.byRef[ref]
 	if rec == nil {
 		rec = &pullRecord{repos: map[string]*repoRecord{}}
@@ -265,6 +296,93 @@ func (r *pullRecords) pulled(image, ref string, cred *credentials.Credential) {
 		return
 	}
 	rr.add(secretRecord{ref: *cred.Source, hash: cred.Hash()})
+}
+
+// The records as the file holds them.
+type (
+	recordsFile struct {
+		// Images by image ID, then by repository.
+		Images map[string]map[string]repoFile `json:"images"`
+	}
+	repoFile struct {
+		NodeWide bool         `json:"nodeWide,omitempty"`
+		Secrets  []secretFile `json:"secrets,omitempty"`
+	}
+	secretFile struct {
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+		UID       string `json:"uid,omitempty"`
+		// Hash is the login's SHA-256 (credentials.Credential.Hash).
+		Hash string `json:"hash"`
+	}
+)
+
+// loadLocked reads the records file once. An unreadable or malformed
+// file is logged and the records start empty.
+func (r *pullRecords) loadLocked() {
+	if r.loaded || r.file == "" {
+		return
+	}
+	r.loaded = true
+	b, err := os.ReadFile(r.file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var f recordsFile
+	if err == nil {
+		err = json.Unmarshal(b, &f)
+	}
+	if err != nil {
+		r.log.Error(err, "cannot read the image pull records; starting without them", "path", r.file)
+		return
+	}
+	for ref, repos := range f.Images {
+		rec := &pullRecord{repos: map[string]*repoRecord{}}
+		for repo, rf := range repos {
+			rr := &repoRecord{nodeWide: rf.NodeWide}
+			for _, s := range rf.Secrets {
+				rr.secrets = append(rr.secrets, secretRecord{
+					ref:  credentials.SecretRef{Namespace: s.Namespace, Name: s.Name, UID: types.UID(s.UID)},
+					hash: s.Hash,
+				})
+			}
+			rec.repos[repo] = rr
+		}
+		r.byRef[ref] = rec
+	}
+}
+
+// saveLocked writes the records file (a new file renamed over the old).
+// A failure is logged: the records stay in memory.
+func (r *pullRecords) saveLocked() {
+	if r.file == "" {
+		return
+	}
+	f := recordsFile{Images: map[string]map[string]repoFile{}}
+	for ref, rec := range r.byRef {
+		repos := map[string]repoFile{}
+		for repo, rr := range rec.repos {
+			rf := repoFile{NodeWide: rr.nodeWide}
+			for _, s := range rr.secrets {
+				rf.Secrets = append(rf.Secrets, secretFile{Namespace: s.ref.Namespace, Name: s.ref.Name, UID: string(s.ref.UID), Hash: s.hash})
+			}
+			repos[repo] = rf
+		}
+		f.Images[ref] = repos
+	}
+	b, err := json.Marshal(f)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(r.file), 0o700)
+	}
+	if err == nil {
+		tmp := r.file + ".tmp"
+		if err = os.WriteFile(tmp, b, 0o600); err == nil {
+			err = os.Rename(tmp, r.file)
+		}
+	}
+	if err != nil {
+		r.log.Error(err, "cannot write the image pull records", "path", r.file)
+	}
 }
 
 // add records s, replacing the record of the same Secret.
@@ -294,6 +412,7 @@ func (r *pullRecords) mustVerify(image, ref string, podCreds func() ([]credentia
 		return true, nil
 	}
 	r.mu.Lock()
+	r.loadLocked()
 	rec := r.byRef[ref]
 	if rec == nil {
 		// Not pulled by the Manager: preloaded, used as it is; unless a
@@ -328,7 +447,10 @@ func (r *pullRecords) mustVerify(image, ref string, podCreds func() ([]credentia
 		hash := c.Hash()
 		for _, s := range rr.secrets {
 			if s.hash == hash || s.ref == *c.Source {
-				rr.add(secretRecord{ref: *c.Source, hash: hash})
+				if s.hash != hash || s.ref != *c.Source {
+					rr.add(secretRecord{ref: *c.Source, hash: hash})
+					r.saveLocked()
+				}
 				return false, nil
 			}
 		}

@@ -5,11 +5,15 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -350,5 +354,56 @@ func TestPullNodeCredentials(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{privateImage + " bob", privateImage + " alice"}, f.images.takeAttempts()); diff != "" {
 		t.Errorf("pull attempts (-want +got):\n%s", diff)
+	}
+}
+
+// TestPullRecordsPersist: the pull records survive a new Manager on the
+// same root directory; a malformed records file is logged and ignored.
+func TestPullRecordsPersist(t *testing.T) {
+	dir := t.TempDir()
+	p1 := newPuller(nil, 1).persistIn(dir, logr.Discard())
+	alice := credentialsOf(t, loginSecret("alice", "alice", "pw-alice"))
+	p1.records.pulled(privateImage, "sha256:1", &alice[0])
+	p1.records.pulled("public.test/x:1", "sha256:2", nil)
+
+	p2 := newPuller(nil, 1).persistIn(dir, logr.Discard())
+	alice2 := func() ([]credentials.Credential, error) {
+		return credentialsOf(t, loginSecret("alice2", "alice", "pw-alice")), nil
+	}
+	for _, tc := range []struct {
+		image, ref string
+		creds      func() ([]credentials.Credential, error)
+		want       bool
+	}{
+		{privateImage, "sha256:1", noCredentials, true},
+		{privateImage, "sha256:1", alice2, false},
+		{"public.test/x:1", "sha256:2", noCredentials, false},
+		{"busybox:1.36", "sha256:3", noCredentials, false},
+	} {
+		if must, err := p2.records.mustVerify(tc.image, tc.ref, tc.creds); err != nil || must != tc.want {
+			t.Errorf("after a restart, mustVerify(%s, %s) = %v, %v; want %v", tc.image, tc.ref, must, err, tc.want)
+		}
+	}
+	// alice2 was recorded as it matched: it is in the file too.
+	p3 := newPuller(nil, 1).persistIn(dir, logr.Discard())
+	p3.records.mu.Lock()
+	p3.records.loadLocked()
+	n := len(p3.records.byRef["sha256:1"].repos["private.test:5000/app"].secrets)
+	p3.records.mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d Secrets recorded for the image, want 2 (alice, alice2)", n)
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, pullRecordsFile), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	log := funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})
+	p4 := newPuller(nil, 1).persistIn(dir, log)
+	if must, err := p4.records.mustVerify(privateImage, "sha256:1", noCredentials); err != nil || must {
+		t.Errorf("with a malformed file, mustVerify = %v, %v; want false (no records)", must, err)
+	}
+	if len(logged) != 1 || !strings.Contains(logged[0], "cannot read the image pull records") {
+		t.Errorf("logged %q", logged)
 	}
 }
