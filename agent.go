@@ -141,6 +141,7 @@ func New(opts Options) (*Agent, error) {
 	rmOpts := opts.RuntimeManager
 	rmOpts.CPUCFSQuotaPeriod = opts.Cgroups.CPUCFSQuotaPeriod
 	a.wireRuntime(&rmOpts)
+	a.wirePullSecrets(&rmOpts)
 	if rmOpts.Logger.GetSink() == nil {
 		rmOpts.Logger = log
 	}

@@ -71,7 +71,8 @@
 // the Manager records the kubelet's events, with its reasons, types and
 // messages, on the pod with the container's field path
 // (spec.containers{name}, spec.initContainers{name}): Pulling, Pulled
-// ("Container image "x" already present on machine", "Successfully pulled
+// ("Container image "x" already present on machine and can be
+// accessed by the pod", "Successfully pulled
 // image "x" in 1.2s"), Failed ("Failed to pull image ...", then "Error:
 // ErrImagePull"; "Error: <runtime message>" when a container cannot be
 // configured, created or started), BackOff (image pull, Normal; restart,
@@ -100,7 +101,25 @@
 //   - A grace period override below the minimum (2s) is kept, also when
 //     the termination order made the container wait: the kubelet raises
 //     every grace period to 2s, nodekit lets a caller force a hard kill.
-//   - No ephemeral containers, no in-place resize, no image pull secrets.
+//   - No ephemeral containers.
+//   - No in-place resize.
+//   - Image pull secrets (ManagerOptions.Secrets; package
+//     runtime/credentials has the docker-config rules) are read when an
+//     image is pulled or its access checked, not at every sync: the
+//     FailedToRetrieveImagePullSecret event comes with a pull. A malformed
+//     docker config fails the pull with ErrImagePull and a message naming
+//     the Secret, and backs off as a failed pull (the kubelet fails with
+//     the JSON error as the reason, without back-off). Node-wide docker
+//     config files and credential-provider plugins are not read (node-wide
+//     logins come from ManagerOptions.NodeCredentials). The image pull
+//     credential verification (KubeletEnsureSecretPulledImages, on by
+//     default since 1.35) follows its default policy,
+//     NeverVerifyPreloadedImages, with its records in
+//     <RootDir>/image_manager/pulled.json (in memory without a RootDir),
+//     but for two points: the pulls under way are not recorded on disk (an
+//     image whose pull a restart of the agent cut short counts as
+//     preloaded), and records of removed images are not pruned (a few
+//     hundred bytes per image pulled).
 //   - The security context goes to CRI as the kubelet sends it (users and
 //     groups, the supplemental groups policy, capabilities, privileged,
 //     read-only root, no-new-privileges, seccomp with Localhost profiles

@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podmodel"
+	"github.com/nodekit/nodekit/runtime/credentials"
 )
 
 // SyncPodOptions carry what other parts of the agent prepared for a pod.
@@ -526,10 +527,19 @@ func (m *Manager) gcBackOffsLocked(now time.Time) {
 // ensureImage makes sure the container's image is present per its pull
 // policy and returns the image reference to create the container from, or
 // an error of class ErrImagePull, ErrImagePullBackOff, ErrImageNeverPull or
-// ErrImageInspect with its message.
+// ErrImageInspect with its message. An image present on the node that the
+// Manager pulled with credentials the pod does not hold is pulled again
+// with the pod's (pullRecords).
 func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sandboxCfg *runtimeapi.PodSandboxConfig) (string, string, error) {
 	spec := &runtimeapi.ImageSpec{Image: c.Image, UserSpecifiedImage: c.Image, RuntimeHandler: m.opts.RuntimeHandler, Annotations: pod.Annotations}
 	policy := pullPolicy(c)
+	// The pod's credentials, looked up once, when needed.
+	creds := sync.OnceValues(func() ([]credentials.Credential, error) { return m.imageCredentials(ctx, pod, c.Image) })
+	neverPull := func() (string, string, error) {
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		m.ev.container(pod, c, "", v1.EventTypeWarning, EventErrImageNeverPull, msg)
+		return "", msg, fmt.Errorf("%w: %s", ErrImageNeverPull, msg)
+	}
 	if policy != v1.PullAlways {
 		resp, err := m.is.ImageStatus(ctx, spec, false)
 		if err != nil {
@@ -538,17 +548,26 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 			return "", msg, fmt.Errorf("%w: %s", ErrImageInspect, msg)
 		}
 		if img := resp.GetImage(); img != nil {
-			m.ev.container(pod, c, "", v1.EventTypeNormal, EventPulled,
-				fmt.Sprintf("Container image %q already present on machine", c.Image))
-			if img.GetId() != "" {
-				return img.GetId(), "", nil
+			ref := img.GetId()
+			if ref == "" {
+				ref = c.Image
 			}
-			return c.Image, "", nil
-		}
-		if policy == v1.PullNever {
-			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
-			m.ev.container(pod, c, "", v1.EventTypeWarning, EventErrImageNeverPull, msg)
-			return "", msg, fmt.Errorf("%w: %s", ErrImageNeverPull, msg)
+			must, err := m.pulls.records.mustVerify(c.Image, ref, creds)
+			if err != nil {
+				return m.pullCredentialsFailed(pod, c, err)
+			}
+			if !must {
+				m.ev.container(pod, c, "", v1.EventTypeNormal, EventPulled,
+					fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", c.Image))
+				return ref, "", nil
+			}
+			if policy == v1.PullNever {
+				// As the kubelet: an image the pod may not use is absent
+				// to it.
+				return neverPull()
+			}
+		} else if policy == v1.PullNever {
+			return neverPull()
 		}
 	}
 	now := m.now()
@@ -560,8 +579,12 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		m.ev.container(pod, c, "", v1.EventTypeNormal, EventBackOff, msg)
 		return "", msg, fmt.Errorf("%w: %s", ErrImagePullBackOff, msg)
 	}
+	auths, err := creds()
+	if err != nil {
+		return m.pullCredentialsFailed(pod, c, err)
+	}
 	m.ev.container(pod, c, "", v1.EventTypeNormal, EventPulling, fmt.Sprintf("Pulling image %q", c.Image))
-	ref, err := m.pulls.pull(ctx, spec, nil, sandboxCfg)
+	ref, _, err := m.pulls.pullWithCredentials(ctx, spec, auths, sandboxCfg)
 	end := m.now()
 	if err != nil {
 		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
