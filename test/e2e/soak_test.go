@@ -448,8 +448,9 @@ spec:
 		unchanged(fmt.Sprintf("round %d %s", round, faultContainerd), before, ids)
 
 		// containerd is killed while the agent's RunPodSandbox for a new
-		// pod is in flight: at once, or after up to 300ms, to hit
-		// containerd at different steps of the sandbox's creation.
+		// pod is in flight: after a random part of the time such a call
+		// takes, to hit containerd at different steps of the sandbox's
+		// creation.
 		issued, ended := hook.arm()
 		halfMadeOf := ""
 		write(fmt.Sprintf("p%d", next), 0)
@@ -457,7 +458,8 @@ spec:
 		creates++
 		select {
 		case uid := <-issued:
-			time.Sleep(time.Duration(rng.IntN(4)) * 100 * time.Millisecond)
+			delay := time.Duration(rng.Float64() * float64(hook.typical(300*time.Millisecond)))
+			time.Sleep(delay)
 			if err := in.crash(); err != nil {
 				t.Fatal(err)
 			}
@@ -468,9 +470,9 @@ spec:
 				if err != nil {
 					sandboxCallsCut++
 					halfMadeOf = uid
-					t.Logf("round %d: RunPodSandbox of pod %s failed with containerd killed: %v", round, uid, err)
+					t.Logf("round %d: RunPodSandbox of pod %s failed with containerd killed %v after it was issued: %v", round, uid, delay.Round(time.Millisecond), err)
 				} else {
-					t.Logf("round %d: RunPodSandbox of pod %s had returned when containerd was killed", round, uid)
+					t.Logf("round %d: RunPodSandbox of pod %s had returned when containerd was killed %v after it was issued", round, uid, delay.Round(time.Millisecond))
 				}
 			case <-time.After(time.Minute):
 				violation("round %d: RunPodSandbox of pod %s did not return within a minute of containerd's kill", round, uid)

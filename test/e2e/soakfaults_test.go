@@ -25,8 +25,24 @@ type sandboxHook struct {
 	runtime.RuntimeService
 
 	mu     sync.Mutex
-	issued chan<- string // armed: the next call's pod UID goes here
-	ended  chan<- error  // and then its result
+	issued chan<- string   // armed: the next call's pod UID goes here
+	ended  chan<- error    // and then its result
+	took   []time.Duration // of the calls not armed that succeeded
+}
+
+// typical returns the mean time a RunPodSandbox took, or fallback when
+// none was measured.
+func (h *sandboxHook) typical(fallback time.Duration) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.took) == 0 {
+		return fallback
+	}
+	var sum time.Duration
+	for _, d := range h.took {
+		sum += d
+	}
+	return sum / time.Duration(len(h.took))
 }
 
 // arm makes the next RunPodSandbox report itself on issued before it is
@@ -52,7 +68,14 @@ func (h *sandboxHook) RunPodSandbox(ctx context.Context, config *runtimeapi.PodS
 	h.issued, h.ended = nil, nil
 	h.mu.Unlock()
 	if issued == nil {
-		return h.RuntimeService.RunPodSandbox(ctx, config, handler)
+		start := time.Now()
+		id, err := h.RuntimeService.RunPodSandbox(ctx, config, handler)
+		if err == nil {
+			h.mu.Lock()
+			h.took = append(h.took, time.Since(start))
+			h.mu.Unlock()
+		}
+		return id, err
 	}
 	issued <- config.GetMetadata().GetUid()
 	id, err := h.RuntimeService.RunPodSandbox(ctx, config, handler)
