@@ -83,7 +83,9 @@ const (
 //     started again;
 //   - containerd killed while a RunPodSandbox is in flight: a hook in the
 //     agent's runtime reports the call as it is issued, for a pod the soak
-//     creates, and the test kills containerd then;
+//     creates, and the test kills containerd after a random part of the
+//     shortest time such a call took (so at different steps of the
+//     sandbox's creation);
 //   - the API server killed (kube-apiserver and etcd, SIGKILL) and started
 //     again with its data; in every other round the agent is also
 //     restarted while it is down (an offline restart, from the checkpoint);
@@ -129,6 +131,9 @@ func TestSoak(t *testing.T) {
 		}
 	})
 	c := newClusterOn(t, f, true)
+	// The agents' last log lines only, printed if the test fails: all of
+	// them would grow the heap the soak measures.
+	f.logLines = 5000
 
 	rounds := envInt(t, envSoakRounds, 2)
 	var duration time.Duration
@@ -170,7 +175,8 @@ func TestSoak(t *testing.T) {
 		creates, updates, deletes     int
 		violations                    int
 		sandboxCalls, sandboxCallsCut int
-		halfMade                      int // sandboxes of cut calls that containerd kept
+		halfMade                      int      // sandboxes of cut calls that containerd kept
+		roundGoroutines, roundHeaps   []string // at each round's start
 		goroutines, heaps, podCounts  []int
 	)
 	violation := func(format string, args ...any) {
@@ -430,6 +436,8 @@ spec:
 		}
 		converge(fmt.Sprintf("round %d churn", round))
 		before := converge(fmt.Sprintf("round %d before the faults", round))
+		roundGoroutines = append(roundGoroutines, strconv.Itoa(goroutines[len(goroutines)-1]))
+		roundHeaps = append(roundHeaps, fmt.Sprintf("%.1f", float64(heaps[len(heaps)-1])/(1<<20)))
 
 		// The agent restarts.
 		restartAgent()
@@ -448,9 +456,9 @@ spec:
 		unchanged(fmt.Sprintf("round %d %s", round, faultContainerd), before, ids)
 
 		// containerd is killed while the agent's RunPodSandbox for a new
-		// pod is in flight: after a random part of the time such a call
-		// takes, to hit containerd at different steps of the sandbox's
-		// creation.
+		// pod is in flight: after a random part of the shortest time such
+		// a call took, to hit containerd at different steps of the
+		// sandbox's creation.
 		issued, ended := hook.arm()
 		halfMadeOf := ""
 		write(fmt.Sprintf("p%d", next), 0)
@@ -458,7 +466,7 @@ spec:
 		creates++
 		select {
 		case uid := <-issued:
-			delay := time.Duration(rng.Float64() * float64(hook.typical(300*time.Millisecond)))
+			delay := time.Duration(rng.Float64() * float64(hook.shortest(300*time.Millisecond)))
 			time.Sleep(delay)
 			if err := in.crash(); err != nil {
 				t.Fatal(err)
@@ -567,6 +575,7 @@ spec:
 		round, time.Since(began).Round(time.Second), total, strings.Join(kinds, ", "), sandboxCallsCut, sandboxCalls, halfMade,
 		creates, updates, deletes, g0, gmax, goroutines[len(goroutines)-1],
 		float64(h0)/(1<<20), float64(hmax)/(1<<20), float64(heaps[len(heaps)-1])/(1<<20), violations)
+	t.Logf("soak: at each round's start, goroutines %s; heap (MiB) %s", strings.Join(roundGoroutines, " "), strings.Join(roundHeaps, " "))
 	last := len(goroutines) - 1
 	if limit := g0 + 150 + 30*max(0, podCounts[last]-podCounts[0]); goroutines[last] > limit {
 		violation("goroutines: %d at the end, %d at the start (%d and %d pods): more than %d", goroutines[last], g0, podCounts[last], podCounts[0], limit)
