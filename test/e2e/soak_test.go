@@ -61,12 +61,12 @@ const soakConverge = 90 * time.Second
 
 // Fault kinds, as the soak counts them.
 const (
-	faultAgent          = "agent restart"
-	faultAgentOffline   = "agent restart with the API server down"
-	faultContainerd     = "containerd kill -9"
-	faultSandboxInFlite = "containerd kill -9 during RunPodSandbox"
-	faultAPIServer      = "API server kill -9"
-	faultDisk           = "disk full"
+	faultAgent           = "agent restart"
+	faultAgentOffline    = "agent restart with the API server down"
+	faultContainerd      = "containerd kill -9"
+	faultSandboxInFlight = "containerd kill -9 during RunPodSandbox"
+	faultAPIServer       = "API server kill -9"
+	faultDisk            = "disk full"
 )
 
 // TestSoak keeps static pods and API pods under churn on a containerd of
@@ -387,7 +387,7 @@ spec:
 		})
 	}
 
-	ids := converge("start")
+	converge("start")
 	began := time.Now()
 	round := 0
 	for ; duration > 0 && time.Since(began) < duration || duration == 0 && round < rounds; round++ {
@@ -442,7 +442,7 @@ spec:
 		// The agent restarts.
 		restartAgent()
 		faults[faultAgent]++
-		ids = converge(fmt.Sprintf("round %d %s", round, faultAgent))
+		ids := converge(fmt.Sprintf("round %d %s", round, faultAgent))
 		unchanged(fmt.Sprintf("round %d %s", round, faultAgent), before, ids)
 
 		// containerd is killed and started again, the agent idle.
@@ -471,7 +471,7 @@ spec:
 			if err := in.crash(); err != nil {
 				t.Fatal(err)
 			}
-			faults[faultSandboxInFlite]++
+			faults[faultSandboxInFlight]++
 			sandboxCalls++
 			select {
 			case err := <-ended:
@@ -498,8 +498,8 @@ spec:
 				t.Logf("round %d: containerd back with sandbox %.12s (%s) of pod %s", round, sb.Id, sb.State, halfMadeOf)
 			}
 		}
-		ids = converge(fmt.Sprintf("round %d %s", round, faultSandboxInFlite))
-		unchanged(fmt.Sprintf("round %d %s", round, faultSandboxInFlite), before, ids)
+		ids = converge(fmt.Sprintf("round %d %s", round, faultSandboxInFlight))
+		unchanged(fmt.Sprintf("round %d %s", round, faultSandboxInFlight), before, ids)
 
 		// The API server is killed; in every other round the agent restarts
 		// while it is down, from its checkpoint.
@@ -562,7 +562,6 @@ spec:
 		ids = converge(fmt.Sprintf("round %d %s", round, faultDisk))
 		unchanged(fmt.Sprintf("round %d %s", round, faultDisk), before, ids)
 	}
-	_ = ids
 
 	total := 0
 	var kinds []string
