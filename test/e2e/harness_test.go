@@ -272,6 +272,13 @@ func containsAll(s string, parts []string) bool {
 	return true
 }
 
+// clear drops the lines kept so far.
+func (b *logBuffer) clear() {
+	b.mu.Lock()
+	b.lines = nil
+	b.mu.Unlock()
+}
+
 func (b *logBuffer) dump(t *testing.T) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
