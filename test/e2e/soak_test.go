@@ -177,6 +177,7 @@ func TestSoak(t *testing.T) {
 		sandboxCalls, sandboxCallsCut int
 		halfMade                      int      // sandboxes of cut calls that containerd kept
 		roundGoroutines, roundHeaps   []string // at each round's start
+		roundPods                     []string
 		goroutines, heaps, podCounts  []int
 	)
 	violation := func(format string, args ...any) {
@@ -443,6 +444,7 @@ spec:
 		before := converge(fmt.Sprintf("round %d before the faults", round))
 		roundGoroutines = append(roundGoroutines, strconv.Itoa(goroutines[len(goroutines)-1]))
 		roundHeaps = append(roundHeaps, fmt.Sprintf("%.1f", float64(heaps[len(heaps)-1])/(1<<20)))
+		roundPods = append(roundPods, strconv.Itoa(podCounts[len(podCounts)-1]))
 
 		// The agent restarts.
 		restartAgent()
@@ -579,7 +581,7 @@ spec:
 		round, time.Since(began).Round(time.Second), total, strings.Join(kinds, ", "), sandboxCallsCut, sandboxCalls, halfMade,
 		creates, updates, deletes, g0, gmax, goroutines[len(goroutines)-1],
 		float64(h0)/(1<<20), float64(hmax)/(1<<20), float64(heaps[len(heaps)-1])/(1<<20), violations)
-	t.Logf("soak: at each round's start, goroutines %s; heap (MiB) %s", strings.Join(roundGoroutines, " "), strings.Join(roundHeaps, " "))
+	t.Logf("soak: at each round's start, pods %s; goroutines %s; heap (MiB) %s", strings.Join(roundPods, " "), strings.Join(roundGoroutines, " "), strings.Join(roundHeaps, " "))
 	last := len(goroutines) - 1
 	if limit := g0 + 150 + 30*max(0, podCounts[last]-podCounts[0]); goroutines[last] > limit {
 		violation("goroutines: %d at the end, %d at the start (%d and %d pods): more than %d", goroutines[last], g0, podCounts[last], podCounts[0], limit)
