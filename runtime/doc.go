@@ -124,9 +124,10 @@
 //     Neither its Killing nor its hook events are recorded (the kubelet's
 //     cannot be either: the pod is gone).
 //   - The environment is resolved by ManagerOptions.Env (package env):
-//     every source the kubelet serves but service links; ConfigMaps and
-//     Secrets come from the getter given to it. Mounts come from
-//     SyncPodOptions.Mounts.
+//     every source the kubelet serves, service links included when it is
+//     given the cluster's Services (the Agent gives an informer's when
+//     joined to a cluster); ConfigMaps and Secrets come from the getter
+//     given to it. Mounts come from SyncPodOptions.Mounts.
 //   - DNS (ManagerOptions.DNS) follows the kubelet's dnsPolicy rules and
 //     limits, with two deliberate differences: a ClusterFirst pod on an
 //     agent with neither cluster DNS servers nor a cluster domain (a
