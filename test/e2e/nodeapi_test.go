@@ -161,10 +161,11 @@ func waitLine(t *testing.T, ch <-chan string, re *regexp.Regexp) string {
 // TestNodeAPIKubectl joins an agent serving the node API to the API
 // server (started with kubelet client certificates) on containerd, and
 // drives it with kubectl 1.37: logs (current, previous, tail, timestamps,
-// follow), exec with stdin and exit code, attach, port-forward; the
+// follow), exec with stdin and exit code, attach, debug, port-forward; the
 // metrics and stats through the API server's node proxy, parsed with the
 // Prometheus text parser and the kubelet's stats types; and 401/403
-// straight to the agent's port.
+// straight to the agent's port. debug runs an ephemeral container in the
+// PID namespace of the pod's container.
 func TestNodeAPIKubectl(t *testing.T) {
 	c := newCluster(t, false)
 	kubectl := kubectlRunner{t: t, bin: kubectlPath(t), kubeconfig: c.kubeconfig, ns: c.ns}
@@ -275,6 +276,30 @@ func TestNodeAPIKubectl(t *testing.T) {
 		defer stop()
 		waitLine(t, lines, regexp.MustCompile(`^tick \d+$`))
 		stop()
+	})
+
+	t.Run("debug", func(t *testing.T) {
+		// An ephemeral container in talker's PID namespace: it reads a
+		// line from kubectl's stdin (so its output follows the attach)
+		// and finds talker's script among its processes.
+		script := `read x; echo "got $x"; for p in /proc/[0-9]*; do grep -q "tic[k]" $p/cmdline 2>/dev/null && echo sees-target && break; done`
+		out, stderr, code := kubectl.run("hello\n", "debug", "-it", "talker", "--image="+busyboxImage, "--image-pull-policy=IfNotPresent",
+			"--target=main", "-c", "debugger", "--", "sh", "-c", script)
+		if code != 0 || !strings.Contains(out, "got hello") || !strings.Contains(out, "sees-target") {
+			t.Fatalf("kubectl debug: exit %d, stdout %q, stderr %q; want the input echoed and talker's process seen", code, out, stderr)
+		}
+		eventuallyNil(t, 30*time.Second, "the debugger's ephemeral container status terminated", func() error {
+			p, err := c.getPod(t.Context(), "talker")
+			if err != nil {
+				return err
+			}
+			for _, s := range p.Status.EphemeralContainerStatuses {
+				if s.Name == "debugger" && s.State.Terminated != nil && s.State.Terminated.ExitCode == 0 {
+					return nil
+				}
+			}
+			return fmt.Errorf("ephemeral statuses %+v", p.Status.EphemeralContainerStatuses)
+		})
 	})
 
 	t.Run("port-forward", func(t *testing.T) {
