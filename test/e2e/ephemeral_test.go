@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +186,65 @@ func TestServiceLinks(t *testing.T) {
 		if strings.HasPrefix(k, "BACK_END_") {
 			t.Errorf("nolinks has %s with enableServiceLinks false", k)
 		}
+	}
+}
+
+// orphanPod's preStop hook and SIGTERM trap append to a file of a host
+// directory ($OUT), so the order shows after the pod is gone.
+const orphanPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: orphan
+  namespace: $NS
+spec:
+  terminationGracePeriodSeconds: 10
+  volumes:
+  - name: out
+    hostPath:
+      path: $OUT
+  containers:
+  - name: main
+    image: ` + busyboxImage + `
+    imagePullPolicy: IfNotPresent
+    volumeMounts:
+    - name: out
+      mountPath: /out
+    command: ["sh", "-c", "trap 'echo sigterm >> /out/log; exit 0' TERM; while true; do sleep 1 & wait; done"]
+    lifecycle:
+      preStop:
+        exec:
+          command: ["sh", "-c", "echo prestop >> /out/log"]
+`
+
+// TestOrphanPreStop: a pod whose manifest went away while no agent ran is
+// an orphan to the next agent, which knows nothing of its spec; it still
+// runs the container's preStop hook, recorded on the container, before
+// SIGTERM, as the kubelet does.
+func TestOrphanPreStop(t *testing.T) {
+	f := newFixture(t, envEndpoint)
+	out := t.TempDir()
+	// The second agent knows nothing of the orphan's volumes, whose
+	// mounts stay under RootDir; they go after the agents stopped.
+	t.Cleanup(func() { unmountUnder(t, f.rootDir) })
+	a1 := f.agent(nil, "first run")
+	f.writeYAML("orphan", strings.ReplaceAll(orphanPod, "$OUT", out))
+	eventually(t, 60*time.Second, "the pod Running", func() bool { return a1.running(f.pod("orphan")) })
+	uid := a1.podUID(f.pod("orphan"))
+	if err := a1.stop(); err != nil {
+		t.Fatalf("first agent: Run: %v", err)
+	}
+	f.remove("orphan")
+
+	f.agent(nil, "second run")
+	eventually(t, 60*time.Second, "the orphan's sandbox and container removed", func() bool {
+		sbs, cs := podObjects(t, f.cri, uid)
+		return len(sbs) == 0 && len(cs) == 0
+	})
+	got, err := os.ReadFile(filepath.Join(out, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "prestop\nsigterm\n" {
+		t.Errorf("the orphan's log file = %q, want its preStop hook, then SIGTERM", got)
 	}
 }
