@@ -61,6 +61,7 @@ type Agent struct {
 	loop      *syncloop.Loop
 	nodeAPI   *nodeAPIServer // nil when not served
 	alive     nodeAlive      // garbage collectors, eviction, log rotation (nodealive.go)
+	links     *serviceLinks  // Services of the service links; nil standalone (ephemeral.go)
 
 	// runtimeErr holds the last runtime health check's result (an error
 	// value or nil in an errBox).
@@ -138,6 +139,7 @@ func New(opts Options) (*Agent, error) {
 	if err := a.setUpObjects(); err != nil {
 		return nil, err
 	}
+	a.setUpServiceLinks()
 	rmOpts := opts.RuntimeManager
 	rmOpts.CPUCFSQuotaPeriod = opts.Cgroups.CPUCFSQuotaPeriod
 	a.wireRuntime(&rmOpts)
@@ -418,6 +420,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		run("node api", a.nodeAPI.Run)
 	}
 	a.runNodeAlive(run)
+	a.runServiceLinks(run)
 	run("sync loop", a.loop.Run)
 	err := g.Wait()
 	a.log.Info("Node agent stopped")

@@ -101,7 +101,13 @@
 //   - A grace period override below the minimum (2s) is kept, also when
 //     the termination order made the container wait: the kubelet raises
 //     every grace period to 2s, nodekit lets a caller force a hard kill.
-//   - No ephemeral containers.
+//   - Ephemeral containers (kubectl debug) are the kubelet's: started,
+//     before the init and app containers, when they have no instance in
+//     any sandbox; never restarted, never probed; stopped with the pod;
+//     a targetContainerName puts them in that container's PID namespace
+//     (CRI NamespaceMode TARGET) unless the pod shares one already. On
+//     purpose, SyncPod does not start one in a sandbox it has just stopped
+//     (the kubelet tries, and fails to create it there).
 //   - No in-place resize.
 //   - Image pull secrets (ManagerOptions.Secrets; package
 //     runtime/credentials has the docker-config rules) are read when an
@@ -128,12 +134,17 @@
 //     nodekit does not allocate user-namespace ID mappings, so such a pod
 //     fails to get a sandbox with ErrUserNamespaces on every runtime.
 //   - A container killed without its pod (an orphan after a restart of the
-//     agent) gets no preStop hook: the hook is not recorded on the
-//     container, as the kubelet records it.
+//     agent) gets its preStop hook and grace period as the kubelet: both
+//     are recorded on the container (AnnotationPreStopHandler, with its
+//     ports in AnnotationContainerPorts for a named httpGet port, and
+//     AnnotationPodTerminationGracePeriod) and read back to stop it.
+//     Neither its Killing nor its hook events are recorded (the kubelet's
+//     cannot be either: the pod is gone).
 //   - The environment is resolved by ManagerOptions.Env (package env):
-//     every source the kubelet serves but service links; ConfigMaps and
-//     Secrets come from the getter given to it. Mounts come from
-//     SyncPodOptions.Mounts.
+//     every source the kubelet serves, service links included when it is
+//     given the cluster's Services (the Agent gives an informer's when
+//     joined to a cluster); ConfigMaps and Secrets come from the getter
+//     given to it. Mounts come from SyncPodOptions.Mounts.
 //   - DNS (ManagerOptions.DNS) follows the kubelet's dnsPolicy rules and
 //     limits, with two deliberate differences: a ClusterFirst pod on an
 //     agent with neither cluster DNS servers nor a cluster domain (a

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -118,6 +117,9 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 	for _, i := range actions.ContainersToStart {
 		starting[pod.Spec.Containers[i].Name] = true
 	}
+	for _, i := range actions.EphemeralContainersToStart {
+		starting[pod.Spec.EphemeralContainers[i].Name] = true
+	}
 	if !actions.CreateSandbox && len(actions.ContainersToReset) == 0 {
 		m.pruneContainers(ctx, pod, status, starting, &result)
 	}
@@ -182,6 +184,14 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 			log.V(1).Info("container start failed", "container", spec.container.Name, "err", ar.Err)
 		}
 		return ar.Err
+	}
+	// Ephemeral containers first, as the kubelet, so that one can debug
+	// a pod whose init container fails to start; none in a sandbox this
+	// sync stopped.
+	if !actions.KillPod {
+		for _, i := range actions.EphemeralContainersToStart {
+			_ = start(ephemeralSpec(pod, i))
+		}
 	}
 	for _, i := range actions.InitContainersToStart {
 		c := &pod.Spec.InitContainers[i]
@@ -278,7 +288,7 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, running *Pod, overri
 	for _, c := range stopping {
 		var spec *v1.Container
 		if pod != nil {
-			spec = podmodel.FindContainer(pod, c.Name)
+			spec = findContainerSpec(pod, c.Name)
 		}
 		wg.Go(func() {
 			err := m.stopContainer(ctx, pod, c.ID, spec, "", "", override, order)
@@ -324,13 +334,6 @@ func (m *Manager) gracePeriod(ctx context.Context, pod *v1.Pod, id string, spec 
 				g = *p.TerminationGracePeriodSeconds
 			}
 		}
-	default:
-		// An orphan: the grace period recorded when the container was made.
-		if resp, err := m.rs.ContainerStatus(ctx, id, false); err == nil {
-			if v, err := strconv.ParseInt(resp.GetStatus().GetAnnotations()[AnnotationPodTerminationGracePeriod], 10, 64); err == nil {
-				g = v
-			}
-		}
 	}
 	minimum := int64((m.opts.MinGracePeriod + time.Second - 1) / time.Second)
 	return max(g, minimum)
@@ -342,6 +345,10 @@ func (m *Manager) gracePeriod(ctx context.Context, pod *v1.Pod, id string, spec 
 // waits (within the grace period, which the wait shortens) for the
 // containers that must stop before it.
 func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, id string, spec *v1.Container, reason killReason, message string, override *int64, order *terminationOrdering) error {
+	if pod == nil {
+		// An orphan: its grace period and preStop hook as recorded on it.
+		pod, spec = m.restoreOrphan(ctx, id)
+	}
 	grace := m.gracePeriod(ctx, pod, id, spec, reason, override)
 	if spec != nil {
 		if message == "" {
@@ -480,7 +487,12 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 	} else {
 		restartCount = restartCountFromLogDir(PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.UID) + "/" + c.Name)
 	}
-	err = m.checkRunAsNonRoot(ctx, pod, c, imageRef)
+	// The target of an ephemeral container is looked up before the
+	// container's config is made, as the kubelet.
+	spec.targetID, err = ephemeralTargetID(spec.ephemeral, status)
+	if err == nil {
+		err = m.checkRunAsNonRoot(ctx, pod, c, imageRef)
+	}
 	var cfg *runtimeapi.ContainerConfig
 	if err == nil {
 		cfg, err = m.containerConfig(ctx, pod, spec, restartCount, imageRef, podIPs, mounts)
