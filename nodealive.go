@@ -3,9 +3,11 @@ package nodekit
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/admission"
@@ -26,6 +28,15 @@ type NodeResourcesOptions struct {
 	// allocatable resources are its capacity less these and the hard
 	// eviction thresholds. Defaults to none.
 	SystemReserved, KubeReserved v1.ResourceList
+	// SkipAllocatableEnforcement sizes the node's pod cgroup (kubepods) to
+	// the capacity rather than to the allocatable resources, as the
+	// kubelet with enforceNodeAllocatable: []. By default it is sized as
+	// the kubelet's enforceNodeAllocatable: [pods]: cpu shares, memory,
+	// pids and hugepages of the capacity less SystemReserved and
+	// KubeReserved (not the hard eviction thresholds: the eviction manager
+	// acts before the kernel's OOM killer does). Options.Cgroups.Allocatable,
+	// when set, is used as it is instead.
+	SkipAllocatableEnforcement bool
 	// Eviction configures node-pressure eviction.
 	Eviction EvictionOptions
 	// GC configures the garbage collectors.
@@ -246,6 +257,53 @@ func (a *Agent) evictPod(pod *v1.Pod, grace int64, status func(*v1.PodStatus)) {
 			PodTerminationGracePeriodSecondsOverride: &grace,
 		},
 	})
+}
+
+// prepareNodeAlive completes the capacity measured on the machine with its
+// hugepages, and sizes the node's pod cgroup (kubepods) as the kubelet's
+// enforceNodeAllocatableCgroups does. Run calls it once the capacity is
+// known, before the node cgroups are made.
+func (a *Agent) prepareNodeAlive() error {
+	if a.opts.Capacity == nil {
+		if pages, err := node.ReadHugePages(""); err != nil {
+			a.log.Info("Hugepages are not offered to pods", "reason", err.Error())
+		} else {
+			maps.Copy(a.capacity, node.HugePagesCapacity(pages))
+		}
+	}
+	if a.opts.Cgroups.Disabled || a.opts.Cgroups.Allocatable != nil {
+		return nil
+	}
+	alloc := a.nodeCgroupResources()
+	if err := a.cgroups.SetAllocatable(alloc); err != nil {
+		return fmt.Errorf("nodekit: sizing the node's pod cgroup: %w", err)
+	}
+	return nil
+}
+
+// nodeCgroupResources are the kubelet's limits of the node's pod cgroup:
+// the internal capacity (the capacity, the host's process IDs as "pid",
+// its hugepages) less SystemReserved and KubeReserved, or the capacity
+// itself with SkipAllocatableEnforcement.
+func (a *Agent) nodeCgroupResources() v1.ResourceList {
+	capacity := a.capacity.DeepCopy()
+	if _, ok := capacity["pid"]; !ok {
+		if n, err := node.ReadMaxPIDs(); err == nil {
+			capacity["pid"] = *resource.NewQuantity(n, resource.DecimalSI)
+		}
+	}
+	if pages, err := node.ReadHugePages(""); err == nil {
+		for name, q := range node.HugePagesCapacity(pages) {
+			if _, ok := capacity[name]; !ok {
+				capacity[name] = q
+			}
+		}
+	}
+	o := a.opts.NodeResources
+	if o.SkipAllocatableEnforcement {
+		return capacity
+	}
+	return node.Allocatable(capacity, o.SystemReserved, o.KubeReserved)
 }
 
 // Allocatable is what the node offers pods: its capacity (Options.Capacity
