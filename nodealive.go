@@ -6,9 +6,13 @@ import (
 	"maps"
 	"path/filepath"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/eviction"
@@ -17,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/stats"
 )
 
 // NodeResourcesOptions configure how the agent keeps its node alive:
@@ -101,6 +106,9 @@ type nodeAlive struct {
 	logs        *logrotate.Rotator     // nil when disabled
 	thresholds  []eviction.Threshold
 	imageFs     func(context.Context) (gc.FsStats, error) // nil when unknown
+	// stats is the summary provider the eviction manager reads, shared
+	// with the node API's /stats/summary.
+	stats *stats.Provider
 }
 
 // buildNodeAlive builds the garbage collectors and the eviction manager;
@@ -153,6 +161,9 @@ func (a *Agent) buildNodeAlive() error {
 		} else {
 			a.alive.logs = r
 		}
+	}
+	if err := a.buildStats(); err != nil {
+		return err
 	}
 	eo := o.Eviction
 	if eo.Disable || (a.opts.Cgroups.Disabled && !eo.Enable) {
@@ -231,18 +242,130 @@ func (a *Agent) defaultStats() *eviction.CgroupStats {
 			return &eviction.FsStats{AvailableBytes: s.Available, CapacityBytes: s.Capacity, InodesFree: s.InodesFree, Inodes: s.Inodes}, nil
 		}
 	}
-	logsRoot := a.opts.RuntimeManager.PodLogsDir
-	if logsRoot == "" {
-		logsRoot = runtime.DefaultPodLogsDir
+	cs.EmptyDirs = a.emptyDirs
+	cs.ContainerLogDirs = func(p *v1.Pod) map[string]string {
+		out := map[string]string{}
+		for _, c := range p.Spec.Containers {
+			out[c.Name] = a.containerLogDir(p.Namespace, p.Name, p.UID, c.Name)
+		}
+		return out
 	}
+	if p := a.alive.stats; p != nil {
+		cs.Summary = func(ctx context.Context) (*statsapi.Summary, error) { return p.Summary(ctx, false) }
+		cs.ContainerLogDirs = nil
+		cs.EmptyDirs = nil
+	}
+	cs.Logger = a.log
+	return cs
+}
+
+// emptyDirs are the directories of the pod's emptyDir volumes on disk, by
+// volume name (memory-backed ones are bounded by their tmpfs).
+func (a *Agent) emptyDirs(p *v1.Pod) map[string]string {
 	dirs := a.volumes.PodDirs()
-	cs.PodDirs = func(p *v1.Pod) []string {
-		return []string{
-			filepath.Join(dirs.Volumes(p.UID), "kubernetes.io~empty-dir"),
-			runtime.PodLogsDirectory(logsRoot, p.Namespace, p.Name, p.UID),
+	out := map[string]string{}
+	for _, v := range p.Spec.Volumes {
+		if v.EmptyDir == nil || v.EmptyDir.Medium == v1.StorageMediumMemory {
+			continue
+		}
+		out[v.Name] = filepath.Join(dirs.Volumes(p.UID), "kubernetes.io~empty-dir", v.Name)
+	}
+	return out
+}
+
+// containerLogDir is the directory of a container's log files.
+func (a *Agent) containerLogDir(namespace, name string, uid types.UID, container string) string {
+	root := a.opts.RuntimeManager.PodLogsDir
+	if root == "" {
+		root = runtime.DefaultPodLogsDir
+	}
+	return filepath.Join(runtime.PodLogsDirectory(root, namespace, name, uid), container)
+}
+
+// buildStats builds the summary provider of the agent's pods: the
+// sandboxes and containers of the agent's runtime, their CPU and memory
+// from the runtime's CRI client when it has one (else from their
+// cgroups), their logs and emptyDirs measured. Without a pod cgroup
+// manager or CRI client there is nothing to read CPU and memory from, and
+// the eviction manager measures the directories itself.
+func (a *Agent) buildStats() error {
+	sr := statsRuntime{rs: a.opts.Runtime}
+	inner := a.opts.Runtime
+	if sc, ok := inner.(runtime.Scoped); ok {
+		inner = sc.Unwrap()
+	}
+	if rc, ok := inner.(runtimeClienter); ok {
+		sr.cri = rc.RuntimeClient()
+	}
+	if sr.cri == nil && a.opts.Cgroups.Disabled {
+		return nil
+	}
+	so := stats.Options{
+		NodeName: a.opts.NodeName,
+		Runtime:  sr,
+		RootDir:  a.opts.RootDir,
+		ContainerLogDir: func(pod statsapi.PodReference, container string) string {
+			return a.containerLogDir(pod.Namespace, pod.Name, types.UID(pod.UID), container)
+		},
+		PodVolumes: func(ref statsapi.PodReference) map[string]string {
+			p, ok := a.pods.GetPodByUID(types.UID(ref.UID))
+			if !ok {
+				return nil
+			}
+			return a.emptyDirs(p)
+		},
+		Logger: a.log,
+	}
+	if !a.opts.Cgroups.Disabled {
+		so.Cgroups = a.cgroups
+		so.ContainerCgroup = func(ref statsapi.PodReference, id string) string {
+			p, ok := a.pods.GetPodByUID(types.UID(ref.UID))
+			if !ok {
+				return ""
+			}
+			return a.cgroups.CgroupName(p) + "/" + id
 		}
 	}
-	return cs
+	p, err := stats.New(so)
+	if err != nil {
+		return fmt.Errorf("nodekit: %w", err)
+	}
+	a.alive.stats = p
+	return nil
+}
+
+// statsRuntime is the summary's view of the agent's runtime: its
+// sandboxes and containers, and the stats of its CRI client when it has
+// one.
+type statsRuntime struct {
+	rs  runtime.RuntimeService
+	cri runtimeapi.RuntimeServiceClient // nil: no stats
+}
+
+var errNoRuntimeStats = status.Error(codes.Unimplemented, "the runtime serves no stats")
+
+func (s statsRuntime) ListPodSandbox(ctx context.Context, f *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	return s.rs.ListPodSandbox(ctx, f)
+}
+
+func (s statsRuntime) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return s.rs.ListContainers(ctx, f)
+}
+
+func (s statsRuntime) ListPodSandboxStats(ctx context.Context, f *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
+	if s.cri == nil {
+		return nil, errNoRuntimeStats
+	}
+	r, err := s.cri.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{Filter: f})
+	return r.GetStats(), err
+}
+
+func (s statsRuntime) ListContainerStats(ctx context.Context, f *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	if s.cri == nil {
+		return nil, errNoRuntimeStats
+	}
+	r, err := s.cri.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{Filter: f})
+	return r.GetStats(), err
 }
 
 // evictPod stops a pod for the eviction manager, as the kubelet's

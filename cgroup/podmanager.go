@@ -420,6 +420,19 @@ func (p *PodManager) Pods() ([]types.UID, error) {
 	return slices.Compact(uids), nil
 }
 
+// Stats reads the usage of the cgroup name (any cgroup, such as a pod's
+// or a container's below it); an error when the PodManager is disabled.
+func (p *PodManager) Stats(name string) (*Stats, error) {
+	if p.opts.Disabled {
+		return nil, fmt.Errorf("cgroup: stats of %s: cgroup management is disabled: %w", name, ErrNotSupported)
+	}
+	mgr, err := p.manager()
+	if err != nil {
+		return nil, err
+	}
+	return mgr.Stats(name)
+}
+
 // UpdateQoS brings the QoS cgroups in step with the active pods (those
 // admitted and not terminated), as the kubelet's UpdateCgroups: besteffort
 // cpu.shares 2, burstable cpu.shares from the sum of the Burstable pods'

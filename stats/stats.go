@@ -42,6 +42,12 @@ type NodeReader interface {
 	BootTime() (time.Time, error)
 }
 
+// CgroupReader reads a cgroup's usage by name (a cgroup.Manager, or a
+// cgroup.PodManager).
+type CgroupReader interface {
+	Stats(name string) (*cgroup.Stats, error)
+}
+
 // Options configure a Provider.
 type Options struct {
 	// NodeName is the summary's node name. Required.
@@ -72,7 +78,7 @@ type Options struct {
 	// containers the runtime has no figures for (a runtime without
 	// ListContainerStats, or a container it leaves out) from their
 	// cgroups. Defaults to nil: such containers show no CPU or memory.
-	Cgroups cgroup.Manager
+	Cgroups CgroupReader
 	// ContainerCgroup names a container's cgroup for Cgroups ("" for
 	// unknown): with the cgroupfs driver, the pod's cgroup joined with
 	// the container's ID.
