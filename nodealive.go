@@ -2,6 +2,7 @@ package nodekit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -69,6 +70,14 @@ type EvictionOptions struct {
 	Enable bool
 	// Disable turns the eviction manager off.
 	Disable bool
+	// MemoryOfPodsOnly measures memory.available as the memory of
+	// Options.Capacity less the working set of the agent's pod cgroup root
+	// (kubepods), rather than the host's memory less its root cgroup's
+	// working set: for an agent given a share of a host it shares with
+	// workloads that are not its concern. It needs Options.Capacity's
+	// memory and cgroups; the threshold notifications then watch the pod
+	// cgroup root.
+	MemoryOfPodsOnly bool
 	// Manager configures it: thresholds (the kubelet's hard defaults:
 	// memory.available<100Mi, nodefs.available<10%, nodefs.inodesFree<5%,
 	// imagefs.available<15%), pressure transition period 5m, monitoring
@@ -186,15 +195,24 @@ func (a *Agent) buildNodeAlive() error {
 		mo.Logger = a.log
 	}
 	if mo.Stats == nil {
-		mo.Stats = a.defaultStats()
+		cs := a.defaultStats()
+		mo.Stats = cs
+		if eo.MemoryOfPodsOnly {
+			mem, ok := a.opts.Capacity[v1.ResourceMemory]
+			if !ok || mem.Sign() <= 0 || cs.PodCgroupRoot == "" {
+				return errors.New("nodekit: NodeResources.Eviction.MemoryOfPodsOnly needs Options.Capacity memory and cgroups")
+			}
+			cs.MemoryCapacity, cs.MemoryCgroup = uint64(mem.Value()), cs.PodCgroupRoot
+		}
 		if mo.MemoryCgroup == "" {
 			root := a.opts.Cgroups.CgroupfsRoot
 			if root == "" {
 				root = "/sys/fs/cgroup"
 			}
-			// cgroup v1: threshold notifications on the node's memory
-			// usage; on v2 the manager finds none and polls.
-			mo.MemoryCgroup = filepath.Join(root, "memory")
+			// cgroup v1: threshold notifications on the memory usage of
+			// the node (or of the pods' cgroup); on v2 the manager finds
+			// none and polls.
+			mo.MemoryCgroup = filepath.Join(root, "memory", cs.MemoryCgroup)
 		}
 	}
 	m, err := eviction.New(mo)

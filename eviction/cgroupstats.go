@@ -74,6 +74,14 @@ type CgroupStats struct {
 	Pods func() []*v1.Pod
 	// ProcRoot defaults to /proc.
 	ProcRoot string
+	// MemoryCapacity and MemoryCgroup, both set, make memory.available
+	// MemoryCapacity less the working set of the cgroup MemoryCgroup (in
+	// cgroupfs form, such as the pod cgroup root "/kubepods") instead of
+	// the host's memory less the root cgroup's: for an agent given a
+	// share of a host whose other workloads are not its concern. Default
+	// to the host's.
+	MemoryCapacity uint64
+	MemoryCgroup   string
 }
 
 // Stats implements StatsProvider.
@@ -91,7 +99,11 @@ func (c *CgroupStats) Stats(ctx context.Context) (*Stats, error) {
 	}
 	s := &Stats{Pods: map[types.UID]PodStats{}}
 	var errs []error
-	if m, err := readMemory(proc, cgroot); err != nil {
+	readMem := func() (*MemoryStats, error) { return readMemory(proc, cgroot) }
+	if c.MemoryCapacity > 0 && c.MemoryCgroup != "" {
+		readMem = func() (*MemoryStats, error) { return readCgroupMemory(cgroot, c.MemoryCgroup, c.MemoryCapacity) }
+	}
+	if m, err := readMem(); err != nil {
 		errs = append(errs, err)
 	} else {
 		s.Memory = m
@@ -188,6 +200,36 @@ func readMemory(proc, cgroot string) (*MemoryStats, error) {
 		avail = total - ws
 	}
 	return &MemoryStats{Available: avail, Capacity: total, WorkingSet: ws, InactiveFile: usage - ws}, nil
+}
+
+// readCgroupMemory is memory.available of a memory budget: capacity less
+// the working set of the cgroup name (usage less inactive file pages).
+func readCgroupMemory(cgroot, name string, capacity uint64) (*MemoryStats, error) {
+	var usage, inactive uint64
+	var err error
+	if v1dir := filepath.Join(cgroot, "memory"); isDir(v1dir) {
+		dir := filepath.Join(v1dir, name)
+		if usage, err = readUint(filepath.Join(dir, "memory.usage_in_bytes")); err != nil {
+			return nil, fmt.Errorf("eviction: reading the memory usage of %s: %w", name, err)
+		}
+		st, err := readKeyed(filepath.Join(dir, "memory.stat"))
+		if err != nil {
+			return nil, fmt.Errorf("eviction: reading the memory.stat of %s: %w", name, err)
+		}
+		inactive = st["total_inactive_file"]
+	} else {
+		dir := filepath.Join(cgroot, name)
+		if usage, err = readUint(filepath.Join(dir, "memory.current")); err != nil {
+			return nil, fmt.Errorf("eviction: reading the memory usage of %s: %w", name, err)
+		}
+		st, err := readKeyed(filepath.Join(dir, "memory.stat"))
+		if err != nil {
+			return nil, fmt.Errorf("eviction: reading the memory.stat of %s: %w", name, err)
+		}
+		inactive = st["inactive_file"]
+	}
+	ws := usage - min(usage, inactive)
+	return &MemoryStats{Available: capacity - min(capacity, ws), Capacity: capacity, WorkingSet: ws, InactiveFile: usage - ws}, nil
 }
 
 // parseMeminfo reads /proc/meminfo in bytes.

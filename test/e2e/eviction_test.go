@@ -8,9 +8,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/sources/apiserver"
 )
@@ -111,5 +113,101 @@ func TestDiskPressureEviction(t *testing.T) {
 	t.Logf("evicted → DiskPressure False after %s (transition period 10s)", took.Round(time.Millisecond))
 	if n := a.logs.count("Eviction manager: evicting pod", "filler"); n != 1 {
 		t.Errorf("%d eviction log lines for the pod, want 1", n)
+	}
+}
+
+// TestMemoryPressureEviction: the agent is given 1Gi of memory
+// (Options.Capacity, MemoryOfPodsOnly: memory.available is that less the
+// working set of its pod cgroups, measured in the real cgroups, so the
+// shared host's other workloads do not count) and a hard threshold of
+// memory.available<924Mi: pressure once its pods use more than 100Mi. A
+// Guaranteed pod (32Mi) runs; a BestEffort pod then holds 128Mi in a
+// shell variable. The node reports MemoryPressure, the BestEffort pod is
+// evicted with the kubelet's message naming its container, the Guaranteed
+// one keeps running, and the condition clears after the transition
+// period.
+func TestMemoryPressureEviction(t *testing.T) {
+	c := newCluster(t, false)
+	threshold := resource.MustParse("924Mi")
+	a := c.agentWith(nil, "memory pressure", func(o *nodekit.Options) {
+		o.KubeClient = c.agentAPI
+		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
+		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
+		o.Capacity = v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("1Gi")}
+		o.NodeResources.GC.DisableImages = true
+		o.NodeResources.Eviction.MemoryOfPodsOnly = true
+		o.NodeResources.Eviction.Manager.Thresholds = []eviction.Threshold{{Signal: eviction.SignalMemoryAvailable, Value: eviction.Value{Quantity: &threshold}}}
+		o.NodeResources.Eviction.Manager.MonitoringInterval = time.Second
+		o.NodeResources.Eviction.Manager.PressureTransitionPeriod = 10 * time.Second
+	})
+	start := time.Now()
+	eventuallyNil(t, 30*time.Second, "the node Ready", func() error { return c.nodeReady(t.Context(), start) })
+	if s, err := c.nodeCondition(v1.NodeMemoryPressure); err != nil || s != v1.ConditionFalse {
+		t.Fatalf("MemoryPressure = %q, %v before the pods; want False", s, err)
+	}
+
+	sleep := []string{"sh", "-c", `trap "exit 0" TERM; while true; do sleep 1 & wait; done`}
+	limits := v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("32Mi")}
+	guaranteed := c.apiPod("guaranteed", v1.Container{Name: "sleep", Command: sleep,
+		Resources: v1.ResourceRequirements{Requests: limits, Limits: limits}})
+	c.createPod(guaranteed)
+	eventuallyNil(t, 60*time.Second, "the Guaranteed pod Running", func() error {
+		got, err := c.getPod(t.Context(), "guaranteed")
+		if err == nil && got.Status.Phase != v1.PodRunning {
+			err = fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		return err
+	})
+	if s, err := c.nodeCondition(v1.NodeMemoryPressure); err != nil || s != v1.ConditionFalse {
+		t.Fatalf("MemoryPressure = %q, %v with the Guaranteed pod alone; want False", s, err)
+	}
+
+	hog := c.apiPod("hog", v1.Container{Name: "hog", Command: []string{"sh", "-c",
+		`x=$(head -c 134217728 /dev/zero | tr "\0" a); echo held; trap "exit 0" TERM; while true; do sleep 1 & wait; done`}})
+	c.createPod(hog)
+	created := time.Now()
+	eventuallyNil(t, 90*time.Second, "MemoryPressure True", func() error {
+		s, err := c.nodeCondition(v1.NodeMemoryPressure)
+		if err == nil && s != v1.ConditionTrue {
+			err = fmt.Errorf("MemoryPressure %s", s)
+		}
+		return err
+	})
+	t.Logf("hog created → MemoryPressure after %s", time.Since(created).Round(time.Millisecond))
+	var evicted *v1.Pod
+	eventuallyNil(t, 60*time.Second, "the BestEffort pod evicted", func() error {
+		got, err := c.getPod(t.Context(), "hog")
+		if err != nil {
+			return err
+		}
+		if got.Status.Phase != v1.PodFailed || got.Status.Reason != "Evicted" {
+			return fmt.Errorf("phase %s, reason %q", got.Status.Phase, got.Status.Reason)
+		}
+		evicted = got
+		return nil
+	})
+	t.Logf("hog created → evicted after %s: %q", time.Since(created).Round(time.Millisecond), evicted.Status.Message)
+	msg := evicted.Status.Message
+	if !strings.HasPrefix(msg, "The node was low on resource: memory. Threshold quantity: 924Mi, available: ") ||
+		!strings.Contains(msg, "Container hog was using ") || !strings.HasSuffix(msg, "request is 0, has larger consumption of memory. ") {
+		t.Errorf("message %q, want the kubelet's naming container hog", msg)
+	}
+	took := eventuallyNil(t, 90*time.Second, "MemoryPressure False again", func() error {
+		s, err := c.nodeCondition(v1.NodeMemoryPressure)
+		if err == nil && s != v1.ConditionFalse {
+			err = fmt.Errorf("MemoryPressure %s", s)
+		}
+		return err
+	})
+	t.Logf("evicted → MemoryPressure False after %s (transition period 10s)", took.Round(time.Millisecond))
+	got, err := c.getPod(t.Context(), "guaranteed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != v1.PodRunning || got.Status.Reason == "Evicted" {
+		t.Errorf("the Guaranteed pod is %s (%s): it must outlive the BestEffort one", got.Status.Phase, got.Status.Reason)
+	}
+	if n := a.logs.count("Eviction manager: evicting pod", "guaranteed"); n != 0 {
+		t.Errorf("%d eviction log lines for the Guaranteed pod, want 0", n)
 	}
 }
