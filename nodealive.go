@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 
 	"google.golang.org/grpc/codes"
@@ -401,15 +402,25 @@ func (a *Agent) evictPod(pod *v1.Pod, grace int64, status func(*v1.PodStatus)) {
 }
 
 // prepareNodeAlive completes the capacity measured on the machine with its
-// hugepages, and sizes the node's pod cgroup (kubepods) as the kubelet's
+// hugepages and its ephemeral storage (the size of the file system holding
+// RootDir), as the kubelet's, and sizes the node's pod cgroup (kubepods) as the kubelet's
 // enforceNodeAllocatableCgroups does. Run calls it once the capacity is
 // known, before the node cgroups are made.
 func (a *Agent) prepareNodeAlive() error {
+	// The Node's ephemeral-storage capacity is RootDir's file system.
+	if err := os.MkdirAll(a.opts.RootDir, 0o750); err != nil {
+		return fmt.Errorf("nodekit: creating the root directory: %w", err)
+	}
 	if a.opts.Capacity == nil {
 		if pages, err := node.ReadHugePages(""); err != nil {
 			a.log.Info("Hugepages are not offered to pods", "reason", err.Error())
 		} else {
 			maps.Copy(a.capacity, node.HugePagesCapacity(pages))
+		}
+		if size, err := node.FsSize(a.opts.RootDir); err != nil {
+			a.log.Info("Ephemeral storage is not offered to pods", "reason", err.Error())
+		} else {
+			a.capacity[v1.ResourceEphemeralStorage] = *resource.NewQuantity(size, resource.BinarySI)
 		}
 	}
 	if a.opts.Cgroups.Disabled || a.opts.Cgroups.Allocatable != nil {
@@ -504,6 +515,11 @@ func (a *Agent) nodeAliveNodeOptions(o *node.Options) {
 	}
 	if o.Pressure == nil {
 		o.Pressure = a.NodeConditions
+	}
+	if o.Machine == nil && o.EphemeralStoragePath == "" {
+		// The kubelet's ephemeral-storage capacity: its root directory's
+		// file system.
+		o.EphemeralStoragePath = a.opts.RootDir
 	}
 	if o.Images == nil {
 		is := a.opts.Images

@@ -56,6 +56,10 @@ const (
 	fileThreadsMax = "/proc/sys/kernel/threads-max"
 )
 
+// FsSize is the size in bytes of the file system holding path, the
+// kubelet's ephemeral-storage capacity when path is its root directory.
+func FsSize(path string) (int64, error) { return fsSize(path) }
+
 // ReadHugePages reads the hugepages the kernel holds from dir
 // (/sys/kernel/mm/hugepages when ""): for each hugepages-<N>kB directory,
 // nr_hugepages × the page size, in bytes by page size in bytes, as the

@@ -211,3 +211,81 @@ func TestMemoryPressureEviction(t *testing.T) {
 		t.Errorf("%d eviction log lines for the Guaranteed pod, want 0", n)
 	}
 }
+
+// TestLocalStorageLimitEviction: a pod writes 8Mi to an emptyDir with a
+// sizeLimit of 4Mi, a container of another 8Mi of logs with an
+// ephemeral-storage limit of 4Mi: both pods are evicted with the kubelet's messages, without any node
+// pressure, while a pod within its limits keeps running.
+func TestLocalStorageLimitEviction(t *testing.T) {
+	c := newCluster(t, false)
+	c.agentWith(nil, "local storage limits", func(o *nodekit.Options) {
+		o.KubeClient = c.agentAPI
+		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
+		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
+		o.NodeResources.GC.DisableImages = true
+		// No threshold: local storage limits alone.
+		o.NodeResources.Eviction.Manager.Thresholds = []eviction.Threshold{}
+		o.NodeResources.Eviction.Manager.MonitoringInterval = time.Second
+	})
+	start := time.Now()
+	eventuallyNil(t, 30*time.Second, "the node Ready", func() error { return c.nodeReady(t.Context(), start) })
+
+	hold := `trap "exit 0" TERM; while true; do sleep 1 & wait; done`
+	sizeLimit := resource.MustParse("4Mi")
+	data := v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: &sizeLimit}}}
+	c.createPod(c.apiPod("emptydir", v1.Container{
+		Name:         "fill",
+		Command:      []string{"sh", "-c", "dd if=/dev/zero of=/data/fill bs=1M count=8; " + hold},
+		VolumeMounts: []v1.VolumeMount{{Name: "data", MountPath: "/data"}},
+	}, data))
+	storage := v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("4Mi")}
+	// Two containers: the pod's limit (the sum, 104Mi) holds, the chatty
+	// container's own does not.
+	logs := c.apiPod("logs", v1.Container{
+		Name:      "chatty",
+		Command:   []string{"sh", "-c", "head -c 8388608 /dev/zero | tr '\\0' x; echo; " + hold},
+		Resources: v1.ResourceRequirements{Limits: storage},
+	})
+	logs.Spec.Containers = append(logs.Spec.Containers, v1.Container{
+		Name: "roomy", Image: busyboxImage, ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sh", "-c", hold},
+		Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("100Mi")}},
+	})
+	c.createPod(logs)
+	c.createPod(c.apiPod("quiet", v1.Container{
+		Name:         "quiet",
+		Command:      []string{"sh", "-c", "dd if=/dev/zero of=/data/fill bs=1M count=1; " + hold},
+		Resources:    v1.ResourceRequirements{Limits: storage},
+		VolumeMounts: []v1.VolumeMount{{Name: "data", MountPath: "/data"}},
+	}, data))
+
+	for name, want := range map[string]string{
+		"emptydir": `Usage of EmptyDir volume "data" exceeds the limit "4Mi".`,
+		"logs":     `Container chatty exceeded its local ephemeral storage limit "4Mi". `,
+	} {
+		eventuallyNil(t, 90*time.Second, name+" evicted", func() error {
+			got, err := c.getPod(t.Context(), name)
+			if err != nil {
+				return err
+			}
+			if got.Status.Phase != v1.PodFailed || got.Status.Reason != "Evicted" {
+				return fmt.Errorf("phase %s, reason %q", got.Status.Phase, got.Status.Reason)
+			}
+			if got.Status.Message != want {
+				t.Errorf("%s: message %q, want %q", name, got.Status.Message, want)
+			}
+			return nil
+		})
+	}
+	got, err := c.getPod(t.Context(), "quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != v1.PodRunning {
+		t.Errorf("the pod within its limits is %s (%s %q)", got.Status.Phase, got.Status.Reason, got.Status.Message)
+	}
+	for _, cond := range []v1.NodeConditionType{v1.NodeDiskPressure, v1.NodeMemoryPressure} {
+		if s, err := c.nodeCondition(cond); err != nil || s != v1.ConditionFalse {
+			t.Errorf("%s = %q, %v; want False", cond, s, err)
+		}
+	}
+}
