@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -148,4 +149,63 @@ func TestPodManagerSetAllocatable(t *testing.T) {
 	if err := pm.SetAllocatable(rl("memory", "-1")); err == nil {
 		t.Error("SetAllocatable accepted a negative quantity")
 	}
+}
+
+// TestHostHugetlb writes hugetlb limits in the host's cgroups when the
+// kernel offers the hugetlb controller: through a PodManager where it is
+// mounted with cpu and memory (cgroup v1, or v2), else, on a hybrid host
+// whose cgroup2 hierarchy holds it, through a cgroup v2 Manager on that
+// hierarchy.
+func TestHostHugetlb(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to write the host's cgroups")
+	}
+	info, err := cgroup.Detect("")
+	if err != nil {
+		t.Skipf("no cgroup filesystem: %v", err)
+	}
+	var mgr cgroup.Manager
+	var name string
+	switch {
+	case info.Has("hugetlb") && info.Has("cpu") && info.Has("memory"):
+		if mgr, err = cgroup.NewManager(info); err != nil {
+			t.Fatal(err)
+		}
+		top := testTop(t, mgr)
+		pm := newPM(t, cgroup.PodManagerOptions{Root: top + "/kubepods", Manager: mgr})
+		pod := podOf("hugetlb-host", ctr("a", rl("cpu", "100m", "memory", "64Mi", "hugepages-2Mi", "4Mi"), rl("cpu", "100m", "memory", "64Mi", "hugepages-2Mi", "4Mi")))
+		if name, err = pm.EnsurePod(pod); err != nil {
+			t.Fatalf("EnsurePod: %v", err)
+		}
+	case info.Mode == cgroup.ModeHybrid && slices.Contains(info.UnifiedControllers, "hugetlb"):
+		t.Logf("hugetlb is in the cgroup2 hierarchy of a hybrid host (%s): a cgroup v2 manager there", info.Unified)
+		unified := cgroup.Info{Mode: cgroup.ModeUnified, Root: info.Unified, Unified: info.Unified,
+			Controllers: info.UnifiedControllers, UnifiedControllers: info.UnifiedControllers}
+		if mgr, err = cgroup.NewManager(unified); err != nil {
+			t.Fatal(err)
+		}
+		name = "/" + testTop(t, mgr) + "/pod"
+		if err := mgr.Create(name, &cgroup.ResourceConfig{HugePageLimits: map[int64]int64{2 << 20: 4 << 20}}); err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+	default:
+		t.Skipf("the host has no hugetlb controller (v1 %v, cgroup2 %v)", info.Controllers, info.UnifiedControllers)
+	}
+	rc, err := mgr.Config(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rc.HugePageLimits) == 0 {
+		t.Fatalf("no hugetlb limit files for %s", name)
+	}
+	for size, l := range rc.HugePageLimits {
+		want := int64(0)
+		if size == 2<<20 {
+			want = 4 << 20
+		}
+		if l != want {
+			t.Errorf("hugetlb %s limit = %d, want %d", cgroup.HugePageSizeName(size), l, want)
+		}
+	}
+	t.Logf("%s: hugetlb limits %v", name, rc.HugePageLimits)
 }

@@ -38,6 +38,9 @@ func LocalStorageViolation(pod *v1.Pod, ps PodStats) (string, bool) {
 			return fmt.Sprintf(emptyDirMessageFmt, vol.Name, vol.EmptyDir.SizeLimit.String()), true
 		}
 	}
+	if !limitsStorage(pod) {
+		return "", false
+	}
 	if limit, ok := podmodel.Limits(pod)[v1.ResourceEphemeralStorage]; ok {
 		var used uint64
 		if ps.EphemeralStorage != nil {
@@ -61,6 +64,25 @@ func LocalStorageViolation(pod *v1.Pod, ps PodStats) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// limitsStorage reports whether any of the pod's containers, or the pod,
+// limits ephemeral storage (saving podmodel.Limits for the pods that do
+// not).
+func limitsStorage(pod *v1.Pod) bool {
+	if r := pod.Spec.Resources; r != nil {
+		if _, ok := r.Limits[v1.ResourceEphemeralStorage]; ok {
+			return true
+		}
+	}
+	for _, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range cs {
+			if _, ok := cs[i].Resources.Limits[v1.ResourceEphemeralStorage]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func quantity(bytes uint64) *resource.Quantity {
