@@ -205,30 +205,19 @@ func readMemory(proc, cgroot string) (*MemoryStats, error) {
 // readCgroupMemory is memory.available of a memory budget: capacity less
 // the working set of the cgroup name (usage less inactive file pages).
 func readCgroupMemory(cgroot, name string, capacity uint64) (*MemoryStats, error) {
-	var usage, inactive uint64
-	var err error
+	dir, usageFile, inactiveKey := filepath.Join(cgroot, name), "memory.current", "inactive_file"
 	if v1dir := filepath.Join(cgroot, "memory"); isDir(v1dir) {
-		dir := filepath.Join(v1dir, name)
-		if usage, err = readUint(filepath.Join(dir, "memory.usage_in_bytes")); err != nil {
-			return nil, fmt.Errorf("eviction: reading the memory usage of %s: %w", name, err)
-		}
-		st, err := readKeyed(filepath.Join(dir, "memory.stat"))
-		if err != nil {
-			return nil, fmt.Errorf("eviction: reading the memory.stat of %s: %w", name, err)
-		}
-		inactive = st["total_inactive_file"]
-	} else {
-		dir := filepath.Join(cgroot, name)
-		if usage, err = readUint(filepath.Join(dir, "memory.current")); err != nil {
-			return nil, fmt.Errorf("eviction: reading the memory usage of %s: %w", name, err)
-		}
-		st, err := readKeyed(filepath.Join(dir, "memory.stat"))
-		if err != nil {
-			return nil, fmt.Errorf("eviction: reading the memory.stat of %s: %w", name, err)
-		}
-		inactive = st["inactive_file"]
+		dir, usageFile, inactiveKey = filepath.Join(v1dir, name), "memory.usage_in_bytes", "total_inactive_file"
 	}
-	ws := usage - min(usage, inactive)
+	usage, err := readUint(filepath.Join(dir, usageFile))
+	if err != nil {
+		return nil, fmt.Errorf("eviction: reading the memory usage of %s: %w", name, err)
+	}
+	st, err := readKeyed(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return nil, fmt.Errorf("eviction: reading the memory.stat of %s: %w", name, err)
+	}
+	ws := usage - min(usage, st[inactiveKey])
 	return &MemoryStats{Available: capacity - min(capacity, ws), Capacity: capacity, WorkingSet: ws, InactiveFile: usage - ws}, nil
 }
 

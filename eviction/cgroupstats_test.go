@@ -75,10 +75,7 @@ func TestCgroupStatsV1(t *testing.T) {
 // v2), whatever the host's memory.
 func TestCgroupStatsMemoryBudget(t *testing.T) {
 	for _, v2 := range []bool{false, true} {
-		proc, cg, dir := t.TempDir(), t.TempDir(), t.TempDir()
-		writeFile(t, filepath.Join(proc, "meminfo"), "MemTotal:        1000000 kB\nMemFree:          100000 kB\n")
-		writeFile(t, filepath.Join(proc, "sys/kernel/pid_max"), "4194304\n")
-		writeFile(t, filepath.Join(proc, "loadavg"), "0.10 0.20 0.30 2/250 12345\n")
+		proc, cg, dir := fakeProc(t), t.TempDir(), t.TempDir()
 		if v2 {
 			writeFile(t, filepath.Join(cg, "kubepods/memory.current"), "300000000\n")
 			writeFile(t, filepath.Join(cg, "kubepods/memory.stat"), "inactive_file 100000000\n")
@@ -95,4 +92,14 @@ func TestCgroupStatsMemoryBudget(t *testing.T) {
 			t.Errorf("v2 %v: memory %+v, want %+v", v2, got, want)
 		}
 	}
+}
+
+// fakeProc is a /proc with 1000000 kB of memory, 100000 kB free, and 250
+// of 4194304 tasks.
+func fakeProc(t *testing.T) string {
+	proc := t.TempDir()
+	writeFile(t, filepath.Join(proc, "meminfo"), "MemTotal:        1000000 kB\nMemFree:          100000 kB\n")
+	writeFile(t, filepath.Join(proc, "sys/kernel/pid_max"), "4194304\n")
+	writeFile(t, filepath.Join(proc, "loadavg"), "0.10 0.20 0.30 2/250 12345\n")
+	return proc
 }

@@ -172,10 +172,7 @@ func TestPodStatsFromSummary(t *testing.T) {
 // by name and the containers' logs by container, both counted in the pod's
 // ephemeral storage.
 func TestCgroupStatsDirectories(t *testing.T) {
-	proc, cg, dir := t.TempDir(), t.TempDir(), t.TempDir()
-	writeFile(t, filepath.Join(proc, "meminfo"), "MemTotal:        1000000 kB\nMemFree:          100000 kB\n")
-	writeFile(t, filepath.Join(proc, "sys/kernel/pid_max"), "4194304\n")
-	writeFile(t, filepath.Join(proc, "loadavg"), "0.10 0.20 0.30 2/250 12345\n")
+	proc, cg, dir := fakeProc(t), t.TempDir(), t.TempDir()
 	writeFile(t, filepath.Join(cg, "memory.stat"), "inactive_file 0\n")
 	writeFile(t, filepath.Join(dir, "scratch/data"), strings.Repeat("x", 64<<10))
 	writeFile(t, filepath.Join(dir, "logs/c/0.log"), strings.Repeat("y", 16<<10))
