@@ -72,12 +72,19 @@
 // the containers' figures, volumes and ephemeral storage from a summary
 // (the stats package's Provider, the node API's /stats/summary:
 // PodStatsFromSummary) or, without one, measures the emptyDirs and logs.
+// With MemoryCapacity and MemoryCgroup it measures memory.available over
+// a budget: the capacity less one cgroup's working set (the pods' root
+// cgroup), for an agent sharing its host.
 //
 // # Differences from the kubelet
 //
 //   - No allocatable memory signal (and so no notifier on the pods'
 //     cgroup). Threshold notifications need cgroup v1, as the kubelet's;
 //     on v2 pressure is polled.
+//   - CgroupStats does not find out whether the image file system is
+//     apart from the node's (DedicatedImageFs is the caller's): the
+//     agent counts the writable layers against the containers' limits, as
+//     the kubelet does when they share one file system.
 //   - Local storage usage is measured at each synchronization (sizes
 //     reused for the summary's DiskUsagePeriod, 10s) where the kubelet's
 //     volume stats are refreshed every minute: a pod over its limit is
