@@ -401,6 +401,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			v1.ResourceMemory: *resource.NewQuantity(m.MemoryBytes, resource.BinarySI),
 		}
 	}
+	if err := a.prepareNodeAlive(); err != nil {
+		return err
+	}
 	if err := a.cgroups.EnsureNode(); err != nil {
 		return fmt.Errorf("nodekit: setting up the node's cgroups (set Options.Cgroups.Disabled on a host the agent does not own): %w", err)
 	}
