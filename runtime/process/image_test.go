@@ -1,0 +1,285 @@
+package process_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/backend"
+	"github.com/nodekit/nodekit/runtime/process"
+	"github.com/nodekit/nodekit/runtime/process/imagestore"
+	"github.com/nodekit/nodekit/runtime/runtimesuite"
+)
+
+const busyboxRef = "docker.io/library/busybox:1.36"
+
+// needRoot skips a test that needs root, unless NODEKIT_E2E_REQUIRED says
+// it must run.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("NODEKIT_E2E_REQUIRED") != "" {
+		t.Fatal("containers in images need root (NODEKIT_E2E_REQUIRED is set)")
+	}
+	t.Skip("containers in images need root (chroot, namespaces): run as root")
+}
+
+// busyboxLayout writes an OCI layout holding busybox:1.36 made of the
+// host's busybox-static binary, its applets as hard links, as
+// hack/containerd.sh makes the end-to-end tests' image.
+func busyboxLayout(t *testing.T, dir string) {
+	t.Helper()
+	bin, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Skipf("no /bin/busybox (install busybox-static): %v", err)
+	}
+	out, err := exec.Command("/bin/busybox", "--list").Output()
+	if err != nil {
+		t.Skipf("/bin/busybox --list: %v", err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, d := range []string{"bin/", "etc/", "root/", "tmp/"} {
+		mode := int64(0o755)
+		if d == "tmp/" {
+			mode = 0o1777
+		}
+		_ = tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: mode})
+	}
+	passwd := "root:x:0:0:root:/root:/bin/sh\n"
+	_ = tw.WriteHeader(&tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(passwd))})
+	_, _ = tw.Write([]byte(passwd))
+	_ = tw.WriteHeader(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin))})
+	_, _ = tw.Write(bin)
+	for _, applet := range strings.Fields(string(out)) {
+		if applet != "busybox" {
+			_ = tw.WriteHeader(&tar.Header{Name: "bin/" + applet, Typeflag: tar.TypeLink, Linkname: "bin/busybox"})
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err = mutate.Config(img, v1.Config{Env: []string{"PATH=/bin", "IMAGE_VAR=from-image"}, Cmd: []string{"sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": busyboxRef})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newImageRuntime returns a process runtime on stateDir with an image
+// store in storeDir holding the busybox layout (not pulled).
+func newImageRuntime(t *testing.T, stateDir, storeDir string) *backend.Runtime {
+	t.Helper()
+	store, err := imagestore.New(imagestore.Options{Dir: storeDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(store.ImportDir(), "busybox")); err != nil {
+		busyboxLayout(t, filepath.Join(store.ImportDir(), "busybox"))
+	}
+	rt, err := process.New(process.Options{StateDir: stateDir, Images: store, Cgroups: new(bool), Logger: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+func waitExited(t *testing.T, rt *backend.Runtime, id string) *runtimeapi.ContainerStatus {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st := status(t, rt, id)
+		if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s still %s after a minute", id, st.State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// logLines returns the messages of a CRI log file.
+func logLines(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if f := strings.SplitN(line, " ", 4); len(f) == 4 {
+			out = append(out, f[3])
+		}
+	}
+	return out
+}
+
+// TestContainerInImage, as root: busybox from an OCI layout is pulled
+// into the store and listed; a container of it runs chrooted into the
+// image (/ lists the image's files and the container's /dev and /proc
+// only), with the pod's host name, as PID 1 of its own PID namespace,
+// with the image's environment under its own; exec runs in the same
+// namespaces and root; writes go to the container's layer, not the
+// shared image; the image is removed. An image not in the store fails
+// the pull as NotFound and the container's creation.
+func TestContainerInImage(t *testing.T) {
+	needRoot(t)
+	storeDir := t.TempDir()
+	rt := newImageRuntime(t, t.TempDir(), storeDir)
+	t.Cleanup(func() { rt.Close() }) // after the sandbox's removal
+	ctx := t.Context()
+
+	if _, err := rt.PullImage(ctx, &runtimeapi.ImageSpec{Image: "missing:1"}, nil, nil); !runtime.IsNotFound(err) {
+		t.Errorf("pull of an image in no layout: %v, want NotFound", err)
+	}
+	id, err := rt.PullImage(ctx, &runtimeapi.ImageSpec{Image: "busybox:1.36"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := rt.ListImages(ctx, nil)
+	if err != nil || len(imgs) != 1 || imgs[0].Id != id || !slices.Contains(imgs[0].RepoTags, busyboxRef) || imgs[0].Size < 1<<20 {
+		t.Fatalf("ListImages = %v, %v; want busybox %s", imgs, err, id)
+	}
+
+	rtp := &rt
+	sb, sbCfg := pod(t, rtp)
+	sbCfg.Hostname = "pod-host"
+	// pod made the sandbox before the host name was set: make another.
+	if err := rt.RemovePodSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err = rt.RunPodSandbox(ctx, sbCfg, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.RemovePodSandbox(ctx, sb)
+
+	if _, err := rt.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "x"}, Image: &runtimeapi.ImageSpec{Image: "other:1"}, Command: []string{"true"},
+	}, sbCfg); !runtime.IsNotFound(err) {
+		t.Errorf("container of an image not in the store: %v, want NotFound", err)
+	}
+
+	mk := func(name string, argv ...string) string {
+		cid, err := rt.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: name},
+			Image:    &runtimeapi.ImageSpec{Image: id},
+			Command:  argv,
+			Envs:     []*runtimeapi.KeyValue{{Key: "POD_VAR", Value: []byte("from-pod")}},
+			LogPath:  name + "/0.log",
+		}, sbCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.StartContainer(ctx, cid); err != nil {
+			t.Fatal(err)
+		}
+		return cid
+	}
+	one := mk("one", "sh", "-c", `hostname; ls /; echo pid $$; echo $IMAGE_VAR $POD_VAR; echo written > /bin/new-file; cat /bin/new-file`)
+	if st := waitExited(t, rt, one); st.ExitCode != 0 {
+		t.Fatalf("exit code %d: %s %s", st.ExitCode, st.Reason, st.Message)
+	}
+	got := logLines(t, filepath.Join(sbCfg.LogDirectory, "one/0.log"))
+	want := []string{"pod-host", "bin", "dev", "etc", "proc", "root", "tmp", "pid 1", "from-image from-pod", "written"}
+	if !slices.Equal(got, want) {
+		t.Errorf("container output %q, want %q", got, want)
+	}
+	img, err := rt.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: id}, false)
+	if err != nil || img.GetImage() == nil {
+		t.Fatalf("ImageStatus: %v, %v", img, err)
+	}
+	if _, err := os.Stat(filepath.Join(storeDir, "images", strings.TrimPrefix(id, "sha256:"), "rootfs/bin/new-file")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the container wrote into the shared image: %v", err)
+	}
+
+	long := mk("long", "sleep", "3600")
+	stdout, _, err := rt.ExecSync(ctx, long, []string{"sh", "-c", "hostname; ls /; cat /proc/1/cmdline | tr '\\0' ' '"}, 30*time.Second)
+	if err != nil {
+		t.Fatalf("ExecSync: %v", err)
+	}
+	if want := "pod-host\nbin\ndev\netc\nproc\nroot\ntmp\nsleep 3600 "; string(stdout) != want {
+		t.Errorf("exec output %q, want %q", stdout, want)
+	}
+	if _, _, err := rt.ExecSync(ctx, long, []string{"no-such-command"}, 30*time.Second); err == nil || !strings.Contains(err.Error(), "executable file not found") {
+		t.Errorf("exec of a missing command: %v", err)
+	}
+	if err := rt.StopContainer(ctx, long, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{one, long} {
+		if err := rt.RemoveContainer(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: id}); err != nil {
+		t.Fatal(err)
+	}
+	if imgs, _ := rt.ListImages(ctx, nil); len(imgs) != 0 {
+		t.Errorf("images after removal: %v", imgs)
+	}
+}
+
+// TestConformanceInImages runs the runtime conformance suite on the
+// process runtime with an image store, as root: every container runs in
+// busybox, unpacked from an OCI layout.
+func TestConformanceInImages(t *testing.T) {
+	needRoot(t)
+	storeDir := t.TempDir()
+	runtimesuite.Run(t, func(t *testing.T) runtimesuite.Config {
+		dir := t.TempDir()
+		var mu sync.Mutex
+		rt := newImageRuntime(t, dir, storeDir)
+		t.Cleanup(func() { mu.Lock(); defer mu.Unlock(); rt.Close() })
+		if _, err := rt.PullImage(t.Context(), &runtimeapi.ImageSpec{Image: busyboxRef}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		return runtimesuite.Config{
+			Runtime:   rt,
+			Image:     busyboxRef,
+			Processes: true,
+			Restart: func(t *testing.T) runtime.RuntimeService {
+				mu.Lock()
+				defer mu.Unlock()
+				rt.Close()
+				rt = newImageRuntime(t, dir, storeDir)
+				return rt
+			},
+		}
+	})
+}
