@@ -3,6 +3,7 @@ package process_test
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"io"
 	"os"
@@ -80,7 +81,8 @@ func busyboxLayout(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	data := buf.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
+		tarball.WithCompressionLevel(gzip.BestSpeed), tarball.WithCompressedCaching)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,17 +103,22 @@ func busyboxLayout(t *testing.T, dir string) {
 	}
 }
 
-// newImageRuntime returns a process runtime on stateDir with an image
-// store in storeDir holding the busybox layout (not pulled).
-func newImageRuntime(t *testing.T, stateDir, storeDir string) *backend.Runtime {
+// newStore returns an image store in dir holding the busybox layout (not
+// pulled).
+func newStore(t *testing.T, dir string) *imagestore.Store {
 	t.Helper()
-	store, err := imagestore.New(imagestore.Options{Dir: storeDir})
+	store, err := imagestore.New(imagestore.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(store.ImportDir(), "busybox")); err != nil {
-		busyboxLayout(t, filepath.Join(store.ImportDir(), "busybox"))
-	}
+	busyboxLayout(t, filepath.Join(store.ImportDir(), "busybox"))
+	return store
+}
+
+// newImageRuntime returns a process runtime on stateDir with the image
+// store.
+func newImageRuntime(t *testing.T, stateDir string, store *imagestore.Store) *backend.Runtime {
+	t.Helper()
 	rt, err := process.New(process.Options{StateDir: stateDir, Images: store, Cgroups: new(bool), Logger: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -161,17 +168,21 @@ func logLines(t *testing.T, path string) []string {
 func TestContainerInImage(t *testing.T) {
 	needRoot(t)
 	storeDir := t.TempDir()
-	rt := newImageRuntime(t, t.TempDir(), storeDir)
+	began := time.Now()
+	rt := newImageRuntime(t, t.TempDir(), newStore(t, storeDir))
+	t.Logf("busybox layout built in %v", time.Since(began))
 	t.Cleanup(func() { rt.Close() }) // after the sandbox's removal
 	ctx := t.Context()
 
 	if _, err := rt.PullImage(ctx, &runtimeapi.ImageSpec{Image: "missing:1"}, nil, nil); !runtime.IsNotFound(err) {
 		t.Errorf("pull of an image in no layout: %v, want NotFound", err)
 	}
+	began = time.Now()
 	id, err := rt.PullImage(ctx, &runtimeapi.ImageSpec{Image: "busybox:1.36"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("busybox pulled (unpacked) in %v", time.Since(began))
 	imgs, err := rt.ListImages(ctx, nil)
 	if err != nil || len(imgs) != 1 || imgs[0].Id != id || !slices.Contains(imgs[0].RepoTags, busyboxRef) || imgs[0].Size < 1<<20 {
 		t.Fatalf("ListImages = %v, %v; want busybox %s", imgs, err, id)
@@ -260,15 +271,15 @@ func TestContainerInImage(t *testing.T) {
 // busybox, unpacked from an OCI layout.
 func TestConformanceInImages(t *testing.T) {
 	needRoot(t)
-	storeDir := t.TempDir()
+	store := newStore(t, t.TempDir())
+	if _, err := store.Pull(t.Context(), busyboxRef); err != nil {
+		t.Fatal(err)
+	}
 	runtimesuite.Run(t, func(t *testing.T) runtimesuite.Config {
 		dir := t.TempDir()
 		var mu sync.Mutex
-		rt := newImageRuntime(t, dir, storeDir)
+		rt := newImageRuntime(t, dir, store)
 		t.Cleanup(func() { mu.Lock(); defer mu.Unlock(); rt.Close() })
-		if _, err := rt.PullImage(t.Context(), &runtimeapi.ImageSpec{Image: busyboxRef}, nil, nil); err != nil {
-			t.Fatal(err)
-		}
 		return runtimesuite.Config{
 			Runtime:   rt,
 			Image:     busyboxRef,
@@ -277,7 +288,7 @@ func TestConformanceInImages(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				rt.Close()
-				rt = newImageRuntime(t, dir, storeDir)
+				rt = newImageRuntime(t, dir, store)
 				return rt
 			},
 		}
