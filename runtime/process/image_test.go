@@ -3,9 +3,7 @@ package process_test
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -81,11 +80,9 @@ func busyboxLayout(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	data := buf.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
-		tarball.WithCompressionLevel(gzip.BestSpeed), tarball.WithCompressedCaching)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// An uncompressed layer: decompressing busybox under the race
+	// detector takes tens of seconds. The store's own tests use gzip.
+	l := static.NewLayer(data, types.OCIUncompressedLayer)
 	img, err := mutate.AppendLayers(empty.Image, l)
 	if err != nil {
 		t.Fatal(err)

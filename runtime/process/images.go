@@ -18,6 +18,39 @@ import (
 	"github.com/nodekit/nodekit/runtime/backend"
 )
 
+// Image is an unpacked image of an ImageStore.
+type Image struct {
+	// ID is the image's ID ("sha256:<config digest>").
+	ID string
+	// RepoTags are the references it was pulled as.
+	RepoTags []string
+	// Size of its files, in bytes.
+	Size uint64
+	// Env and WorkingDir are the image's configuration: its environment
+	// (under the container's) and default working directory.
+	Env        []string
+	WorkingDir string
+	// Rootfs is the unpacked file system, shared read-only by the
+	// image's containers.
+	Rootfs string
+}
+
+// ImageStore keeps the images containers run in (Options.Images);
+// imagestore.Store is one. It is an interface so that a program that does
+// not use images does not link the OCI code. It must be safe for
+// concurrent use; errors for an image it does not have match
+// runtime.ErrNotFound.
+type ImageStore interface {
+	// Pull makes the image ref names present (imports it) and returns it.
+	Pull(ctx context.Context, ref string) (Image, error)
+	// Get returns a present image, by reference or ID.
+	Get(ref string) (Image, error)
+	// List returns the present images.
+	List() ([]Image, error)
+	// Remove forgets a reference, or an image by ID.
+	Remove(ref string) error
+}
+
 // imageBackend is the Backend of a runtime with an image store: the
 // backend adapter's ImageService serves the store's images.
 type imageBackend struct{ *Backend }
@@ -71,9 +104,9 @@ func (b *Backend) imageSpec(sp *spec, s backend.Spec) error {
 		return fmt.Errorf("process: image %q of the container: %w", s.Image, err)
 	}
 	sp.Rootfs, sp.Hostname = img.Rootfs, s.Sandbox.Hostname
-	sp.Env = mergeEnv(img.Config.Env, s.Env)
+	sp.Env = mergeEnv(img.Env, s.Env)
 	if sp.WorkingDir == "" {
-		sp.WorkingDir = img.Config.WorkingDir
+		sp.WorkingDir = img.WorkingDir
 	}
 	for _, m := range s.Config.GetMounts() {
 		if m.GetHostPath() == "" || m.GetContainerPath() == "" {

@@ -20,7 +20,6 @@ import (
 
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/backend"
-	"github.com/nodekit/nodekit/runtime/process/imagestore"
 )
 
 var _ backend.Backend = (*Backend)(nil)
@@ -43,14 +42,14 @@ type Options struct {
 	// cgroup parent) through the cgroup package. Defaults to true as root
 	// and false otherwise; when false the cgroup parent is ignored.
 	Cgroups *bool
-	// Images, when set, makes each container run in its image, unpacked
-	// in this store: chrooted into it, in namespaces of its own (mount,
+	// Images, when set (an imagestore.Store), makes each container run
+	// in its image, unpacked in this store: chrooted into it, in namespaces of its own (mount,
 	// PID, UTS with the pod's host name, IPC), with a writable overlay
 	// layer of its own. It needs root (chroot and namespaces do). The
 	// runtime's ImageService then pulls (imports from the store's
 	// ImportDir), lists and removes the store's images. Defaults to nil:
 	// commands run on the host, whatever their image.
-	Images *imagestore.Store
+	Images ImageStore
 	// Logger receives a line when the Backend starts without root and
 	// one for each failed clean-up. Defaults to discarding.
 	Logger logr.Logger

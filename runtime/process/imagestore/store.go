@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/process"
 )
 
 // ErrNotFound is the class of look-ups of an image the store does not
@@ -43,23 +44,11 @@ type Options struct {
 	Logger logr.Logger
 }
 
-// Image is an image of the store.
-type Image struct {
-	// ID is "sha256:" and the digest of the image's config, as
-	// containerd's image IDs.
-	ID string
-	// RepoTags are the normalized references the image was pulled as
-	// ("docker.io/library/busybox:1.36").
-	RepoTags []string
-	// Size is the size of the unpacked file system, in bytes.
-	Size uint64
-	// Config is the image's run configuration: Entrypoint, Cmd, Env,
-	// WorkingDir, User.
-	Config v1.Config
-	// Rootfs is the unpacked file system. Containers must not write to
-	// it: it is shared by every container of the image.
-	Rootfs string
-}
+// Image is an image of the store: a process.Image, so that a Store is a
+// process.ImageStore.
+type Image = process.Image
+
+var _ process.ImageStore = (*Store)(nil)
 
 // Store keeps images unpacked on disk: Pull imports one from ImportDir
 // and unpacks it once per image ID; Get, List and Remove serve and forget
@@ -160,7 +149,7 @@ func (s *Store) rootfs(id string) string {
 
 func (s *Store) image(idx *index, id string) Image {
 	e := idx.Images[id]
-	img := Image{ID: id, Size: e.Size, Config: e.Config, Rootfs: s.rootfs(id)}
+	img := Image{ID: id, Size: e.Size, Env: e.Config.Env, WorkingDir: e.Config.WorkingDir, Rootfs: s.rootfs(id)}
 	for ref, rid := range idx.Refs {
 		if rid == id {
 			img.RepoTags = append(img.RepoTags, ref)

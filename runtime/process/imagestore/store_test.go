@@ -144,8 +144,8 @@ func TestPullLayoutAndTarball(t *testing.T) {
 	if img.ID != cfgName.String() {
 		t.Errorf("ID %s, want the config digest %s", img.ID, cfgName)
 	}
-	if diff := cmp.Diff([]string{"PATH=/bin", "APP=1"}, img.Config.Env); diff != "" || img.Config.WorkingDir != "/data" {
-		t.Errorf("config env (-want +got):\n%s working dir %q", diff, img.Config.WorkingDir)
+	if diff := cmp.Diff([]string{"PATH=/bin", "APP=1"}, img.Env); diff != "" || img.WorkingDir != "/data" {
+		t.Errorf("config env (-want +got):\n%s working dir %q", diff, img.WorkingDir)
 	}
 	var got []string
 	_ = filepath.WalkDir(img.Rootfs, func(p string, d os.DirEntry, err error) error {
