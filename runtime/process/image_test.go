@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
+	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -27,6 +28,7 @@ import (
 	"github.com/nodekit/nodekit/runtime/process"
 	"github.com/nodekit/nodekit/runtime/process/imagestore"
 	"github.com/nodekit/nodekit/runtime/runtimesuite"
+	"github.com/nodekit/nodekit/sources"
 )
 
 const busyboxRef = "docker.io/library/busybox:1.36"
@@ -87,7 +89,7 @@ func busyboxLayout(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err = mutate.Config(img, v1.Config{Env: []string{"PATH=/bin", "IMAGE_VAR=from-image"}, Cmd: []string{"sh"}})
+	img, err = mutate.Config(img, ggcrv1.Config{Env: []string{"PATH=/bin", "IMAGE_VAR=from-image"}, Cmd: []string{"sh"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,5 +291,46 @@ func TestConformanceInImages(t *testing.T) {
 				return rt
 			},
 		}
+	})
+}
+
+// TestAgentInImages, as root: through the agent, a pod of busybox from
+// the store's OCI layout is pulled, runs in its image with the pod's host
+// name (an exec readiness probe checks it inside the container) and is
+// Ready; a pod whose image is in no layout waits in ErrImagePull or
+// ImagePullBackOff with a message that says where the image was looked
+// for.
+func TestAgentInImages(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	store := newStore(t, filepath.Join(dir, "images"))
+	a := startAgentWith(t, dir, process.Options{Images: store, Cgroups: new(bool)})
+	good := shPod("inimage", v1.RestartPolicyAlways, nil, "exec sleep 3600")
+	good.Spec.Containers[0].Image = "busybox:1.36"
+	good.Spec.Containers[0].ReadinessProbe = &v1.Probe{PeriodSeconds: 1, ProbeHandler: v1.ProbeHandler{
+		Exec: &v1.ExecAction{Command: []string{"sh", "-c", `test "$(hostname)" = inimage`}}}}
+	missing := shPod("missing", v1.RestartPolicyAlways, nil, "sleep 3600")
+	missing.Spec.Containers[0].Image = "registry.example/missing:1"
+	for _, p := range []*v1.Pod{good, missing} {
+		sources.SetDefaults(p)
+	}
+	a.src <- []*v1.Pod{good, missing}
+
+	wait(t, "the pod in busybox Ready", func() bool {
+		for _, c := range a.status("inimage").Conditions {
+			if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
+	want := `"registry.example/missing:1" is in no OCI layout or image tarball of ` + store.ImportDir()
+	wait(t, "the pod of a missing image waiting in ErrImagePull", func() bool {
+		for _, c := range a.status("missing").ContainerStatuses {
+			if w := c.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") && strings.Contains(w.Message, want) {
+				return true
+			}
+		}
+		return false
 	})
 }
