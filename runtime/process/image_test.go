@@ -334,3 +334,24 @@ func TestAgentInImages(t *testing.T) {
 		return false
 	})
 }
+
+// TestImagesNeedRoot: without root, a runtime with an image store is
+// refused with an error that says why; host commands stay the default.
+func TestImagesNeedRoot(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("checks the refusal without root; this test runs as root")
+	}
+	store, err := imagestore.New(imagestore.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = process.New(process.Options{StateDir: t.TempDir(), Images: store})
+	if err == nil || !strings.Contains(err.Error(), "Options.Images needs root") {
+		t.Errorf("New with Images without root: %v", err)
+	}
+	rt, err := process.New(process.Options{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("New without Images: %v", err)
+	}
+	rt.Close()
+}
