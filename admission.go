@@ -15,9 +15,9 @@ import (
 // admitHandlers are the agent's admission checks, in the kubelet's order
 // (resources the API server would have refused, sysctls, OS, pod count,
 // resources, node affinity, node name, host ports, NoExecute taints,
-// AppArmor), then Options.Admit; the first rejection wins and records a
-// Warning event on the pod with its reason and message, as the kubelet's
-// rejectPod.
+// AppArmor), the RuntimeClass check (runtimeclass.go), then
+// Options.Admit; the first rejection wins and records a Warning event on
+// the pod with its reason and message, as the kubelet's rejectPod.
 func (a *Agent) admitHandlers() ([]admission.Handler, error) {
 	sysctls, err := admission.Sysctls(admission.SysctlOptions{AllowedUnsafe: a.opts.AllowedUnsafeSysctls})
 	if err != nil {
@@ -34,6 +34,7 @@ func (a *Agent) admitHandlers() ([]admission.Handler, error) {
 		admission.NodePorts(),
 		admission.Taints(a.admissionNode),
 		admission.AppArmor(admission.AppArmorOptions{}),
+		a.runtimeClasses.admission(),
 	}
 	chain := admission.Chain(append(hs, a.opts.Admit...)...)
 	return []admission.Handler{admission.Func(func(pod *v1.Pod, active []*v1.Pod) admission.Result {

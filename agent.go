@@ -67,6 +67,8 @@ type Agent struct {
 	// value or nil in an errBox).
 	runtimeErr atomic.Pointer[errBox]
 	ran        atomic.Bool
+
+	runtimeClasses runtimeClasses // RuntimeClass look-ups (runtimeclass.go)
 }
 
 type errBox struct{ err error }
@@ -144,6 +146,7 @@ func New(opts Options) (*Agent, error) {
 	rmOpts.CPUCFSQuotaPeriod = opts.Cgroups.CPUCFSQuotaPeriod
 	a.wireRuntime(&rmOpts)
 	a.wirePullSecrets(&rmOpts)
+	a.setUpRuntimeClasses(&rmOpts)
 	if rmOpts.Logger.GetSink() == nil {
 		rmOpts.Logger = log
 	}
@@ -415,6 +418,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("probes", a.probes.Run)
 	run("status manager", a.statuses.Run)
 	run("pod workers", a.workers.Run)
+	a.runRuntimeClasses(run)
 	run("sources", a.config.Run)
 	if a.node != nil {
 		run("node", a.node.Run)

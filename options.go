@@ -74,9 +74,17 @@ type Options struct {
 	MaxPods int
 	// Admit holds extra admission checks, run in order after the
 	// kubelet's (package admission: sysctls, OS, pod count, resources,
-	// node affinity and name, host ports, taints, AppArmor); the first
+	// node affinity and name, host ports, taints, AppArmor, RuntimeClass);
+	// the first
 	// rejection wins.
 	Admit []admission.Handler
+	// RuntimeClasses resolve a pod's spec.runtimeClassName: admission
+	// rejects a pod whose class does not exist (reason RuntimeClass), and
+	// its sandbox runs with the class's handler. Defaults, with
+	// KubeClient, to an informer on the API server's RuntimeClasses, run
+	// with the agent; without, to none: runtimeClassName is ignored, as by
+	// a kubelet without an API client.
+	RuntimeClasses RuntimeClassGetter
 	// AllowedUnsafeSysctls are the sysctls pods may set beyond the safe
 	// ones, as the kubelet's allowedUnsafeSysctls ("kernel.msg*",
 	// "net.core.somaxconn"); others are rejected with reason

@@ -356,6 +356,9 @@ func TestRuntimeClass(t *testing.T) {
 			if h, ok := classes[name]; ok {
 				return h, nil
 			}
+			if name == "unlisted" {
+				return "", errors.New("RuntimeClasses not listed yet")
+			}
 			return "", apierrors.NewNotFound(schema.GroupResource{Group: "node.k8s.io", Resource: "runtimeclasses"}, name)
 		},
 		Handlers: func() []string { return []string{"runc"} },
@@ -365,8 +368,16 @@ func TestRuntimeClass(t *testing.T) {
 		{name: "no class", pod: pod("a"), want: Admitted()},
 		{name: "known handler", pod: pod("a", class("default")), want: Admitted()},
 		{name: "missing class", pod: pod("a", class("kata")), want: rejected("RuntimeClass", `runtimeclasses.node.k8s.io "kata" not found`)},
+		{name: "look-up error admits (the sandbox retries)", pod: pod("a", class("unlisted")), want: Admitted()},
+		{name: "empty class", pod: pod("a", class("")), want: Admitted()},
 		{name: "handler the runtime lacks", pod: pod("a", class("gvisor")),
 			want: rejected("RuntimeClass", `RuntimeClass "gvisor" names the runtime handler "runsc", which this node does not offer`)},
+	})
+}
+
+func TestRuntimeClassWithoutLookup(t *testing.T) {
+	runCases(t, RuntimeClass(RuntimeClassOptions{}), []admitCase{
+		{name: "class ignored", pod: pod("a", func(p *v1.Pod) { p.Spec.RuntimeClassName = ptr.To("kata") }), want: Admitted()},
 	})
 }
 

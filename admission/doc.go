@@ -47,8 +47,11 @@
 //     scheduler predicates the kubelet runs again.
 //   - AppArmor: the host enforces AppArmor and each Localhost profile is
 //     named and loaded (AppArmor).
-//   - RuntimeClass: the pod's RuntimeClass exists and names a handler the
-//     runtime offers (RuntimeClass). NoNewPrivs: for runtimes that cannot
+//   - RuntimeClass: the pod's RuntimeClass exists and, with
+//     RuntimeClassOptions.Handlers, names a handler the runtime offers
+//     (RuntimeClass). The agent runs it with its RuntimeClasses (the API
+//     server's, or Options.RuntimeClasses), without Handlers: a handler
+//     the runtime does not know fails the sandbox, as with the kubelet. NoNewPrivs: for runtimes that cannot
 //     set no_new_privs (NoNewPrivs).
 //
 // The checks that need the Node take a NodeFunc, so that a standalone

@@ -5,13 +5,16 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // RuntimeClassOptions configure RuntimeClass.
 type RuntimeClassOptions struct {
 	// Lookup returns the handler of the named RuntimeClass (from an
-	// informer's lister, say), or an error: the API's NotFound error for a
-	// class that does not exist. Required.
+	// informer's lister, say), or an error: the API's NotFound error
+	// (apierrors.IsNotFound) for a class that does not exist. Nil admits
+	// every pod, as a kubelet without an API client, which ignores
+	// runtimeClassName.
 	Lookup func(name string) (handler string, err error)
 	// Handlers are the runtime handlers the node can run pods with (the
 	// CRI runtime_handlers of its runtime, or the one handler its runtime
@@ -21,10 +24,13 @@ type RuntimeClassOptions struct {
 
 // RuntimeClass rejects, with reason RuntimeClass, a pod whose
 // spec.runtimeClassName names a RuntimeClass that cannot be found (the
-// message is the look-up's error: `runtimeclasses.node.k8s.io "gvisor"
+// message is the look-up's error: `runtimeclass.node.k8s.io "gvisor"
 // not found`) or whose handler the node's runtime does not offer
 // (`RuntimeClass "gvisor" names the runtime handler "runsc", which this
-// node does not offer`).
+// node does not offer`). A look-up that fails otherwise (the RuntimeClasses
+// not listed yet, the API server unreachable) admits the pod: creating its
+// sandbox looks the class up again, and fails and is retried, as with the
+// kubelet, until the look-up answers.
 //
 // The kubelet admits such pods and fails each attempt to create their
 // sandbox; nodekit rejects them once, with the same cause, so that they
@@ -36,8 +42,11 @@ func RuntimeClass(opts RuntimeClassOptions) Handler {
 		}
 		name := *pod.Spec.RuntimeClassName
 		handler, err := opts.Lookup(name)
-		if err != nil {
+		if apierrors.IsNotFound(err) {
 			return Result{Reason: ReasonRuntimeClass, Message: err.Error()}
+		}
+		if err != nil {
+			return Admitted()
 		}
 		if opts.Handlers == nil {
 			return Admitted()

@@ -35,6 +35,15 @@ type ManagerOptions struct {
 	// RuntimeHandler is passed to RunPodSandbox and in image specs.
 	// Defaults to "" (the runtime's default handler).
 	RuntimeHandler string
+	// PodRuntimeHandler returns the runtime handler of the sandbox of a
+	// pod with a spec.runtimeClassName (its RuntimeClass's handler), as
+	// the kubelet's RuntimeClass manager; an error (a RuntimeClass not
+	// found) fails the sandbox's creation with the error as the
+	// FailedCreatePodSandBox event's message, and the sync is retried.
+	// Image specs keep RuntimeHandler, as the kubelet's default
+	// (RuntimeClassInImageCriAPI off). Defaults to nil: every sandbox
+	// gets RuntimeHandler.
+	PodRuntimeHandler func(pod *v1.Pod) (string, error)
 	// PodLogsDir is the root of the container logs: a container's log is
 	// <PodLogsDir>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
 	// Defaults to /var/log/pods.

@@ -139,9 +139,12 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 			log.Error(err, "cannot create pod log directory", "dir", cfg.LogDirectory)
 		}
 		err := checkUserNamespaces(pod)
-		var id string
+		var id, handler string
 		if err == nil {
-			id, err = m.rs.RunPodSandbox(ctx, cfg, m.opts.RuntimeHandler)
+			handler, err = m.podRuntimeHandler(pod)
+		}
+		if err == nil {
+			id, err = m.rs.RunPodSandbox(ctx, cfg, handler)
 		}
 		if err != nil {
 			if pod.DeletionTimestamp == nil {
@@ -615,4 +618,14 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		ref = c.Image
 	}
 	return ref, "", nil
+}
+
+// podRuntimeHandler is the runtime handler of the pod's sandbox:
+// ManagerOptions.PodRuntimeHandler's for a pod with a RuntimeClass, else
+// ManagerOptions.RuntimeHandler.
+func (m *Manager) podRuntimeHandler(pod *v1.Pod) (string, error) {
+	if m.opts.PodRuntimeHandler == nil || pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName == "" {
+		return m.opts.RuntimeHandler, nil
+	}
+	return m.opts.PodRuntimeHandler(pod)
 }

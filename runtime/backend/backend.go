@@ -87,6 +87,8 @@ type SandboxSpec struct {
 	// CgroupParent is the pod's cgroup (cgroupfs form, such as
 	// "/kubepods/burstable/pod<UID>"), or "" when the agent manages none.
 	CgroupParent string
+	// Hostname is the pod's host name.
+	Hostname string
 }
 
 // Status is the state of a container's process.

@@ -445,6 +445,15 @@ func (r *Runtime) CreateContainer(ctx context.Context, podSandboxID string, conf
 	if len(config.GetCommand())+len(config.GetArgs()) == 0 {
 		return "", status.Errorf(codes.InvalidArgument, "backend: container %q has no command: this runtime does not read image entrypoints", config.GetMetadata().GetName())
 	}
+	ref := config.GetImage().GetImage()
+	imageRef := imageID(ref)
+	if _, ok := r.b.(ImageResolver); ok {
+		id, err := r.resolve(ctx, ref)
+		if err != nil {
+			return "", fmt.Errorf("backend: image %q of container %q: %w", ref, config.GetMetadata().GetName(), err)
+		}
+		imageRef = id
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.sandboxes[podSandboxID]
@@ -454,12 +463,11 @@ func (r *Runtime) CreateContainer(ctx context.Context, podSandboxID string, conf
 	if s.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return "", status.Errorf(codes.FailedPrecondition, "backend: sandbox %q is not ready", podSandboxID)
 	}
-	ref := config.GetImage().GetImage()
 	c := &containerRecord{
 		ID:        newID(),
 		SandboxID: s.ID,
 		Config:    cloneContainerConfig(config),
-		ImageRef:  imageID(ref),
+		ImageRef:  imageRef,
 		State:     runtimeapi.ContainerState_CONTAINER_CREATED,
 		CreatedAt: time.Now().UnixNano(),
 	}
@@ -514,6 +522,7 @@ func (r *Runtime) StartContainer(ctx context.Context, containerID string) error 
 			Namespace:    s.Config.GetMetadata().GetNamespace(),
 			UID:          s.Config.GetMetadata().GetUid(),
 			CgroupParent: s.Config.GetLinux().GetCgroupParent(),
+			Hostname:     s.Config.GetHostname(),
 		},
 	}
 	for _, kv := range c.Config.GetEnvs() {

@@ -74,7 +74,15 @@ type agentRun struct {
 // and logs); stop it with stop.
 func startAgent(t *testing.T, dir string) *agentRun {
 	t.Helper()
-	rt, err := process.New(process.Options{StateDir: filepath.Join(dir, "process"), Logger: testr.New(t)})
+	return startAgentWith(t, dir, process.Options{})
+}
+
+// startAgentWith is startAgent with the runtime's options (StateDir and
+// Logger are set).
+func startAgentWith(t *testing.T, dir string, popts process.Options) *agentRun {
+	t.Helper()
+	popts.StateDir, popts.Logger = filepath.Join(dir, "process"), testr.New(t)
+	rt, err := process.New(popts)
 	if err != nil {
 		t.Fatal(err)
 	}

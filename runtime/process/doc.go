@@ -28,9 +28,44 @@
 // SIGKILL when the grace period is over; when the main process exits, what
 // is left of its group is killed, as a container's processes end with its
 // init. Exec (exec probes) runs the command the same way, as a host
-// process with the container's environment and working directory. The
-// image is not used: every image is present; a container must give its
-// command (pods written for busybox, "sh -c ...", run as they are).
+// process with the container's environment and working directory. By
+// default the image is not used: every image is present; a container must
+// give its command (pods written for busybox, "sh -c ...", run as they
+// are).
+//
+// # Images
+//
+// With Options.Images (an imagestore.Store, as root) each container runs
+// in its image instead. The store imports images from its ImportDir (OCI
+// image layouts and "docker save" tarballs on disk; nothing is fetched
+// from a registry) when the agent pulls them, checks each layer against
+// its digest and unpacks the flattened file system (whiteouts applied,
+// with go-containerregistry) once per image ID; the containers share it
+// read-only. The runtime's ImageService pulls, lists (with sizes) and
+// removes the store's images, so that package gc's image collector works
+// on it (give it the store's directory as ImageFsPath). A pull of an image
+// no source holds fails as NotFound (the pod shows ErrImagePull), a
+// corrupt layer fails the pull with the layer's digest.
+//
+// The monitor starts the container's init (this executable again) in new
+// mount, PID, UTS and IPC namespaces: it mounts an overlay of the image
+// with a writable layer in the container's directory, /proc, a small /dev
+// (null, zero, full, random, urandom, tty, shm) and the container's mounts,
+// sets the pod's host name, chroots into the root and execs the command,
+// which is PID 1 of its PID namespace. An overlay is the writable layer
+// because it costs no copy and vanishes with the container's mount
+// namespace; where overlay cannot be mounted (a state directory on an
+// overlay file system), the image is mounted read-only with no writable
+// layer rather than copied for each container. The image's environment
+// comes under the container's, and its working directory is the default;
+// its entrypoint is not read: the container still gives its command. Exec
+// joins the container's UTS, IPC and PID namespaces and its root (through
+// /proc/PID/root), and resolves the command inside it. Each container has
+// namespaces of its own (the pod's containers share the host name, not a
+// PID or IPC namespace), and the network is the host's.
+//
+// Without root, Options.Images is refused with a clear error (chroot and
+// namespaces need root); host commands remain the default.
 //
 // # Monitors: why processes outlive the agent
 //
@@ -70,9 +105,10 @@
 // network, and every pod reports the address 127.0.0.1, where probes reach
 // it.
 //
-// Differences from a CRI runtime, on purpose: no image store, no
-// filesystem or network isolation, no mounts (volumes are host paths the
-// process can open itself), no user switching, no container-level cgroup
+// Differences from a CRI runtime, on purpose: no registry pulls, and
+// without Options.Images no filesystem isolation and no mounts (volumes
+// are host paths the process can open itself); no network isolation, no
+// image entrypoints, no user switching, no container-level cgroup
 // or resource updates, no log rotation; exec probes run outside the pod's
 // cgroup.
 //

@@ -24,6 +24,9 @@ import (
 const (
 	monitorArg  = "nodekit-process-monitor"
 	detachedArg = "detached"
+	// initArg, as the second argument, runs the init of a container in an
+	// image (containerInit).
+	initArg = "init"
 	// monitorEnv is set in the environment of a monitor process, so that
 	// a binary that forgot to call RunMonitor does not run a second agent.
 	monitorEnv = "NODEKIT_PROCESS_MONITOR"
@@ -45,6 +48,19 @@ type spec struct {
 	WorkingDir   string
 	LogPath      string
 	CgroupParent string // "" when the container gets no cgroup
+	// Rootfs is the unpacked image the container runs chrooted into, in
+	// namespaces of its own (mount, PID, UTS, IPC), with Hostname; ""
+	// runs the command on the host.
+	Rootfs   string `json:",omitempty"`
+	Hostname string `json:",omitempty"`
+	// Mounts are bind mounts into the image's file system.
+	Mounts []bindMount `json:",omitempty"`
+}
+
+// bindMount is a host path mounted into a container's image.
+type bindMount struct {
+	Host, Container string
+	Readonly        bool
 }
 
 // procInfo identifies the running process and its monitor. A PID is only
@@ -89,6 +105,9 @@ func RunMonitor() {
 	}
 	if len(os.Args) >= 4 && os.Args[3] == detachedArg {
 		os.Exit(monitor(os.Args[2]))
+	}
+	if len(os.Args) >= 4 && os.Args[3] == initArg {
+		os.Exit(containerInit(os.Args[2]))
 	}
 	os.Exit(launch(os.Args[2]))
 }
@@ -153,11 +172,15 @@ func monitor(dir string) int {
 			return fail("join cgroup %s: %v", sp.CgroupParent, err)
 		}
 	}
-	path, err := lookPath(sp.Argv[0], sp.Env)
-	if err != nil {
-		return fail("%v", err)
+	var path string
+	if sp.Rootfs == "" {
+		var err error
+		path, err = lookPath(sp.Argv[0], sp.Env)
+		if err != nil {
+			return fail("%v", err)
+		}
 	}
-	if sp.WorkingDir != "" {
+	if sp.WorkingDir != "" && sp.Rootfs == "" {
 		if fi, err := os.Stat(sp.WorkingDir); err != nil {
 			return fail("working directory: %v", err)
 		} else if !fi.IsDir() {
@@ -206,8 +229,37 @@ func monitor(dir string) int {
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
+	var initErr *os.File
+	if sp.Rootfs != "" {
+		// The container's init: this executable again, in new namespaces,
+		// sets up the image's file system and execs the command.
+		exe, err := os.Executable()
+		if err != nil {
+			return fail("%v", err)
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail("pipe: %v", err)
+		}
+		initErr = r
+		cmd.Path, cmd.Args = exe, []string{exe, monitorArg, dir, initArg}
+		cmd.ExtraFiles = []*os.File{w}
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC
+		defer w.Close()
+	}
 	if err := cmd.Start(); err != nil {
 		return fail("%v", err)
+	}
+	if initErr != nil {
+		// The init writes why it failed, or nothing: the pipe closes when
+		// the command's exec succeeds.
+		cmd.ExtraFiles[0].Close()
+		msg, _ := io.ReadAll(initErr)
+		initErr.Close()
+		if len(msg) > 0 {
+			_ = cmd.Wait()
+			return fail("%s", strings.TrimSpace(string(msg)))
+		}
 	}
 	started := time.Now()
 	outW.Close()

@@ -42,6 +42,14 @@ type Options struct {
 	// cgroup parent) through the cgroup package. Defaults to true as root
 	// and false otherwise; when false the cgroup parent is ignored.
 	Cgroups *bool
+	// Images, when set (an imagestore.Store), makes each container run
+	// in its image, unpacked in this store: chrooted into it, in namespaces of its own (mount,
+	// PID, UTS with the pod's host name, IPC), with a writable overlay
+	// layer of its own. It needs root (chroot and namespaces do). The
+	// runtime's ImageService then pulls (imports from the store's
+	// ImportDir), lists and removes the store's images. Defaults to nil:
+	// commands run on the host, whatever their image.
+	Images ImageStore
 	// Logger receives a line when the Backend starts without root and
 	// one for each failed clean-up. Defaults to discarding.
 	Logger logr.Logger
@@ -95,6 +103,9 @@ func NewBackend(opts Options) (*Backend, error) {
 	if opts.Cgroups != nil {
 		b.cgroups = *opts.Cgroups
 	}
+	if opts.Images != nil && !root {
+		return nil, errors.New("process: Options.Images needs root: a container runs chrooted into its image, in namespaces of its own; without root, leave Images nil to run host commands")
+	}
 	if !root {
 		b.log.Info("not running as root: containers run as host processes of this user, without namespaces or cgroups")
 	}
@@ -109,7 +120,11 @@ func New(opts Options) (*backend.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return backend.NewRuntime(b, backend.Options{
+	var be backend.Backend = b
+	if opts.Images != nil {
+		be = imageBackend{b}
+	}
+	return backend.NewRuntime(be, backend.Options{
 		StateDir: filepath.Join(b.opts.StateDir, "records"),
 		Name:     "process",
 		Version:  "0.1.0",
@@ -138,6 +153,11 @@ func (b *Backend) Start(ctx context.Context, id string, s backend.Spec) error {
 		return fmt.Errorf("process: %w", err)
 	}
 	sp := spec{Argv: s.Argv, Env: s.Env, WorkingDir: s.WorkingDir, LogPath: s.LogPath}
+	if b.opts.Images != nil {
+		if err := b.imageSpec(&sp, s); err != nil {
+			return err
+		}
+	}
 	if b.cgroups {
 		sp.CgroupParent = s.Sandbox.CgroupParent
 	}
@@ -361,6 +381,13 @@ func (b *Backend) Exec(ctx context.Context, id string, argv []string, stdout, st
 			return 0, fmt.Errorf("process: container %s: %w", id, runtime.ErrNotFound)
 		}
 		return 0, fmt.Errorf("process: %w", err)
+	}
+	if sp.Rootfs != "" {
+		p, err := procOf(dir)
+		if err != nil || p == nil || !alive(p.MonitorPID, p.MonitorStart) {
+			return 0, fmt.Errorf("process: container %s: %w", id, backend.ErrNotRunning)
+		}
+		return b.execInImage(ctx, sp, p.PID, argv, stdout, stderr)
 	}
 	path, err := lookPath(argv[0], sp.Env)
 	if err != nil {

@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/nodekit/nodekit"
+)
+
+// TestRuntimeClassOnContainerd: with RuntimeClasses given to a standalone
+// agent, a pod whose class's handler is "runc" (containerd's default
+// runtime name) runs with that handler; a pod whose class names a handler
+// containerd does not know fails its sandbox with containerd's error in a
+// FailedCreatePodSandBox event.
+func TestRuntimeClassOnContainerd(t *testing.T) {
+	f := newFixture(t, envEndpoint)
+	ev := &events{}
+	classes := map[string]string{"runc-class": "runc", "unknown-class": "no-such-handler"}
+	a := f.agentWith(nil, "runtimeclass", func(o *nodekit.Options) {
+		o.Events = ev
+		o.RuntimeClasses = nodekit.RuntimeClassGetterFunc(func(name string) (*nodev1.RuntimeClass, error) {
+			if h, ok := classes[name]; ok {
+				return &nodev1.RuntimeClass{Handler: h}, nil
+			}
+			return nil, apierrors.NewNotFound(schema.GroupResource{Group: "node.k8s.io", Resource: "runtimeclass"}, name)
+		})
+	})
+	pod := func(name, class string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  terminationGracePeriodSeconds: 1
+  runtimeClassName: %s
+  containers:
+  - name: main
+    image: %s
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+`, name, f.ns, class, busyboxImage)
+	}
+	writeManifest(t, f.dir, "runc.yaml", pod("runc", "runc-class"))
+	writeManifest(t, f.dir, "unknown.yaml", pod("unknown", "unknown-class"))
+	runc, unknown := f.pod("runc"), f.pod("unknown")
+
+	eventually(t, time.Minute, "the runc class's pod running", func() bool { return a.running(runc) })
+	sbs, _ := podObjects(t, f.cri, a.podUID(runc))
+	if len(sbs) != 1 {
+		t.Fatalf("%d sandboxes of the runc class's pod, want 1", len(sbs))
+	}
+	st, err := f.cri.PodSandboxStatus(t.Context(), sbs[0].Id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := st.GetStatus().GetRuntimeHandler(); h != "runc" {
+		t.Errorf("sandbox runtime handler %q, want runc", h)
+	}
+
+	want := `no runtime for "no-such-handler" is configured`
+	eventually(t, time.Minute, "the unknown handler's sandbox failing with containerd's error", func() bool {
+		for _, e := range ev.all() {
+			if strings.HasPrefix(e, "Warning FailedCreatePodSandBox Failed to create pod sandbox: ") && strings.Contains(e, want) {
+				return true
+			}
+		}
+		return false
+	})
+	if sbs, cs := podObjects(t, f.cri, a.podUID(unknown)); len(sbs) != 0 || len(cs) != 0 {
+		t.Errorf("the unknown handler's pod in containerd: %d sandboxes, %d containers", len(sbs), len(cs))
+	}
+}
