@@ -43,8 +43,8 @@
 // Images: a Backend without images of its own has every image present
 // (its commands are found on the host), with an ID derived from the
 // reference; PullImage downloads nothing. A Backend that implements
-// ImageResolver says which images it has. A container needs a command:
-// the adapter reads no image entrypoints.
+// ImageResolver says which images it has. A container needs a command,
+// unless the Backend knows its image's entrypoint (ImageCommander).
 //
 // Where it differs from a CRI runtime such as containerd: no network
 // namespace or CNI (every pod has Options.PodIP), no pause process, no

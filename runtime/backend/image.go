@@ -36,6 +36,16 @@ type ImageStore interface {
 	RemoveImage(ctx context.Context, ref string) error
 }
 
+// ImageCommander is an optional capability of an ImageResolver whose
+// images have a command of their own: ImageCommand returns the entrypoint
+// and Cmd of the image of ID id. A container whose config gives no command
+// runs the entrypoint, and, when it gives no arguments either, the Cmd, as
+// containerd runs them.
+type ImageCommander interface {
+	ImageResolver
+	ImageCommand(ctx context.Context, id string) (entrypoint, cmd []string, err error)
+}
+
 // Image is an image of an ImageStore.
 type Image struct {
 	// ID is the image's ID ("sha256:<config digest>").

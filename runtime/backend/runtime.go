@@ -433,17 +433,14 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSand
 }
 
 // CreateContainer implements runtime.RuntimeService. The sandbox must be
-// ready and the config must give a command (the adapter knows no image
-// entrypoints).
+// ready, and the config must give a command unless the backend knows its
+// image's entrypoint (ImageCommander).
 func (r *Runtime) CreateContainer(ctx context.Context, podSandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
 	if err := r.enter(); err != nil {
 		return "", err
 	}
 	if config.GetMetadata() == nil {
 		return "", status.Error(codes.InvalidArgument, "backend: container config has no metadata")
-	}
-	if len(config.GetCommand())+len(config.GetArgs()) == 0 {
-		return "", status.Errorf(codes.InvalidArgument, "backend: container %q has no command: this runtime does not read image entrypoints", config.GetMetadata().GetName())
 	}
 	ref := config.GetImage().GetImage()
 	imageRef := imageID(ref)
@@ -453,6 +450,10 @@ func (r *Runtime) CreateContainer(ctx context.Context, podSandboxID string, conf
 			return "", fmt.Errorf("backend: image %q of container %q: %w", ref, config.GetMetadata().GetName(), err)
 		}
 		imageRef = id
+	}
+	command, args, err := r.command(ctx, imageRef, config)
+	if err != nil {
+		return "", err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -466,7 +467,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, podSandboxID string, conf
 	c := &containerRecord{
 		ID:        newID(),
 		SandboxID: s.ID,
-		Config:    cloneContainerConfig(config),
+		Config:    withCommand(cloneContainerConfig(config), command, args),
 		ImageRef:  imageRef,
 		State:     runtimeapi.ContainerState_CONTAINER_CREATED,
 		CreatedAt: time.Now().UnixNano(),
@@ -805,4 +806,35 @@ func cmpInt64(a, b int64, ida, idb string) int {
 		return 1
 	}
 	return strings.Compare(ida, idb)
+}
+
+// command returns the container's command and arguments as a container
+// runtime runs them: the config's command, else the image's entrypoint
+// (ImageCommander); the config's arguments, else, when the config gives no
+// command, the image's Cmd.
+func (r *Runtime) command(ctx context.Context, imageRef string, config *runtimeapi.ContainerConfig) (command, args []string, err error) {
+	command, args = config.GetCommand(), config.GetArgs()
+	if ic, ok := r.b.(ImageCommander); ok && len(command) == 0 {
+		entrypoint, cmd, err := ic.ImageCommand(ctx, imageRef)
+		if err != nil {
+			return nil, nil, fmt.Errorf("backend: image %q of container %q: %w", imageRef, config.GetMetadata().GetName(), err)
+		}
+		command = entrypoint
+		if len(args) == 0 {
+			args = cmd
+		}
+	}
+	if len(command)+len(args) == 0 {
+		if _, ok := r.b.(ImageCommander); ok {
+			return nil, nil, status.Errorf(codes.InvalidArgument, "backend: container %q has no command, and its image neither", config.GetMetadata().GetName())
+		}
+		return nil, nil, status.Errorf(codes.InvalidArgument, "backend: container %q has no command: this runtime does not read image entrypoints", config.GetMetadata().GetName())
+	}
+	return command, args, nil
+}
+
+// withCommand sets the config's command and arguments.
+func withCommand(c *runtimeapi.ContainerConfig, command, args []string) *runtimeapi.ContainerConfig {
+	c.Command, c.Args = slices.Clone(command), slices.Clone(args)
+	return c
 }

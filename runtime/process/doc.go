@@ -57,8 +57,9 @@
 // namespace; where overlay cannot be mounted (a state directory on an
 // overlay file system), the image is mounted read-only with no writable
 // layer rather than copied for each container. The image's environment
-// comes under the container's, and its working directory is the default;
-// its entrypoint is not read: the container still gives its command. Exec
+// comes under the container's, its working directory is the default, and
+// a container that gives no command runs the image's entrypoint and Cmd as
+// containerd runs them. Exec
 // joins the container's UTS, IPC and PID namespaces and its root (through
 // /proc/PID/root), and resolves the command inside it. Each container has
 // namespaces of its own (the pod's containers share the host name, not a
@@ -107,8 +108,8 @@
 //
 // Differences from a CRI runtime, on purpose: no registry pulls, and
 // without Options.Images no filesystem isolation and no mounts (volumes
-// are host paths the process can open itself); no network isolation, no
-// image entrypoints, no user switching, no container-level cgroup
+// are host paths the process can open itself), and then a container
+// needs a command; no network isolation, no user switching, no container-level cgroup
 // or resource updates, no log rotation; exec probes run outside the pod's
 // cgroup.
 //

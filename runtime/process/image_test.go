@@ -89,7 +89,7 @@ func busyboxLayout(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err = mutate.Config(img, ggcrv1.Config{Env: []string{"PATH=/bin", "IMAGE_VAR=from-image"}, Cmd: []string{"sh"}})
+	img, err = mutate.Config(img, ggcrv1.Config{Env: []string{"PATH=/bin", "IMAGE_VAR=from-image"}, Entrypoint: []string{"sh", "-c"}, Cmd: []string{"echo from-image-cmd"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +230,34 @@ func TestContainerInImage(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("container output %q, want %q", got, want)
 	}
+	// No command: the image's entrypoint, with its Cmd unless the
+	// container gives arguments.
+	for name, args := range map[string][]string{"image-cmd": nil, "args": {"echo from-args"}} {
+		cid, err := rt.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: name}, Image: &runtimeapi.ImageSpec{Image: id},
+			Args: args, LogPath: name + "/0.log",
+		}, sbCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.StartContainer(ctx, cid); err != nil {
+			t.Fatal(err)
+		}
+		if st := waitExited(t, rt, cid); st.ExitCode != 0 {
+			t.Fatalf("%s: exit code %d: %s %s", name, st.ExitCode, st.Reason, st.Message)
+		}
+		want := []string{"from-image-cmd"}
+		if args != nil {
+			want = []string{"from-args"}
+		}
+		if got := logLines(t, filepath.Join(sbCfg.LogDirectory, name+"/0.log")); !slices.Equal(got, want) {
+			t.Errorf("%s: output %q, want %q", name, got, want)
+		}
+		if err := rt.RemoveContainer(ctx, cid); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	img, err := rt.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: id}, false)
 	if err != nil || img.GetImage() == nil {
 		t.Fatalf("ImageStatus: %v, %v", img, err)

@@ -30,6 +30,9 @@ type Image struct {
 	// (under the container's) and default working directory.
 	Env        []string
 	WorkingDir string
+	// Entrypoint and Cmd are the image's command: a container that gives
+	// none runs them.
+	Entrypoint, Cmd []string
 	// Rootfs is the unpacked file system, shared read-only by the
 	// image's containers.
 	Rootfs string
@@ -55,7 +58,10 @@ type ImageStore interface {
 // backend adapter's ImageService serves the store's images.
 type imageBackend struct{ *Backend }
 
-var _ backend.ImageStore = imageBackend{}
+var (
+	_ backend.ImageStore     = imageBackend{}
+	_ backend.ImageCommander = imageBackend{}
+)
 
 // ResolveImage implements backend.ImageResolver: the ID of a pulled image
 // (by reference or ID), or an error matching runtime.ErrNotFound.
@@ -65,6 +71,16 @@ func (b imageBackend) ResolveImage(ctx context.Context, ref string) (string, err
 		return "", err
 	}
 	return img.ID, nil
+}
+
+// ImageCommand implements backend.ImageCommander: the image's entrypoint
+// and Cmd.
+func (b imageBackend) ImageCommand(ctx context.Context, id string) (entrypoint, cmd []string, err error) {
+	img, err := b.opts.Images.Get(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return img.Entrypoint, img.Cmd, nil
 }
 
 // PullImage implements backend.ImageStore: it imports the image from the

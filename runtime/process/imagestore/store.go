@@ -149,7 +149,7 @@ func (s *Store) rootfs(id string) string {
 
 func (s *Store) image(idx *index, id string) Image {
 	e := idx.Images[id]
-	img := Image{ID: id, Size: e.Size, Env: e.Config.Env, WorkingDir: e.Config.WorkingDir, Rootfs: s.rootfs(id)}
+	img := Image{ID: id, Size: e.Size, Env: e.Config.Env, WorkingDir: e.Config.WorkingDir, Entrypoint: e.Config.Entrypoint, Cmd: e.Config.Cmd, Rootfs: s.rootfs(id)}
 	for ref, rid := range idx.Refs {
 		if rid == id {
 			img.RepoTags = append(img.RepoTags, ref)
