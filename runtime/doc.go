@@ -100,7 +100,9 @@
 //   - A grace period override below the minimum (2s) is kept, also when
 //     the termination order made the container wait: the kubelet raises
 //     every grace period to 2s, nodekit lets a caller force a hard kill.
-//   - No ephemeral containers, no in-place resize, no image pull secrets.
+//   - No ephemeral containers.
+//   - No in-place resize.
+//   - No image pull secrets.
 //   - The security context goes to CRI as the kubelet sends it (users and
 //     groups, the supplemental groups policy, capabilities, privileged,
 //     read-only root, no-new-privileges, seccomp with Localhost profiles
