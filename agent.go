@@ -61,6 +61,7 @@ type Agent struct {
 	loop      *syncloop.Loop
 	nodeAPI   *nodeAPIServer // nil when not served
 	alive     nodeAlive      // garbage collectors, eviction, log rotation (nodealive.go)
+	resizes   *resizes       // allocations and in-place resizes (resize.go)
 
 	// runtimeErr holds the last runtime health check's result (an error
 	// value or nil in an errBox).
@@ -202,6 +203,7 @@ func New(opts Options) (*Agent, error) {
 	// runtime, volume, cgroup, probe and status parts; the pod workers
 	// over the sync; the sync loop's handler over the workers.
 	a.queue = podworker.NewQueue()
+	a.resizes = a.newResizes()
 	syncer, err := NewPodSyncer(PodSyncerConfig{
 		Runtime:  rm,
 		Volumes:  a.volumes,
@@ -212,6 +214,7 @@ func New(opts Options) (*Agent, error) {
 		Queue:    a.queue,
 		Events:   &a.recorder,
 		HostIPs:  a.hostIPs,
+		Resizes:  a.resizes,
 		Logger:   log,
 	})
 	if err != nil {
@@ -222,6 +225,7 @@ func New(opts Options) (*Agent, error) {
 		sync = opts.WrapPodSyncer(syncer)
 	}
 	sync = a.registerPods(sync)
+	sync = a.resizes.wrap(sync)
 	a.workers, err = podworker.New(sync, podworker.Options{
 		Cache:          a.cache,
 		Queue:          a.queue,
@@ -244,6 +248,7 @@ func New(opts Options) (*Agent, error) {
 	}
 	// The eviction manager's check comes first, as the kubelet's.
 	admit = append([]admission.Handler{a.EvictionAdmit()}, admit...)
+	admit = []admission.Handler{a.resizes.admit(admit)}
 	hc := HandlerConfig{
 		Pods:     a.pods,
 		Workers:  a.workers,

@@ -14,13 +14,15 @@ import (
 
 // OwnedCondition reports whether the agent owns the pod condition type,
 // as the kubelet owns it: PodScheduled, PodReadyToStartContainers,
-// Initialized, Ready, ContainersReady and AllContainersRestarting. Other
+// Initialized, Ready, ContainersReady, AllContainersRestarting,
+// PodResizePending and PodResizeInProgress. Other
 // conditions (readiness
 // gates', DisruptionTarget, any controller's) belong to others and are
 // kept as the API server holds them.
 func OwnedCondition(t v1.PodConditionType) bool {
 	switch t {
-	case v1.PodScheduled, v1.PodReadyToStartContainers, v1.PodInitialized, v1.PodReady, v1.ContainersReady, v1.AllContainersRestarting:
+	case v1.PodScheduled, v1.PodReadyToStartContainers, v1.PodInitialized, v1.PodReady, v1.ContainersReady, v1.AllContainersRestarting,
+		v1.PodResizePending, v1.PodResizeInProgress:
 		return true
 	}
 	return false
