@@ -115,8 +115,14 @@ type cluster struct {
 // the test's own; it skips the test when either variable is unset.
 func newCluster(t *testing.T, own bool) *cluster {
 	t.Helper()
+	return newClusterOn(t, own, envEndpoint)
+}
+
+// newClusterOn is newCluster on the containerd of endpointVar.
+func newClusterOn(t *testing.T, own bool, endpointVar string) *cluster {
+	t.Helper()
 	kubeconfig := kubeconfigPath(t)
-	c := &cluster{fixture: newFixture(t, envEndpoint)}
+	c := &cluster{fixture: newFixture(t, endpointVar)}
 	if own {
 		// Started after the fixture, so that it is stopped (closing the
 		// clients' connections) before the fixture checks for leaked
