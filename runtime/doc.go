@@ -101,7 +101,22 @@
 //     the termination order made the container wait: the kubelet raises
 //     every grace period to 2s, nodekit lets a caller force a hard kill.
 //   - No ephemeral containers.
-//   - No in-place resize.
+//   - In-place resize (the kubelet's, InPlacePodVerticalScaling on) is
+//     done for app containers: SyncPod compares each running container's
+//     resources as the runtime reports them (CRI ContainerStatus
+//     resources) with its spec, which the agent sets to the allocated
+//     resources, and, as computePodResizeAction and doPodResizeAction do,
+//     restarts the container when a changed resource's resizePolicy is
+//     RestartContainer, else updates it in place: memory then CPU, each
+//     with the pod cgroup (SyncPodOptions.PodCgroup) raised before the
+//     containers or lowered after them, decreases before increases, one
+//     UpdateContainerResources per container and resource; a failure is
+//     ErrResizePodInPlace and Manager.ResizeError. Differences: the
+//     actual resources are the runtime's report, not a checkpoint of
+//     what was actuated (a runtime that reports none is never resized in
+//     place); restartable init containers (sidecars) are not resized (the
+//     agent refuses such a resize as Infeasible); a pod-level resources
+//     (spec.resources) resize is not done.
 //   - No image pull secrets.
 //   - The security context goes to CRI as the kubelet sends it (users and
 //     groups, the supplemental groups policy, capabilities, privileged,

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/sources/apiserver"
 )
 
 // resizeRequirements are a container's cpu and memory requests and limits.
@@ -82,6 +87,32 @@ func (c *cluster) containerCgroupFile(controller string, uid types.UID, containe
 	return strings.TrimSpace(string(b)), err
 }
 
+// chanSource is a pod source that sends each pod given to send as its
+// whole snapshot.
+type chanSource struct{ pods chan []*v1.Pod }
+
+func (s *chanSource) send(p *v1.Pod) { s.pods <- []*v1.Pod{p} }
+
+func (s *chanSource) Run(ctx context.Context, out chan<- []*v1.Pod) error {
+	select {
+	case out <- nil: // the source is ready
+	case <-ctx.Done():
+		return nil
+	}
+	for {
+		select {
+		case p := <-s.pods:
+			select {
+			case out <- p:
+			case <-ctx.Done():
+				return nil
+			}
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
 // TestInPlaceResize runs pods from the API server on containerd 2.x and
 // resizes them through the resize subresource, as kubectl patch
 // --subresource resize does: a Burstable pod grows and shrinks in CPU and
@@ -89,10 +120,18 @@ func (c *cluster) containerCgroupFile(controller string, uid types.UID, containe
 // container's and the pod's cgroup files show the new limits, the status
 // its resources and allocated resources); a memory resize of a container
 // whose resizePolicy says RestartContainer restarts it; a resize beyond
-// the node's capacity is PodResizePending/Infeasible and changes nothing.
+// the node's capacity is refused by the API server itself, and a pod of
+// another source (static) asking for a resize is PodResizePending/
+// Infeasible and keeps its container and allocation.
 func TestInPlaceResize(t *testing.T) {
 	c := newClusterOn(t, false, envEndpoint2)
-	c.joinedAgent(nil, "in-place resize")
+	src := &chanSource{pods: make(chan []*v1.Pod, 1)}
+	a := c.agentWith(nil, "in-place resize", func(o *nodekit.Options) {
+		o.KubeClient = c.agentAPI
+		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
+		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
+		o.Sources = append(o.Sources, nodekit.NamedSource{Name: "test", Source: src})
+	})
 	initial := resizeRequirements("100m", "200m", "32Mi", "64Mi")
 	c.createPod(c.apiPod("grow", v1.Container{Name: "app", Command: []string{"sleep", "3600"}, Resources: initial}))
 	restarting := c.apiPod("restart", v1.Container{
@@ -184,26 +223,49 @@ func TestInPlaceResize(t *testing.T) {
 		return nil
 	})
 
-	huge := resizeRequirements("1000", "1000", "16Mi", "48Mi")
-	c.resizePatch("grow", "app", huge)
-	eventuallyNil(t, 60*time.Second, "PodResizePending Infeasible", func() error {
-		p, err := c.getPod(t.Context(), "grow")
-		if err != nil {
-			return err
+	// The API server itself refuses a resize beyond the node's
+	// allocatable resources; a pod of the agent's other sources asks it
+	// of the agent, which refuses it as the kubelet refuses static pods.
+	static := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "static-resize", Namespace: c.ns, UID: types.UID(unique("static-uid"))},
+		Spec: v1.PodSpec{
+			NodeName:      c.node,
+			RestartPolicy: v1.RestartPolicyAlways,
+			Containers: []v1.Container{{Name: "app", Image: busyboxImage, ImagePullPolicy: v1.PullIfNotPresent,
+				Command: []string{"sleep", "3600"}, Resources: initial}},
+		},
+	}
+	src.send(static)
+	key := c.ns + "/static-resize"
+	var staticID string
+	eventuallyNil(t, 60*time.Second, "the static pod running", func() error {
+		s, ok := a.status(key)
+		if !ok || len(s.ContainerStatuses) != 1 || s.ContainerStatuses[0].State.Running == nil {
+			return fmt.Errorf("status %+v", s.ContainerStatuses)
 		}
-		for _, cond := range p.Status.Conditions {
+		staticID = s.ContainerStatuses[0].ContainerID
+		return nil
+	})
+	resized := static.DeepCopy()
+	resized.Spec.Containers[0].Resources = resizeRequirements("200m", "400m", "32Mi", "64Mi")
+	src.send(resized)
+	eventuallyNil(t, 60*time.Second, "PodResizePending Infeasible for the static pod", func() error {
+		s, _ := a.status(key)
+		for _, cond := range s.Conditions {
 			if cond.Type == v1.PodResizePending {
-				if cond.Status != v1.ConditionTrue || cond.Reason != v1.PodReasonInfeasible || !strings.HasPrefix(cond.Message, "Node didn't have enough capacity: cpu, requested: 1000000, capacity: ") {
-					return fmt.Errorf("PodResizePending %s %s: %q", cond.Status, cond.Reason, cond.Message)
+				if cond.Reason != v1.PodReasonInfeasible || cond.Message != "In-place resize of static-pods is not supported" {
+					return fmt.Errorf("PodResizePending %s: %q", cond.Reason, cond.Message)
 				}
-				// The allocation and the container stay as they were.
-				if got := p.Status.ContainerStatuses[0].AllocatedResources[v1.ResourceCPU]; got.Cmp(resource.MustParse("50m")) != 0 {
+				if cs := s.ContainerStatuses[0]; cs.ContainerID != staticID || cs.RestartCount != 0 {
+					return fmt.Errorf("container %s restarts %d, was %s", cs.ContainerID, cs.RestartCount, staticID)
+				}
+				if got := s.ContainerStatuses[0].AllocatedResources[v1.ResourceCPU]; got.Cmp(resource.MustParse("100m")) != 0 {
 					return fmt.Errorf("allocated cpu %s after an infeasible resize", got.String())
 				}
 				return nil
 			}
 		}
-		return fmt.Errorf("no PodResizePending condition: %+v", p.Status.Conditions)
+		return fmt.Errorf("no PodResizePending condition: %+v", s.Conditions)
 	})
 	checkCgroups(48<<20, 15000)
 }
