@@ -316,17 +316,7 @@ func (p *PodManager) EnsurePod(pod *v1.Pod) (string, error) {
 // existing cgroup, for a pod whose resources changed. A pod without a
 // cgroup gives an error matching ErrNotFound.
 func (p *PodManager) UpdatePod(pod *v1.Pod) error {
-	if p.opts.Disabled {
-		return nil
-	}
-	if err := checkUID(pod.UID); err != nil {
-		return err
-	}
-	mgr, err := p.manager()
-	if err != nil {
-		return err
-	}
-	return mgr.Update(p.CgroupName(pod), p.podConfig(pod, mgr.Info()))
+	return p.SetPodConfig(pod, p.DesiredPodConfig(pod))
 }
 
 // DestroyPod kills the processes left in the pod's cgroup (under any QoS
