@@ -168,6 +168,20 @@ func (r *resizes) admit(hs []admission.Handler) admission.Handler {
 // resolve decides the pod's resize, if its spec asks for one, and returns
 // the pod as allocated afterwards: the kubelet's handlePodResourcesResize.
 func (r *resizes) resolve(pod *v1.Pod) *v1.Pod {
+	// The other pods are listed (outside the lock: the list takes the
+	// pod manager's) only for a pod that asks for a resize.
+	if _, asks := r.allocated(pod); !asks {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if _, ok := r.alloc[pod.UID]; ok {
+			delete(r.pending, pod.UID)
+			return pod
+		}
+		r.alloc[pod.UID] = podmodel.AllocationOf(pod)
+		delete(r.pending, pod.UID)
+		r.storeLocked()
+		return pod
+	}
 	var others []*v1.Pod
 	if r.active != nil {
 		for _, p := range r.active() {
@@ -178,7 +192,6 @@ func (r *resizes) resolve(pod *v1.Pod) *v1.Pod {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.loadLocked()
 	alloc, ok := r.alloc[pod.UID]
 	if !ok {
 		// Admitted before the checkpoint knew it (or by another path):
