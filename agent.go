@@ -61,6 +61,7 @@ type Agent struct {
 	loop      *syncloop.Loop
 	nodeAPI   *nodeAPIServer // nil when not served
 	alive     nodeAlive      // garbage collectors, eviction, log rotation (nodealive.go)
+	links     *serviceLinks  // Services of the service links; nil standalone (ephemeral.go)
 	resizes   *resizes       // allocations and in-place resizes (resize.go)
 
 	// runtimeErr holds the last runtime health check's result (an error
@@ -139,9 +140,11 @@ func New(opts Options) (*Agent, error) {
 	if err := a.setUpObjects(); err != nil {
 		return nil, err
 	}
+	a.setUpServiceLinks()
 	rmOpts := opts.RuntimeManager
 	rmOpts.CPUCFSQuotaPeriod = opts.Cgroups.CPUCFSQuotaPeriod
 	a.wireRuntime(&rmOpts)
+	a.wirePullSecrets(&rmOpts)
 	if rmOpts.Logger.GetSink() == nil {
 		rmOpts.Logger = log
 	}
@@ -154,7 +157,15 @@ func New(opts Options) (*Agent, error) {
 	}
 	a.runtime = rm
 
-	a.cache = pleg.NewCache()
+	cache := pleg.NewCache()
+	a.cache = cache
+	// Housekeeping reads the runtime's pods from the cache of the agent's
+	// own PLEG (see cachedRuntimePods); a PLEG of the user's may keep
+	// only some pods there.
+	var housekeepingPods RuntimePods = rm
+	if opts.PLEG == nil {
+		housekeepingPods = cachedRuntimePods{RuntimePods: rm, cache: cache}
+	}
 	newPLEG := opts.PLEG
 	if newPLEG == nil {
 		newPLEG = func(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
@@ -256,7 +267,7 @@ func New(opts Options) (*Agent, error) {
 		Volumes:  a.volumes,
 		Probes:   a.probes,
 		Cgroups:  a.cgroups,
-		Runtime:  rm,
+		Runtime:  housekeepingPods,
 		Cache:    a.cache,
 		Admit:    admit,
 		Logger:   log,
@@ -395,6 +406,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			v1.ResourceMemory: *resource.NewQuantity(m.MemoryBytes, resource.BinarySI),
 		}
 	}
+	if err := a.prepareNodeAlive(); err != nil {
+		return err
+	}
 	if err := a.cgroups.EnsureNode(); err != nil {
 		return fmt.Errorf("nodekit: setting up the node's cgroups (set Options.Cgroups.Disabled on a host the agent does not own): %w", err)
 	}
@@ -414,6 +428,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		run("node api", a.nodeAPI.Run)
 	}
 	a.runNodeAlive(run)
+	a.runServiceLinks(run)
 	run("sync loop", a.loop.Run)
 	err := g.Wait()
 	a.log.Info("Node agent stopped")

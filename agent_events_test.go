@@ -18,7 +18,7 @@ import (
 func TestAgentEvents(t *testing.T) {
 	got := recordedEvents(t, nil)
 	for _, want := range []string{
-		"Normal Pulled Container image \"busybox\" already present on machine",
+		"Normal Pulled Container image \"busybox\" already present on machine and can be accessed by the pod",
 		"Normal Created Created container: c0",
 		"Normal Started Started container c0",
 		"Warning FailedMount Unable to attach or mount volumes",

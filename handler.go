@@ -157,7 +157,7 @@ func (h *Handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
 	}
 	h.updateQoS(active)
 	for _, pod := range start {
-		h.c.Volumes.AddPod(pod)
+		h.addVolumes(pod)
 		h.c.Probes.AddPod(pod)
 		h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodCreate, Pod: pod})
 	}
@@ -237,9 +237,21 @@ func (h *Handler) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
 		if h.isRejected(pod.UID) {
 			continue
 		}
-		h.c.Volumes.AddPod(pod)
+		h.addVolumes(pod)
 		h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodUpdate, Pod: pod})
 	}
+}
+
+// addVolumes makes the pod's volumes desired, unless its termination was
+// requested, as the kubelet's volume populator: the volumes of a
+// terminating pod are desired already, and those of a terminated pod are
+// released, so an update (the API server's answer to the final delete,
+// say) must not make its directory again: nothing would release it.
+func (h *Handler) addVolumes(pod *v1.Pod) {
+	if h.c.Workers.IsPodTerminationRequested(pod.UID) {
+		return
+	}
+	h.c.Volumes.AddPod(pod)
 }
 
 // HandlePodRemoves forgets the pods and stops them.

@@ -2,11 +2,19 @@ package nodekit
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/eviction"
@@ -15,6 +23,7 @@ import (
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/stats"
 )
 
 // NodeResourcesOptions configure how the agent keeps its node alive:
@@ -26,6 +35,15 @@ type NodeResourcesOptions struct {
 	// allocatable resources are its capacity less these and the hard
 	// eviction thresholds. Defaults to none.
 	SystemReserved, KubeReserved v1.ResourceList
+	// SkipAllocatableEnforcement sizes the node's pod cgroup (kubepods) to
+	// the capacity rather than to the allocatable resources, as the
+	// kubelet with enforceNodeAllocatable: []. By default it is sized as
+	// the kubelet's enforceNodeAllocatable: [pods]: cpu shares, memory,
+	// pids and hugepages of the capacity less SystemReserved and
+	// KubeReserved (not the hard eviction thresholds: the eviction manager
+	// acts before the kernel's OOM killer does). Options.Cgroups.Allocatable,
+	// when set, is used as it is instead.
+	SkipAllocatableEnforcement bool
 	// Eviction configures node-pressure eviction.
 	Eviction EvictionOptions
 	// GC configures the garbage collectors.
@@ -53,6 +71,14 @@ type EvictionOptions struct {
 	Enable bool
 	// Disable turns the eviction manager off.
 	Disable bool
+	// MemoryOfPodsOnly measures memory.available as the memory of
+	// Options.Capacity less the working set of the agent's pod cgroup root
+	// (kubepods), rather than the host's memory less its root cgroup's
+	// working set: for an agent given a share of a host it shares with
+	// workloads that are not its concern. It needs Options.Capacity's
+	// memory and cgroups; the threshold notifications then watch the pod
+	// cgroup root.
+	MemoryOfPodsOnly bool
 	// Manager configures it: thresholds (the kubelet's hard defaults:
 	// memory.available<100Mi, nodefs.available<10%, nodefs.inodesFree<5%,
 	// imagefs.available<15%), pressure transition period 5m, monitoring
@@ -90,6 +116,9 @@ type nodeAlive struct {
 	logs        *logrotate.Rotator     // nil when disabled
 	thresholds  []eviction.Threshold
 	imageFs     func(context.Context) (gc.FsStats, error) // nil when unknown
+	// stats is the summary provider the eviction manager reads, shared
+	// with the node API's /stats/summary.
+	stats *stats.Provider
 }
 
 // buildNodeAlive builds the garbage collectors and the eviction manager;
@@ -143,6 +172,9 @@ func (a *Agent) buildNodeAlive() error {
 			a.alive.logs = r
 		}
 	}
+	if err := a.buildStats(); err != nil {
+		return err
+	}
 	eo := o.Eviction
 	if eo.Disable || (a.opts.Cgroups.Disabled && !eo.Enable) {
 		return nil
@@ -164,15 +196,24 @@ func (a *Agent) buildNodeAlive() error {
 		mo.Logger = a.log
 	}
 	if mo.Stats == nil {
-		mo.Stats = a.defaultStats()
+		cs := a.defaultStats()
+		mo.Stats = cs
+		if eo.MemoryOfPodsOnly {
+			mem, ok := a.opts.Capacity[v1.ResourceMemory]
+			if !ok || mem.Sign() <= 0 || cs.PodCgroupRoot == "" {
+				return errors.New("nodekit: NodeResources.Eviction.MemoryOfPodsOnly needs Options.Capacity memory and cgroups")
+			}
+			cs.MemoryCapacity, cs.MemoryCgroup = uint64(mem.Value()), cs.PodCgroupRoot
+		}
 		if mo.MemoryCgroup == "" {
 			root := a.opts.Cgroups.CgroupfsRoot
 			if root == "" {
 				root = "/sys/fs/cgroup"
 			}
-			// cgroup v1: threshold notifications on the node's memory
-			// usage; on v2 the manager finds none and polls.
-			mo.MemoryCgroup = filepath.Join(root, "memory")
+			// cgroup v1: threshold notifications on the memory usage of
+			// the node (or of the pods' cgroup); on v2 the manager finds
+			// none and polls.
+			mo.MemoryCgroup = filepath.Join(root, "memory", cs.MemoryCgroup)
 		}
 	}
 	m, err := eviction.New(mo)
@@ -220,18 +261,130 @@ func (a *Agent) defaultStats() *eviction.CgroupStats {
 			return &eviction.FsStats{AvailableBytes: s.Available, CapacityBytes: s.Capacity, InodesFree: s.InodesFree, Inodes: s.Inodes}, nil
 		}
 	}
-	logsRoot := a.opts.RuntimeManager.PodLogsDir
-	if logsRoot == "" {
-		logsRoot = runtime.DefaultPodLogsDir
+	cs.EmptyDirs = a.emptyDirs
+	cs.ContainerLogDirs = func(p *v1.Pod) map[string]string {
+		out := map[string]string{}
+		for _, c := range p.Spec.Containers {
+			out[c.Name] = a.containerLogDir(p.Namespace, p.Name, p.UID, c.Name)
+		}
+		return out
 	}
+	if p := a.alive.stats; p != nil {
+		cs.Summary = func(ctx context.Context) (*statsapi.Summary, error) { return p.Summary(ctx, false) }
+		cs.ContainerLogDirs = nil
+		cs.EmptyDirs = nil
+	}
+	cs.Logger = a.log
+	return cs
+}
+
+// emptyDirs are the directories of the pod's emptyDir volumes on disk, by
+// volume name (memory-backed ones are bounded by their tmpfs).
+func (a *Agent) emptyDirs(p *v1.Pod) map[string]string {
 	dirs := a.volumes.PodDirs()
-	cs.PodDirs = func(p *v1.Pod) []string {
-		return []string{
-			filepath.Join(dirs.Volumes(p.UID), "kubernetes.io~empty-dir"),
-			runtime.PodLogsDirectory(logsRoot, p.Namespace, p.Name, p.UID),
+	out := map[string]string{}
+	for _, v := range p.Spec.Volumes {
+		if v.EmptyDir == nil || v.EmptyDir.Medium == v1.StorageMediumMemory {
+			continue
+		}
+		out[v.Name] = filepath.Join(dirs.Volumes(p.UID), "kubernetes.io~empty-dir", v.Name)
+	}
+	return out
+}
+
+// containerLogDir is the directory of a container's log files.
+func (a *Agent) containerLogDir(namespace, name string, uid types.UID, container string) string {
+	root := a.opts.RuntimeManager.PodLogsDir
+	if root == "" {
+		root = runtime.DefaultPodLogsDir
+	}
+	return filepath.Join(runtime.PodLogsDirectory(root, namespace, name, uid), container)
+}
+
+// buildStats builds the summary provider of the agent's pods: the
+// sandboxes and containers of the agent's runtime, their CPU and memory
+// from the runtime's CRI client when it has one (else from their
+// cgroups), their logs and emptyDirs measured. Without a pod cgroup
+// manager or CRI client there is nothing to read CPU and memory from, and
+// the eviction manager measures the directories itself.
+func (a *Agent) buildStats() error {
+	sr := statsRuntime{rs: a.opts.Runtime}
+	inner := a.opts.Runtime
+	if sc, ok := inner.(runtime.Scoped); ok {
+		inner = sc.Unwrap()
+	}
+	if rc, ok := inner.(runtimeClienter); ok {
+		sr.cri = rc.RuntimeClient()
+	}
+	if sr.cri == nil && a.opts.Cgroups.Disabled {
+		return nil
+	}
+	so := stats.Options{
+		NodeName: a.opts.NodeName,
+		Runtime:  sr,
+		RootDir:  a.opts.RootDir,
+		ContainerLogDir: func(pod statsapi.PodReference, container string) string {
+			return a.containerLogDir(pod.Namespace, pod.Name, types.UID(pod.UID), container)
+		},
+		PodVolumes: func(ref statsapi.PodReference) map[string]string {
+			p, ok := a.pods.GetPodByUID(types.UID(ref.UID))
+			if !ok {
+				return nil
+			}
+			return a.emptyDirs(p)
+		},
+		Logger: a.log,
+	}
+	if !a.opts.Cgroups.Disabled {
+		so.Cgroups = a.cgroups
+		so.ContainerCgroup = func(ref statsapi.PodReference, id string) string {
+			p, ok := a.pods.GetPodByUID(types.UID(ref.UID))
+			if !ok {
+				return ""
+			}
+			return a.cgroups.CgroupName(p) + "/" + id
 		}
 	}
-	return cs
+	p, err := stats.New(so)
+	if err != nil {
+		return fmt.Errorf("nodekit: %w", err)
+	}
+	a.alive.stats = p
+	return nil
+}
+
+// statsRuntime is the summary's view of the agent's runtime: its
+// sandboxes and containers, and the stats of its CRI client when it has
+// one.
+type statsRuntime struct {
+	rs  runtime.RuntimeService
+	cri runtimeapi.RuntimeServiceClient // nil: no stats
+}
+
+var errNoRuntimeStats = status.Error(codes.Unimplemented, "the runtime serves no stats")
+
+func (s statsRuntime) ListPodSandbox(ctx context.Context, f *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	return s.rs.ListPodSandbox(ctx, f)
+}
+
+func (s statsRuntime) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return s.rs.ListContainers(ctx, f)
+}
+
+func (s statsRuntime) ListPodSandboxStats(ctx context.Context, f *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
+	if s.cri == nil {
+		return nil, errNoRuntimeStats
+	}
+	r, err := s.cri.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{Filter: f})
+	return r.GetStats(), err
+}
+
+func (s statsRuntime) ListContainerStats(ctx context.Context, f *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	if s.cri == nil {
+		return nil, errNoRuntimeStats
+	}
+	r, err := s.cri.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{Filter: f})
+	return r.GetStats(), err
 }
 
 // evictPod stops a pod for the eviction manager, as the kubelet's
@@ -246,6 +399,63 @@ func (a *Agent) evictPod(pod *v1.Pod, grace int64, status func(*v1.PodStatus)) {
 			PodTerminationGracePeriodSecondsOverride: &grace,
 		},
 	})
+}
+
+// prepareNodeAlive completes the capacity measured on the machine with its
+// hugepages and its ephemeral storage (the size of the file system holding
+// RootDir), as the kubelet's, and sizes the node's pod cgroup (kubepods) as the kubelet's
+// enforceNodeAllocatableCgroups does. Run calls it once the capacity is
+// known, before the node cgroups are made.
+func (a *Agent) prepareNodeAlive() error {
+	// The Node's ephemeral-storage capacity is RootDir's file system.
+	if err := os.MkdirAll(a.opts.RootDir, 0o750); err != nil {
+		return fmt.Errorf("nodekit: creating the root directory: %w", err)
+	}
+	if a.opts.Capacity == nil {
+		if pages, err := node.ReadHugePages(""); err != nil {
+			a.log.Info("Hugepages are not offered to pods", "reason", err.Error())
+		} else {
+			maps.Copy(a.capacity, node.HugePagesCapacity(pages))
+		}
+		if size, err := node.FsSize(a.opts.RootDir); err != nil {
+			a.log.Info("Ephemeral storage is not offered to pods", "reason", err.Error())
+		} else {
+			a.capacity[v1.ResourceEphemeralStorage] = *resource.NewQuantity(size, resource.BinarySI)
+		}
+	}
+	if a.opts.Cgroups.Disabled || a.opts.Cgroups.Allocatable != nil {
+		return nil
+	}
+	alloc := a.nodeCgroupResources()
+	if err := a.cgroups.SetAllocatable(alloc); err != nil {
+		return fmt.Errorf("nodekit: sizing the node's pod cgroup: %w", err)
+	}
+	return nil
+}
+
+// nodeCgroupResources are the kubelet's limits of the node's pod cgroup:
+// the internal capacity (the capacity, the host's process IDs as "pid",
+// its hugepages) less SystemReserved and KubeReserved, or the capacity
+// itself with SkipAllocatableEnforcement.
+func (a *Agent) nodeCgroupResources() v1.ResourceList {
+	capacity := a.capacity.DeepCopy()
+	if _, ok := capacity["pid"]; !ok {
+		if n, err := node.ReadMaxPIDs(); err == nil {
+			capacity["pid"] = *resource.NewQuantity(n, resource.DecimalSI)
+		}
+	}
+	if pages, err := node.ReadHugePages(""); err == nil {
+		for name, q := range node.HugePagesCapacity(pages) {
+			if _, ok := capacity[name]; !ok {
+				capacity[name] = q
+			}
+		}
+	}
+	o := a.opts.NodeResources
+	if o.SkipAllocatableEnforcement {
+		return capacity
+	}
+	return node.Allocatable(capacity, o.SystemReserved, o.KubeReserved)
 }
 
 // Allocatable is what the node offers pods: its capacity (Options.Capacity
@@ -305,6 +515,11 @@ func (a *Agent) nodeAliveNodeOptions(o *node.Options) {
 	}
 	if o.Pressure == nil {
 		o.Pressure = a.NodeConditions
+	}
+	if o.Machine == nil && o.EphemeralStoragePath == "" {
+		// The kubelet's ephemeral-storage capacity: its root directory's
+		// file system.
+		o.EphemeralStoragePath = a.opts.RootDir
 	}
 	if o.Images == nil {
 		is := a.opts.Images

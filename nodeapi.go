@@ -159,6 +159,9 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 		s.registry = prometheus.NewRegistry()
 	}
 	s.stats = o.Stats
+	if s.stats == nil && a.alive.stats != nil {
+		s.stats = a.alive.stats // the eviction manager's
+	}
 	// The runtime the agent's scope (runtime.WithIdentity) wraps: its CRI
 	// client serves stats and streaming, by sandbox and container IDs.
 	inner := a.opts.Runtime

@@ -128,8 +128,8 @@ type Options struct {
 	// with KubeClient. Its RootDir is the agent's: set RootDir.
 	Volumes volume.Options
 	// Objects gets the ConfigMaps and Secrets the pods refer to, for the
-	// containers' environment and the configMap and secret volumes (one
-	// source for both). Defaults, with KubeClient, to the API server's
+	// containers' environment, the configMap and secret volumes and the
+	// imagePullSecrets (one source for all). Defaults, with KubeClient, to the API server's
 	// through an objects.Cache (read again after Volumes.RefreshPeriod, 1m
 	// by default, and when a new pod refers to them); without, to none.
 	Objects objects.Getter

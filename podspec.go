@@ -93,6 +93,7 @@ func (a *Agent) wireRuntime(o *runtime.ManagerOptions) {
 		NodeAllocatable: a.allocatableResources,
 		HostIPs:         a.hostIPs,
 		Recorder:        &a.recorder,
+		Services:        a.serviceLinkServices(),
 	})
 }
 

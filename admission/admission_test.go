@@ -3,6 +3,7 @@ package admission
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -399,5 +400,69 @@ func TestChain(t *testing.T) {
 	}
 	if r := Chain().Admit(pod("x"), nil); !r.Admit {
 		t.Errorf("empty Chain = %+v", r)
+	}
+}
+
+// TestResourceFitAndPortsFollowTheActivePods: a batch admitted by appending
+// each admitted pod to the active pods, as the agent admits, is counted
+// with every pod appended; active pods that do not start with the last
+// call's are counted afresh.
+func TestResourceFitAndPortsFollowTheActivePods(t *testing.T) {
+	h := Chain(ResourceFit(node()), NodePorts())
+	port := func(p int32) func(*v1.Pod) {
+		return func(pod *v1.Pod) { pod.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: p}} }
+	}
+	var active []*v1.Pod
+	admit := func(p *v1.Pod) Result {
+		r := h.Admit(p, active)
+		if r.Admit {
+			active = append(active, p)
+		}
+		return r
+	}
+	for i := range 3 {
+		if r := admit(pod(fmt.Sprint("p", i), requests(rl("cpu", "500m")), port(int32(8000+i)))); !r.Admit {
+			t.Fatalf("pod %d rejected: %v", i, r)
+		}
+	}
+	if diff := cmp.Diff(rejected("OutOfcpu", "Node didn't have enough resource: cpu, requested: 1000, used: 1500, capacity: 2000"),
+		admit(pod("big", requests(rl("cpu", "1"))))); diff != "" {
+		t.Errorf("after three pods (-want +got):\n%s", diff)
+	}
+	if r := admit(pod("clash", requests(rl("cpu", "100m")), port(8001))); r.Reason != ReasonNodePorts {
+		t.Errorf("a pod on a used host port: %v, want %s", r, ReasonNodePorts)
+	}
+	// Overwrite an admitted pod in place: the caches must see it.
+	active[0] = pod("p0-small", requests(rl("cpu", "10m")), port(9000))
+	if r := admit(pod("fits-now", requests(rl("cpu", "990m")), port(8000))); !r.Admit {
+		t.Errorf("after the first pod shrank: %v, want admitted", r)
+	}
+	// Fewer pods: counted afresh.
+	active = active[1:2]
+	if r := admit(pod("big-again", requests(rl("cpu", "1500m")), port(8002))); !r.Admit {
+		t.Errorf("beside one pod of 500m: %v, want admitted", r)
+	}
+}
+
+// BenchmarkAdmitBatch admits 10,000 pods with requests and host ports as
+// the agent admits a batch: each admitted pod joins the active pods.
+func BenchmarkAdmitBatch(b *testing.B) {
+	n := node(func(n *v1.Node) { n.Status.Allocatable = rl("cpu", "100", "memory", "100Gi", "pods", "20000") })
+	pods := make([]*v1.Pod, 10000)
+	for i := range pods {
+		pods[i] = pod(fmt.Sprint("p", i), requests(rl("cpu", "1m", "memory", "1Mi")), func(p *v1.Pod) {
+			p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: int32(10000 + i)}}
+		})
+	}
+	h := Chain(PodCount(20000), ResourceFit(n), NodePorts())
+	b.ReportAllocs()
+	for b.Loop() {
+		active := make([]*v1.Pod, 0, len(pods))
+		for _, p := range pods {
+			if r := h.Admit(p, active); !r.Admit {
+				b.Fatal(r)
+			}
+			active = append(active, p)
+		}
 	}
 }

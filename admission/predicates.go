@@ -2,6 +2,7 @@ package admission
 
 import (
 	goruntime "runtime"
+	"sync"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -58,24 +59,58 @@ func NodeName(node NodeFunc) Handler {
 // sidecars (init containers that restart always), as the kubelet counts
 // them.
 func NodePorts() Handler {
+	var cache portsCache
 	return Func(func(pod *v1.Pod, active []*v1.Pod) Result {
 		want := hostPorts(pod, nil)
 		if len(want) == 0 {
 			return Admitted()
 		}
-		var used []hostPort
-		for _, p := range active {
-			used = hostPorts(p, used)
-		}
-		for _, w := range want {
-			for _, u := range used {
-				if w.conflicts(u) {
-					return predicateFailure(ReasonNodePorts, descNodePorts)
-				}
-			}
+		if cache.conflict(active, want) {
+			return predicateFailure(ReasonNodePorts, descNodePorts)
 		}
 		return Admitted()
 	})
+}
+
+// portsCache keeps the host ports of the active pods it was last given,
+// by protocol and port, and adds those of the pods after them when the
+// next active pods start with the same pods, as requestsCache does.
+type portsCache struct {
+	mu    sync.Mutex
+	last  []*v1.Pod
+	ports map[hostPort][]string // IPs, by port with no IP
+	buf   []hostPort
+}
+
+// conflict reports whether one of the ports wanted conflicts with a host
+// port of the active pods.
+func (c *portsCache) conflict(active []*v1.Pod, want []hostPort) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	from := 0
+	if extends(active, c.last) {
+		from = len(c.last)
+	} else {
+		clear(c.last)
+		c.last = c.last[:0]
+		c.ports = make(map[hostPort][]string)
+	}
+	for _, p := range active[from:] {
+		c.buf = hostPorts(p, c.buf[:0])
+		for _, hp := range c.buf {
+			k := hostPort{protocol: hp.protocol, port: hp.port}
+			c.ports[k] = append(c.ports[k], hp.ip)
+		}
+	}
+	c.last = append(c.last, active[from:]...)
+	for _, w := range want {
+		for _, ip := range c.ports[hostPort{protocol: w.protocol, port: w.port}] {
+			if w.conflicts(hostPort{ip: ip, protocol: w.protocol, port: w.port}) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type hostPort struct {

@@ -43,6 +43,13 @@ type ResourceConfig struct {
 	// PidsLimit is the maximum number of tasks (pids.max); -1 for no limit.
 	// 0 is left as it is.
 	PidsLimit *int64
+	// HugePageLimits are the hugetlb limits in bytes by page size in
+	// bytes (cgroup v1 hugetlb.<size>.limit_in_bytes, cgroup v2
+	// hugetlb.<size>.max); -1 for no limit. A non-nil map limits every
+	// page size the cgroup offers: those it omits to 0, as the kubelet
+	// does (a pod may use only the hugepages it asked for). Nil is left as
+	// it is; so is everything on a host without the hugetlb controller.
+	HugePageLimits map[int64]int64
 }
 
 // Stats are a few figures read from a cgroup.

@@ -46,10 +46,18 @@
 // hierarchy too, as runc does; a new cpuset cgroup takes its parent's
 // cpuset.cpus and cpuset.mems. Limits go to cpu.shares (read back: the
 // kernel clamps), cpu.cfs_period_us and cpu.cfs_quota_us,
-// memory.limit_in_bytes and pids.max. Cgroup v2: the cpu, cpuset, io,
-// memory and pids controllers the root offers are enabled in the
-// cgroup.subtree_control of every ancestor; limits go to cpu.weight,
-// cpu.max, memory.max, memory.min and pids.max. Destroy kills with
+// memory.limit_in_bytes, pids.max and hugetlb.<size>.limit_in_bytes.
+// Cgroup v2: the cpu, cpuset, hugetlb, io, memory and pids controllers the
+// root offers are enabled in the cgroup.subtree_control of every ancestor;
+// limits go to cpu.weight, cpu.max, memory.max, memory.min, pids.max and
+// hugetlb.<size>.max. Hugetlb limits, when given, cover every page size
+// the cgroup offers: a size not given is limited to 0, as the kubelet
+// does; a host without the hugetlb controller gets none, as with the
+// kubelet.
+//
+// The root cgroup is limited to PodManagerOptions.Allocatable (or
+// SetAllocatable): cpu.shares, memory, pids and hugepages, the kubelet's
+// node allocatable enforcement. Destroy kills with
 // cgroup.kill on cgroup v2 and with SIGKILL to each process otherwise,
 // until none is left, then removes the cgroup and its descendants
 // (children first, retrying a busy rmdir).
@@ -61,8 +69,9 @@
 //
 // # Differences from the kubelet
 //
-// No systemd driver (cgroupfs only), no hugetlb limits, no CPU manager
-// cpusets. UpdateQoS writes memory.min even when it drops to 0, which the kubelet
+// No systemd driver (cgroupfs only), no CPU manager cpusets. The QoS
+// cgroups' hugetlb limits are left at the kernel's default (no limit)
+// where the kubelet writes 1<<62, the same in effect. UpdateQoS writes memory.min even when it drops to 0, which the kubelet
 // skips. CPUWeightToShares rounds up, so that weights convert back.
 //
 // # Concurrency

@@ -50,6 +50,9 @@ var v1ChildDefaults = map[string]string{
 	"freezer.state":         "THAWED\n",
 	"notify_on_release":     "0",
 	"cgroup.clone_children": "0",
+
+	"hugetlb.2MB.limit_in_bytes": v1Unlimited,
+	"hugetlb.1GB.limit_in_bytes": v1Unlimited,
 }
 
 // v2ControllerFiles are the interface files each cgroup v2 controller adds
@@ -60,7 +63,7 @@ var v2ControllerFiles = map[string]map[string]string{
 	"io":      {"io.weight": "default 100"},
 	"memory":  {"memory.max": "max", "memory.min": "0", "memory.current": "0", "memory.stat": "inactive_file 0\n"},
 	"pids":    {"pids.max": "max", "pids.current": "0"},
-	"hugetlb": {},
+	"hugetlb": {"hugetlb.2MB.max": "max", "hugetlb.1GB.max": "max"},
 }
 
 // v1Unlimited is what cgroup v1 shows for a memory limit of -1 (4 KiB
@@ -200,7 +203,7 @@ func (e *emulatedFS) writeFile(path, value string) error {
 			}
 			return err
 		})
-	case "memory.limit_in_bytes":
+	case "memory.limit_in_bytes", "hugetlb.2MB.limit_in_bytes", "hugetlb.1GB.limit_in_bytes":
 		if strings.TrimSpace(value) == "-1" {
 			value = v1Unlimited
 		}

@@ -37,8 +37,9 @@ type fsManager struct {
 var _ Manager = (*fsManager)(nil)
 
 // v2Managed are the cgroup v2 controllers enabled for the cgroups the
-// manager creates (hugetlb, rdma and misc are left to the runtime).
-var v2Managed = []string{"cpu", "cpuset", "io", "memory", "pids"}
+// manager creates, those the root offers (rdma and misc are left to the
+// runtime).
+var v2Managed = []string{"cpu", "cpuset", "hugetlb", "io", "memory", "pids"}
 
 // NewManager returns the cgroupfs Manager for info (from Detect): the
 // cgroup v1 manager in ModeV1 and ModeHybrid (which also makes its cgroups
@@ -229,10 +230,19 @@ func (m *fsManager) set(rel string, res *ResourceConfig) error {
 	if res == nil {
 		return nil
 	}
-	if m.v2 {
-		return m.setV2(rel, res)
+	if err := checkHugePageLimits(res.HugePageLimits); err != nil {
+		return err
 	}
-	return m.setV1(rel, res)
+	var err error
+	if m.v2 {
+		err = m.setV2(rel, res)
+	} else {
+		err = m.setV1(rel, res)
+	}
+	if err != nil {
+		return err
+	}
+	return m.setHugetlb(rel, res.HugePageLimits)
 }
 
 func (m *fsManager) Exists(name string) bool {
@@ -439,10 +449,19 @@ func (m *fsManager) Config(name string) (*ResourceConfig, error) {
 	if err != nil {
 		return nil, err
 	}
+	var rc *ResourceConfig
 	if m.v2 {
-		return m.configV2(rel)
+		rc, err = m.configV2(rel)
+	} else {
+		rc, err = m.configV1(rel)
 	}
-	return m.configV1(rel)
+	if err != nil {
+		return nil, err
+	}
+	if rc.HugePageLimits, err = m.configHugetlb(rel); err != nil {
+		return nil, err
+	}
+	return rc, nil
 }
 
 func (m *fsManager) Stats(name string) (*Stats, error) {

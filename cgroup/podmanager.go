@@ -61,7 +61,9 @@ type PodManagerOptions struct {
 	// Allocatable is what the node gives to pods. When set, the root cgroup
 	// is limited to it as the kubelet's --enforce-node-allocatable=pods
 	// does: cpu.shares from cpu, the memory limit from memory, pids.max
-	// from "pid". Defaults to nil: the root cgroup is not limited.
+	// from "pid", the hugetlb limits from hugepages-<size> (when it names
+	// any). SetAllocatable changes it. Defaults to nil: the root cgroup is
+	// not limited.
 	Allocatable v1.ResourceList
 	// MemoryQoS protects requested memory on cgroup v2 as the kubelet's
 	// MemoryQoS feature: memory.min of a pod cgroup is the pod's memory
@@ -131,8 +133,9 @@ type PodManager struct {
 	opts PodManagerOptions
 	log  logr.Logger
 
-	mu    sync.Mutex // guards mgr
+	mu    sync.Mutex // guards mgr and alloc
 	mgr   Manager
+	alloc v1.ResourceList
 	qosMu sync.Mutex // serializes UpdateQoS
 }
 
@@ -141,7 +144,37 @@ func NewPodManager(opts PodManagerOptions) (*PodManager, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &PodManager{opts: opts, log: opts.Logger.WithName("cgroup")}, nil
+	return &PodManager{opts: opts, log: opts.Logger.WithName("cgroup"), alloc: opts.Allocatable}, nil
+}
+
+// SetAllocatable sets what the node gives to pods (see
+// PodManagerOptions.Allocatable) and, once the node cgroups exist, limits
+// the root cgroup to it at once. Nil leaves the root cgroup's limits as
+// they are. The agent calls it when it knows the node's capacity, before
+// EnsureNode.
+func (p *PodManager) SetAllocatable(a v1.ResourceList) error {
+	for n, q := range a {
+		if q.Sign() < 0 {
+			return fmt.Errorf("cgroup: Allocatable %s %s is negative", n, q.String())
+		}
+	}
+	if p.opts.MemoryReservePercent > 0 && a.Memory().IsZero() {
+		return errors.New("cgroup: MemoryReservePercent needs Allocatable memory")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.alloc = a.DeepCopy()
+	if p.mgr == nil || p.opts.Disabled {
+		return nil
+	}
+	return p.mgr.Update(p.opts.Root, nodeConfig(p.alloc))
+}
+
+// allocatable is the current Allocatable.
+func (p *PodManager) allocatable() v1.ResourceList {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.alloc
 }
 
 // Enabled reports whether the PodManager manages cgroups.
@@ -198,7 +231,7 @@ func (p *PodManager) manager() (Manager, error) {
 		name string
 		rc   *ResourceConfig
 	}{
-		{p.opts.Root, p.nodeConfig()},
+		{p.opts.Root, nodeConfig(p.alloc)},
 		{p.burstable(), &ResourceConfig{}},
 		{p.besteffort(), &ResourceConfig{CPUShares: &minShares}},
 	} {
@@ -211,10 +244,10 @@ func (p *PodManager) manager() (Manager, error) {
 	return mgr, nil
 }
 
-// nodeConfig is the kubelet's node allocatable config of the root cgroup.
-func (p *PodManager) nodeConfig() *ResourceConfig {
+// nodeConfig is the kubelet's node allocatable config of the root cgroup
+// (getCgroupConfig).
+func nodeConfig(a v1.ResourceList) *ResourceConfig {
 	rc := &ResourceConfig{}
-	a := p.opts.Allocatable
 	if q, ok := a[v1.ResourceCPU]; ok {
 		s := MilliCPUToShares(q.MilliValue())
 		rc.CPUShares = &s
@@ -226,6 +259,9 @@ func (p *PodManager) nodeConfig() *ResourceConfig {
 	if q, ok := a["pid"]; ok && q.Sign() > 0 {
 		v := q.Value()
 		rc.PidsLimit = &v
+	}
+	if h := HugePageLimits(a); len(h) > 0 {
+		rc.HugePageLimits = h
 	}
 	return rc
 }
@@ -374,6 +410,19 @@ func (p *PodManager) Pods() ([]types.UID, error) {
 	return slices.Compact(uids), nil
 }
 
+// Stats reads the usage of the cgroup name (any cgroup, such as a pod's
+// or a container's below it); an error when the PodManager is disabled.
+func (p *PodManager) Stats(name string) (*Stats, error) {
+	if p.opts.Disabled {
+		return nil, fmt.Errorf("cgroup: stats of %s: cgroup management is disabled: %w", name, ErrNotSupported)
+	}
+	mgr, err := p.manager()
+	if err != nil {
+		return nil, err
+	}
+	return mgr.Stats(name)
+}
+
 // UpdateQoS brings the QoS cgroups in step with the active pods (those
 // admitted and not terminated), as the kubelet's UpdateCgroups: besteffort
 // cpu.shares 2, burstable cpu.shares from the sum of the Burstable pods'
@@ -425,7 +474,8 @@ func (p *PodManager) UpdateQoS(activePods []*v1.Pod) error {
 		configs[0].rc.MemoryMin, configs[1].rc.MemoryMin = &gMin, &bMin
 	}
 	if pct := p.opts.MemoryReservePercent; pct > 0 {
-		alloc := p.opts.Allocatable.Memory().Value()
+		a := p.allocatable()
+		alloc := a.Memory().Value()
 		bLimit := alloc - memReqs[v1.PodQOSGuaranteed]*pct/100
 		beLimit := bLimit - memReqs[v1.PodQOSBurstable]*pct/100
 		configs[1].rc.Memory, configs[2].rc.Memory = &bLimit, &beLimit

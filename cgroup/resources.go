@@ -96,7 +96,10 @@ func CPUWeightToShares(weight uint64) uint64 {
 //     container) limits cpu, memory limit only when every one limits
 //     memory, unless the pod-level limits set them
 //     (podmodel.LimitsDeclared);
-//   - BestEffort: cpu.shares of MinShares, nothing else.
+//   - BestEffort: cpu.shares of MinShares;
+//   - every class: the hugetlb limits of the pod's hugepages requests
+//     (HugePageLimits; a size limited but not requested counts its limit,
+//     the API's default of requests), every other page size limited to 0.
 //
 // With enforceCPULimits false the quota is -1 (no limit) where it would be
 // set, as the kubelet does with --cpu-cfs-quota=false. The QoS class is
@@ -151,6 +154,12 @@ func ResourceConfigForPodWithPeriod(pod *v1.Pod, enforceCPULimits bool, cfsPerio
 	default:
 		minShares := uint64(MinShares)
 		rc.CPUShares = &minShares
+	}
+	rc.HugePageLimits = HugePageLimits(reqs)
+	for size, l := range HugePageLimits(limits) {
+		if _, ok := rc.HugePageLimits[size]; !ok {
+			rc.HugePageLimits[size] = l
+		}
 	}
 	return rc
 }

@@ -176,6 +176,19 @@ func TestResourceConfigForPod(t *testing.T) {
 		pod:     withStatusQOS(podOf("s", ctr("a", guaranteed, guaranteed)), v1.PodQOSBurstable),
 		wantQOS: v1.PodQOSBurstable,
 		want:    &cgroup.ResourceConfig{CPUShares: u64(1024), CPUQuota: i64(100000), CPUPeriod: u64(100000), Memory: i64(64 * mi)},
+	}, {
+		name: "hugepages requests are the hugetlb limits, summed over containers",
+		pod: podOf("h",
+			ctr("a", rl("cpu", "1", "memory", "64Mi", "hugepages-2Mi", "4Mi"), rl("cpu", "1", "memory", "64Mi", "hugepages-2Mi", "4Mi")),
+			ctr("b", rl("cpu", "1", "memory", "64Mi", "hugepages-2Mi", "2Mi", "hugepages-1Gi", "1Gi"), rl("cpu", "1", "memory", "64Mi", "hugepages-2Mi", "2Mi", "hugepages-1Gi", "1Gi"))),
+		wantQOS: v1.PodQOSGuaranteed,
+		want: &cgroup.ResourceConfig{CPUShares: u64(2048), CPUQuota: i64(200000), CPUPeriod: u64(100000), Memory: i64(128 * mi),
+			HugePageLimits: map[int64]int64{2 * mi: 6 * mi, 1024 * mi: 1024 * mi}},
+	}, {
+		name:    "a hugepages limit without a request counts (the API defaults the request to it)",
+		pod:     podOf("h", ctr("a", rl("cpu", "100m"), rl("hugepages-2Mi", "8Mi"))),
+		wantQOS: v1.PodQOSBurstable,
+		want:    &cgroup.ResourceConfig{CPUShares: u64(102), HugePageLimits: map[int64]int64{2 * mi: 8 * mi}},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,6 +196,10 @@ func TestResourceConfigForPod(t *testing.T) {
 				t.Errorf("QOSClass = %s, want %s", got, tt.wantQOS)
 			}
 			got := cgroup.ResourceConfigForPod(tt.pod, !tt.noCPULimits)
+			if tt.want.HugePageLimits == nil {
+				// No hugepages: every page size limited to 0.
+				tt.want.HugePageLimits = map[int64]int64{}
+			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("ResourceConfigForPod (-want +got):\n%s", diff)
 			}

@@ -3,7 +3,9 @@
 // and Secrets with their prefixes, and valueFrom fieldRef (through
 // podmodel's one downward-API resolver), resourceFieldRef (limits and
 // requests with a divisor; the node's allocatable for a limit the
-// container does not set), configMapKeyRef and secretKeyRef.
+// container does not set), configMapKeyRef and secretKeyRef; and the
+// service links of enableServiceLinks from the Services of the pod's
+// namespace and the master Service (KUBERNETES_SERVICE_HOST, ...).
 //
 // The ConfigMaps and Secrets come from an objects.Getter, the same one the
 // configMap and secret volumes read, so a standalone agent supplies them
@@ -29,9 +31,13 @@
 //     variable can be named (empty, with '=' or a non-printable character)
 //     is skipped, with an InvalidEnvironmentVariableNames Warning event on
 //     the pod, as the kubelet did before that validation was relaxed.
-//   - Service links (the KUBERNETES_SERVICE_HOST family of variables of
-//     enableServiceLinks) are not generated: nodekit keeps no Service
-//     informer.
+//   - Service links (Options.Services) are the kubelet's variables, rules
+//     and waits, in a stable order: after the container's own variables,
+//     sorted by Service name. A pod whose enableServiceLinks is unset
+//     gets them, as the API server's default (the kubelet refuses such a
+//     pod, which its defaulting never leaves unset). Without Services (a
+//     standalone agent) there are none, as with a kubelet without an API
+//     server.
 //   - fileKeyRef (EnvFiles, alpha) is refused with an error.
 //
 // # Concurrency

@@ -47,6 +47,12 @@ type Options struct {
 	// Recorder receives the InvalidEnvironmentVariableNames events.
 	// Defaults to none.
 	Recorder EventRecorder
+	// Services, when set, gives the service-link variables
+	// (KUBERNETES_SERVICE_HOST, {SVC}_SERVICE_PORT, {SVC}_PORT_80_TCP, ...)
+	// of the Services of the pod's namespace and of the master Service.
+	// Defaults to nil: no service links, as a kubelet without an API
+	// server.
+	Services Services
 }
 
 // Var is one environment variable.
@@ -126,6 +132,12 @@ func (r *Resolver) Container(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		return s, nil
 	}
 
+	services, err := r.serviceEnv(pod)
+	if err != nil {
+		return nil, err
+	}
+	serviceVars := Map(services)
+
 	for _, from := range c.EnvFrom {
 		var (
 			data     map[string]string
@@ -180,7 +192,13 @@ func (r *Resolver) Container(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		val := e.Value
 		switch {
 		case val != "":
-			val = expansion.Expand(val, func(n string) (string, bool) { v, ok := vars[n]; return v, ok })
+			val = expansion.Expand(val, func(n string) (string, bool) {
+				if v, ok := vars[n]; ok {
+					return v, true
+				}
+				v, ok := serviceVars[n]
+				return v, ok
+			})
 		case e.ValueFrom == nil:
 		case e.ValueFrom.FieldRef != nil:
 			var hostIPs []string
@@ -246,6 +264,13 @@ func (r *Resolver) Container(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 			return nil, fmt.Errorf("env %s: fileKeyRef is not supported", e.Name)
 		}
 		set(e.Name, val)
+	}
+	// Service links come last, where the container does not define the
+	// name itself.
+	for _, v := range services {
+		if _, ok := vars[v.Name]; !ok {
+			set(v.Name, v.Value)
+		}
 	}
 	out := make([]Var, len(order))
 	for i, k := range order {

@@ -6,17 +6,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekit/nodekit/podmodel"
+	"github.com/nodekit/nodekit/stats"
 )
 
 // CgroupStats reads the stats from the host: memory from /proc/meminfo
@@ -26,9 +28,13 @@ import (
 // working set and processes from its cgroup and its ephemeral storage
 // from its log and emptyDir directories.
 //
-// It measures neither the containers' writable layers nor per-container
-// usage: eviction messages then name no container. A value it cannot read
-// is left unknown, never guessed.
+// With Summary (the stats package's Provider, shared with the node API's
+// /stats/summary) the containers' figures, the pods' volumes and their
+// ephemeral storage come from the summary; without, the containers'
+// storage is their logs (ContainerLogDirs), the volumes are the emptyDirs
+// (EmptyDirs), and the containers' memory is unknown (eviction messages
+// then name no container). A value it cannot read is left unknown, never
+// guessed.
 type CgroupStats struct {
 	// CgroupfsRoot is where the cgroup file systems are mounted. Defaults
 	// to /sys/fs/cgroup.
@@ -42,13 +48,40 @@ type CgroupStats struct {
 	// ImageFs reads the image file system, when it is apart from the
 	// node's. Defaults to nil: the same.
 	ImageFs func(ctx context.Context) (*FsStats, error)
-	// PodDirs returns the directories whose size is the pod's ephemeral
-	// storage (its emptyDirs and its logs). Defaults to none.
+	// PodDirs returns directories whose size counts in the pod's ephemeral
+	// storage beyond EmptyDirs and ContainerLogDirs. Defaults to none.
 	PodDirs func(pod *v1.Pod) []string
+	// EmptyDirs returns the directories of the pod's emptyDir volumes on
+	// disk by volume name: each is measured for its sizeLimit and counted
+	// in the pod's ephemeral storage. Defaults to none.
+	EmptyDirs func(pod *v1.Pod) map[string]string
+	// ContainerLogDirs returns the log directory of each of the pod's
+	// containers by name: measured as the container's ephemeral storage
+	// and counted in the pod's. Defaults to none.
+	ContainerLogDirs func(pod *v1.Pod) map[string]string
+	// Summary, when set, gives the pods' containers, volumes and
+	// ephemeral storage instead of the directories above (the pods'
+	// memory and processes still come from their cgroups when known).
+	// An error leaves the directories' figures. Defaults to nil.
+	Summary func(ctx context.Context) (*statsapi.Summary, error)
+	// DedicatedImageFs says the image file system is apart from the
+	// node's: the containers' writable layers then do not count against
+	// their ephemeral-storage limits (with Summary).
+	DedicatedImageFs bool
+	// Logger receives the summary's errors. Defaults to discarding.
+	Logger logr.Logger
 	// Pods lists the pods to measure. Defaults to none.
 	Pods func() []*v1.Pod
 	// ProcRoot defaults to /proc.
 	ProcRoot string
+	// MemoryCapacity and MemoryCgroup, both set, make memory.available
+	// MemoryCapacity less the working set of the cgroup MemoryCgroup (in
+	// cgroupfs form, such as the pod cgroup root "/kubepods") instead of
+	// the host's memory less the root cgroup's: for an agent given a
+	// share of a host whose other workloads are not its concern. Default
+	// to the host's.
+	MemoryCapacity uint64
+	MemoryCgroup   string
 }
 
 // Stats implements StatsProvider.
@@ -66,7 +99,11 @@ func (c *CgroupStats) Stats(ctx context.Context) (*Stats, error) {
 	}
 	s := &Stats{Pods: map[types.UID]PodStats{}}
 	var errs []error
-	if m, err := readMemory(proc, cgroot); err != nil {
+	readMem := func() (*MemoryStats, error) { return readMemory(proc, cgroot) }
+	if c.MemoryCapacity > 0 && c.MemoryCgroup != "" {
+		readMem = func() (*MemoryStats, error) { return readCgroupMemory(cgroot, c.MemoryCgroup, c.MemoryCapacity) }
+	}
+	if m, err := readMem(); err != nil {
 		errs = append(errs, err)
 	} else {
 		s.Memory = m
@@ -90,7 +127,19 @@ func (c *CgroupStats) Stats(ctx context.Context) (*Stats, error) {
 	}
 	if c.Pods != nil {
 		v2 := !isDir(filepath.Join(cgroot, "memory"))
+		var fromSummary map[types.UID]PodStats
+		if c.Summary != nil {
+			if sum, err := c.Summary(ctx); err != nil {
+				c.Logger.V(2).Info("Eviction manager: no summary; measuring the pods' directories", "err", err.Error())
+			} else {
+				fromSummary = PodStatsFromSummary(sum, c.DedicatedImageFs)
+			}
+		}
 		for _, pod := range c.Pods() {
+			if ps, ok := fromSummary[pod.UID]; ok {
+				s.Pods[pod.UID] = c.mergeCgroup(cgroot, v2, pod, ps)
+				continue
+			}
 			s.Pods[pod.UID] = c.podStats(cgroot, v2, pod)
 		}
 	}
@@ -151,6 +200,25 @@ func readMemory(proc, cgroot string) (*MemoryStats, error) {
 		avail = total - ws
 	}
 	return &MemoryStats{Available: avail, Capacity: total, WorkingSet: ws, InactiveFile: usage - ws}, nil
+}
+
+// readCgroupMemory is memory.available of a memory budget: capacity less
+// the working set of the cgroup name (usage less inactive file pages).
+func readCgroupMemory(cgroot, name string, capacity uint64) (*MemoryStats, error) {
+	dir, usageFile, inactiveKey := filepath.Join(cgroot, name), "memory.current", "inactive_file"
+	if v1dir := filepath.Join(cgroot, "memory"); isDir(v1dir) {
+		dir, usageFile, inactiveKey = filepath.Join(v1dir, name), "memory.usage_in_bytes", "total_inactive_file"
+	}
+	usage, err := readUint(filepath.Join(dir, usageFile))
+	if err != nil {
+		return nil, fmt.Errorf("eviction: reading the memory usage of %s: %w", name, err)
+	}
+	st, err := readKeyed(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return nil, fmt.Errorf("eviction: reading the memory.stat of %s: %w", name, err)
+	}
+	ws := usage - min(usage, st[inactiveKey])
+	return &MemoryStats{Available: capacity - min(capacity, ws), Capacity: capacity, WorkingSet: ws, InactiveFile: usage - ws}, nil
 }
 
 // parseMeminfo reads /proc/meminfo in bytes.
@@ -261,8 +329,68 @@ func podCgroup(root string, pod *v1.Pod) string {
 	return p + "/pod" + string(pod.UID)
 }
 
+// mergeCgroup is the summary's figures with the pod's memory and
+// processes from its cgroup where read.
+func (c *CgroupStats) mergeCgroup(cgroot string, v2 bool, pod *v1.Pod, ps PodStats) PodStats {
+	var cg PodStats
+	c.cgroupFigures(&cg, cgroot, v2, pod)
+	if cg.MemoryWorkingSet != nil {
+		ps.MemoryWorkingSet = cg.MemoryWorkingSet
+	}
+	if cg.Processes != nil {
+		ps.Processes = cg.Processes
+	}
+	return ps
+}
+
 func (c *CgroupStats) podStats(cgroot string, v2 bool, pod *v1.Pod) PodStats {
 	var ps PodStats
+	c.cgroupFigures(&ps, cgroot, v2, pod)
+	var bytes, inodes uint64
+	measured := false
+	measure := func(d string) (uint64, bool) {
+		b, n, err := stats.DiskUsage(d)
+		if err != nil && !errors.Is(err, stats.ErrTooManyEntries) {
+			return 0, false
+		}
+		measured = true
+		bytes += b
+		inodes += n
+		return b, true
+	}
+	if c.PodDirs != nil {
+		for _, d := range c.PodDirs(pod) {
+			measure(d)
+		}
+	}
+	if c.EmptyDirs != nil {
+		for name, d := range c.EmptyDirs(pod) {
+			if b, ok := measure(d); ok {
+				if ps.Volumes == nil {
+					ps.Volumes = map[string]uint64{}
+				}
+				ps.Volumes[name] = b
+			}
+		}
+	}
+	if c.ContainerLogDirs != nil {
+		for name, d := range c.ContainerLogDirs(pod) {
+			if b, ok := measure(d); ok {
+				if ps.Containers == nil {
+					ps.Containers = map[string]ContainerStats{}
+				}
+				ps.Containers[name] = ContainerStats{EphemeralStorage: u64(b)}
+			}
+		}
+	}
+	if measured {
+		ps.EphemeralStorage, ps.Inodes = &bytes, &inodes
+	}
+	return ps
+}
+
+// cgroupFigures reads the pod's working set and processes from its cgroup.
+func (c *CgroupStats) cgroupFigures(ps *PodStats, cgroot string, v2 bool, pod *v1.Pod) {
 	if c.PodCgroupRoot != "" {
 		cg := podCgroup(c.PodCgroupRoot, pod)
 		if v2 {
@@ -287,54 +415,5 @@ func (c *CgroupStats) podStats(cgroot string, v2 bool, pod *v1.Pod) PodStats {
 			}
 		}
 	}
-	if c.PodDirs != nil {
-		var bytes, inodes uint64
-		measured := false
-		for _, d := range c.PodDirs(pod) {
-			b, n, err := du(d)
-			if err != nil {
-				continue
-			}
-			measured = true
-			bytes += b
-			inodes += n
-		}
-		if measured {
-			ps.EphemeralStorage, ps.Inodes = &bytes, &inodes
-		}
-	}
-	return ps
-}
 
-// du is the space (allocated blocks) and inodes used under dir, not
-// crossing into other file systems.
-func du(dir string) (bytes, inodes uint64, err error) {
-	root, err := os.Lstat(dir)
-	if err != nil {
-		return 0, 0, err
-	}
-	dev := root.Sys().(*syscall.Stat_t).Dev
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // vanished meanwhile
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			return nil
-		}
-		if st.Dev != dev {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		bytes += uint64(st.Blocks) * 512
-		inodes++
-		return nil
-	})
-	return bytes, inodes, err
 }

@@ -69,3 +69,37 @@ func TestCgroupStatsV1(t *testing.T) {
 		t.Errorf("Stats with nothing readable = %+v, want an error", s)
 	}
 }
+
+// TestCgroupStatsMemoryBudget: with MemoryCapacity and MemoryCgroup,
+// memory.available is the budget less that cgroup's working set (v1 and
+// v2), whatever the host's memory.
+func TestCgroupStatsMemoryBudget(t *testing.T) {
+	for _, v2 := range []bool{false, true} {
+		proc, cg, dir := fakeProc(t), t.TempDir(), t.TempDir()
+		if v2 {
+			writeFile(t, filepath.Join(cg, "kubepods/memory.current"), "300000000\n")
+			writeFile(t, filepath.Join(cg, "kubepods/memory.stat"), "inactive_file 100000000\n")
+		} else {
+			writeFile(t, filepath.Join(cg, "memory/kubepods/memory.usage_in_bytes"), "300000000\n")
+			writeFile(t, filepath.Join(cg, "memory/kubepods/memory.stat"), "total_inactive_file 100000000\n")
+		}
+		c := &CgroupStats{CgroupfsRoot: cg, ProcRoot: proc, NodeFsPath: dir, MemoryCapacity: 500000000, MemoryCgroup: "/kubepods"}
+		s, err := c.Stats(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := *s.Memory, (MemoryStats{Capacity: 500000000, WorkingSet: 200000000, Available: 300000000, InactiveFile: 100000000}); got != want {
+			t.Errorf("v2 %v: memory %+v, want %+v", v2, got, want)
+		}
+	}
+}
+
+// fakeProc is a /proc with 1000000 kB of memory, 100000 kB free, and 250
+// of 4194304 tasks.
+func fakeProc(t *testing.T) string {
+	proc := t.TempDir()
+	writeFile(t, filepath.Join(proc, "meminfo"), "MemTotal:        1000000 kB\nMemFree:          100000 kB\n")
+	writeFile(t, filepath.Join(proc, "sys/kernel/pid_max"), "4194304\n")
+	writeFile(t, filepath.Join(proc, "loadavg"), "0.10 0.20 0.30 2/250 12345\n")
+	return proc
+}

@@ -50,22 +50,45 @@
 // pages, as the kubelet computes it), re-armed when that value changes,
 // and synchronizes as soon as one fires rather than at the next interval.
 //
+// Before the thresholds, each synchronization evicts every pod over one of
+// its local storage limits, as the kubelet's localStorageEviction
+// (LocalStorageViolation): an emptyDir using more than its sizeLimit
+// ("Usage of EmptyDir volume \"scratch\" exceeds the limit \"1Mi\"."),
+// the pod's ephemeral storage above its ephemeral-storage limit ("Pod
+// ephemeral local storage usage exceeds the total limit of containers
+// 2Mi. "), a container's logs and writable layer above its own ("Container
+// c exceeded its local ephemeral storage limit \"1Mi\". "); at once, with
+// no DisruptionTarget condition, as the kubelet.
+//
 // Admit is the kubelet's admission check: under memory pressure only
 // BestEffort pods are refused (unless they tolerate the memory-pressure
 // taint); under other pressure every pod but the critical ones.
 //
 // # Stats
 //
-// The stats come through StatsProvider, a one-method interface; the node
-// API's summary provider can implement it. CgroupStats is one that reads
-// cgroupfs (v1 and v2), statfs and /proc.
+// The stats come through StatsProvider, a one-method interface.
+// CgroupStats is one that reads cgroupfs (v1 and v2), statfs and /proc
+// for the node's signals and the pods' memory and processes, and takes
+// the containers' figures, volumes and ephemeral storage from a summary
+// (the stats package's Provider, the node API's /stats/summary:
+// PodStatsFromSummary) or, without one, measures the emptyDirs and logs.
+// With MemoryCapacity and MemoryCgroup it measures memory.available over
+// a budget: the capacity less one cgroup's working set (the pods' root
+// cgroup), for an agent sharing its host.
 //
 // # Differences from the kubelet
 //
-//   - No local-storage eviction of pods over their emptyDir sizeLimit or
-//     ephemeral-storage limit, no allocatable memory signal (and so no
-//     notifier on the pods' cgroup). Threshold notifications need cgroup
-//     v1, as the kubelet's; on v2 pressure is polled.
+//   - No allocatable memory signal (and so no notifier on the pods'
+//     cgroup). Threshold notifications need cgroup v1, as the kubelet's;
+//     on v2 pressure is polled.
+//   - CgroupStats does not find out whether the image file system is
+//     apart from the node's (DedicatedImageFs is the caller's): the
+//     agent counts the writable layers against the containers' limits, as
+//     the kubelet does when they share one file system.
+//   - Local storage usage is measured at each synchronization (sizes
+//     reused for the summary's DiskUsagePeriod, 10s) where the kubelet's
+//     volume stats are refreshed every minute: a pod over its limit is
+//     evicted sooner.
 //   - The node conditions' taints are left to the cluster's node lifecycle
 //     controller, as for the kubelet; PressureTaints names them.
 //   - A pressure condition with a PressureTransitionPeriod shorter than

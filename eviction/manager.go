@@ -83,6 +83,11 @@ type Options struct {
 	// next interval (the kubelet's memory threshold notifier). Defaults to
 	// "": polling only (cgroup v2 offers no such notification).
 	MemoryCgroup string
+	// DisableLocalStorageEviction turns off the eviction of pods over their
+	// local storage limits: an emptyDir's sizeLimit, the pod's or a
+	// container's ephemeral-storage limit (the kubelet's
+	// LocalStorageCapacityIsolation, on by default).
+	DisableLocalStorageEviction bool
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 	// Logger defaults to discarding.
@@ -225,7 +230,7 @@ func (m *Manager) waitForCleanup(ctx context.Context, pods []*v1.Pod) {
 func (m *Manager) Synchronize(ctx context.Context) ([]*v1.Pod, error) {
 	m.sync.Lock()
 	defer m.sync.Unlock()
-	if len(m.opts.Thresholds) == 0 {
+	if len(m.opts.Thresholds) == 0 && m.opts.DisableLocalStorageEviction {
 		return nil, nil
 	}
 	stats, err := m.opts.Stats.Stats(ctx)
@@ -240,6 +245,11 @@ func (m *Manager) Synchronize(ctx context.Context) ([]*v1.Pod, error) {
 	next, acting := Step(now, m.opts.Thresholds, obs, m.st, m.opts.PressureTransitionPeriod)
 	m.st = next
 	m.setConditions(next.Conditions)
+	if !m.opts.DisableLocalStorageEviction {
+		if evicted := m.localStorageEviction(m.opts.ActivePods(), stats); len(evicted) > 0 {
+			return evicted, nil
+		}
+	}
 	if len(acting) == 0 {
 		return nil, nil
 	}
@@ -287,11 +297,18 @@ func (m *Manager) Synchronize(ctx context.Context) ([]*v1.Pod, error) {
 // StatusFunc is what an eviction does to the pod's status, as the kubelet:
 // phase Failed, reason Evicted, the message, and a DisruptionTarget
 // condition with reason TerminationByKubelet.
-func StatusFunc(message string) func(*v1.PodStatus) {
+func StatusFunc(message string) func(*v1.PodStatus) { return statusFunc(message, true) }
+
+// statusFunc is StatusFunc, with the DisruptionTarget condition or
+// without (local storage eviction, as the kubelet).
+func statusFunc(message string, condition bool) func(*v1.PodStatus) {
 	return func(s *v1.PodStatus) {
 		s.Phase = v1.PodFailed
 		s.Reason = Reason
 		s.Message = message
+		if !condition {
+			return
+		}
 		cond := v1.PodCondition{
 			Type:    v1.DisruptionTarget,
 			Status:  v1.ConditionTrue,

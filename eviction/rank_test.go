@@ -30,8 +30,6 @@ func pod(name string, priority int32, memRequest string, limit bool) *v1.Pod {
 	return p
 }
 
-func u64(n uint64) *uint64 { return &n }
-
 func names(pods []*v1.Pod) []string {
 	var out []string
 	for _, p := range pods {

@@ -48,6 +48,9 @@ type PodStats struct {
 	// EphemeralStorage used by the pod (its logs, emptyDirs and, when the
 	// provider measures them, the writable layers), in bytes.
 	EphemeralStorage *uint64
+	// Volumes are the bytes used by the pod's emptyDir volumes, by volume
+	// name, for their sizeLimit. A volume left out is unknown.
+	Volumes map[string]uint64
 	// Inodes used by the pod's ephemeral storage.
 	Inodes *uint64
 	// Processes in the pod's cgroup.
@@ -59,7 +62,10 @@ type PodStats struct {
 // ContainerStats are one container's usage; nil is unknown.
 type ContainerStats struct {
 	MemoryWorkingSet *uint64
-	// EphemeralStorage is its writable layer and logs.
+	// EphemeralStorage is what counts against the container's
+	// ephemeral-storage limit, as the kubelet counts it: its logs, and its
+	// writable layer unless the image file system is apart from the
+	// node's (the layer then uses none of the node's file system).
 	EphemeralStorage *uint64
 }
 

@@ -5,6 +5,7 @@
 #   hack/apiserver.sh start [--dir DIR] [--reuse]
 #                                        start both, write DIR/kubeconfig
 #   hack/apiserver.sh stop  [--dir DIR]  stop both by PID and wait
+#   hack/apiserver.sh kill  [--dir DIR]  SIGKILL both (a crash) and wait
 #   hack/apiserver.sh env   [--dir DIR]  print: export NODEKIT_KUBECONFIG=DIR/kubeconfig
 #
 # start wipes DIR and starts an empty cluster on fresh random ports; with
@@ -362,6 +363,18 @@ cmd_stop() {
 	log "stopped"
 }
 
+# cmd_kill kills both with SIGKILL, as a crash would, and waits until they
+# are gone; start --reuse brings the instance back.
+cmd_kill() {
+	[ -f "$DIR/pids" ] || { log "nothing running in $DIR"; return 0; }
+	local a e
+	read -r a e <"$DIR/pids" || true
+	kill -KILL "$a" "$e" 2>/dev/null || true
+	while alive "$a" || alive "$e"; do sleep 0.1; done
+	rm -f "$DIR/pids"
+	log "killed"
+}
+
 cmd_env() {
 	DIR=$(cd "$DIR" 2>/dev/null && pwd || echo "$DIR")
 	echo "export NODEKIT_KUBECONFIG=$DIR/kubeconfig"
@@ -389,6 +402,7 @@ case $cmd in
 build) cmd_build ;;
 start) cmd_start ;;
 stop) cmd_stop ;;
+kill) cmd_kill ;;
 env) cmd_env ;;
 *) usage ;;
 esac

@@ -43,6 +43,8 @@ if [ "$(id -u)" -eq 0 ] && [ "$(uname -s)" = Linux ] && [ "${NODEKIT_E2E:-1}" !=
 
 	t=$(now); $cd_sh install; step "$t" "install packages"
 	t=$(now); $cd_sh images; step "$t" "images"
+	# The private registry of the pull-secret tests (each starts its own).
+	t=$(now); hack/registry.sh install; step "$t" "install registry"
 	# Instances of this run's own: a developer's containerds (hack/containerd.sh
 	# start) and another run's are left alone, and each run starts clean.
 	t=$(now)

@@ -6,7 +6,8 @@
 // (plus kubernetes.io/hostname, kubernetes.io/os and kubernetes.io/arch),
 // the annotation nodekit.io/version (nodekit's module version), the taints
 // of Options, and a status holding the machine's capacity (cpu, memory,
-// pods, ephemeral-storage if asked), the allocatable resources, the
+// pods, ephemeral-storage if asked, hugepages-<size> for every page size
+// the kernel supports: ReadHugePages), the allocatable resources, the
 // addresses (InternalIP, Hostname), the nodeInfo (kubeletVersion: the
 // Kubernetes version nodekit follows, v1.37.2 for k8s.io/api v0.37.2, a
 // semver as kubectl and the scheduler expect), status.images and the

@@ -10,6 +10,9 @@ import (
 	sysruntime "runtime"
 	"strconv"
 	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Machine is what a Node reports about the host: its capacity and its
@@ -22,6 +25,10 @@ type Machine struct {
 	// EphemeralStorageBytes is the ephemeral-storage capacity; 0 reports
 	// none.
 	EphemeralStorageBytes int64
+	// HugePages are the hugepages the kernel holds, in bytes, by page
+	// size in bytes: every size it supports, 0 for a size with no page
+	// reserved (the kubelet reports those too). Nil reports none.
+	HugePages map[int64]int64
 	// MachineID is /etc/machine-id.
 	MachineID string
 	// SystemUUID is the hardware's UUID (/sys/class/dmi/id/product_uuid).
@@ -44,12 +51,100 @@ const (
 	fileBootID     = "/proc/sys/kernel/random/boot_id"
 	fileOSRelease  = "/etc/os-release"
 	fileKernel     = "/proc/sys/kernel/osrelease"
+	dirHugePages   = "/sys/kernel/mm/hugepages"
+	filePidMax     = "/proc/sys/kernel/pid_max"
+	fileThreadsMax = "/proc/sys/kernel/threads-max"
 )
+
+// FsSize is the size in bytes of the file system holding path, the
+// kubelet's ephemeral-storage capacity when path is its root directory.
+func FsSize(path string) (int64, error) { return fsSize(path) }
+
+// ReadHugePages reads the hugepages the kernel holds from dir
+// (/sys/kernel/mm/hugepages when ""): for each hugepages-<N>kB directory,
+// nr_hugepages × the page size, in bytes by page size in bytes, as the
+// kubelet's capacity counts them. A host without hugepage support gives
+// an empty map.
+func ReadHugePages(dir string) (map[int64]int64, error) {
+	if dir == "" {
+		dir = dirHugePages
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return map[int64]int64{}, nil
+		}
+		return nil, fmt.Errorf("node: reading hugepages: %w", err)
+	}
+	out := map[int64]int64{}
+	for _, e := range entries {
+		kb, ok := strings.CutPrefix(e.Name(), "hugepages-")
+		if !ok {
+			continue
+		}
+		kb, ok = strings.CutSuffix(kb, "kB")
+		size, err := strconv.ParseInt(kb, 10, 64)
+		if !ok || err != nil || size <= 0 || size > 1<<40 {
+			continue
+		}
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/nr_hugepages")
+		if err != nil {
+			return nil, fmt.Errorf("node: reading hugepages: %w", err)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("node: bad nr_hugepages %q of %s", strings.TrimSpace(string(b)), e.Name())
+		}
+		out[size<<10] = n * (size << 10)
+	}
+	return out, nil
+}
+
+// HugePagesResource is the resource name of a hugepage size, as the
+// kubelet names it: "hugepages-2Mi", "hugepages-1Gi".
+func HugePagesResource(pageSize int64) v1.ResourceName {
+	return v1.ResourceName(v1.ResourceHugePagesPrefix + resource.NewQuantity(pageSize, resource.BinarySI).String())
+}
+
+// HugePagesCapacity is the capacity of hugepages (ReadHugePages' map):
+// hugepages-<size> for every size.
+func HugePagesCapacity(pages map[int64]int64) v1.ResourceList {
+	out := v1.ResourceList{}
+	for size, bytes := range pages {
+		out[HugePagesResource(size)] = *resource.NewQuantity(bytes, resource.BinarySI)
+	}
+	return out
+}
+
+// ReadMaxPIDs is the number of process IDs the host offers, the kubelet's
+// "pid" capacity: the lower of /proc/sys/kernel/pid_max and threads-max.
+func ReadMaxPIDs() (int64, error) {
+	max, err := readInt(filePidMax)
+	if err != nil {
+		return 0, err
+	}
+	if tm, err := readInt(fileThreadsMax); err == nil && tm < max {
+		max = tm
+	}
+	return max, nil
+}
+
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("node: %w", err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("node: bad %s %q", path, strings.TrimSpace(string(b)))
+	}
+	return n, nil
+}
 
 // ReadMachine reads the host's Machine: the number of CPUs the process may
 // use (runtime.NumCPU), MemTotal of /proc/meminfo, the size of the file
-// system holding ephemeralStoragePath (none when empty), and the nodeInfo
-// files. Only the memory and the file system size are required; an
+// system holding ephemeralStoragePath (none when empty), the hugepages
+// (ReadHugePages), and the nodeInfo files. Only the memory and the file system size are required; an
 // unreadable nodeInfo file leaves its field empty.
 func ReadMachine(ephemeralStoragePath string) (Machine, error) {
 	m := Machine{
@@ -69,6 +164,7 @@ func ReadMachine(ephemeralStoragePath string) (Machine, error) {
 			return Machine{}, fmt.Errorf("node: reading the size of %s: %w", ephemeralStoragePath, err)
 		}
 	}
+	m.HugePages, _ = ReadHugePages("")
 	m.MachineID = readTrimmed(fileMachineID)
 	m.SystemUUID = readTrimmed(fileSystemUUID)
 	m.BootID = readTrimmed(fileBootID)

@@ -54,6 +54,9 @@ func newFacts(opts Options, m Machine, internalIP net.IP) facts {
 	if m.EphemeralStorageBytes > 0 {
 		f.capacity[v1.ResourceEphemeralStorage] = quantity(v1.ResourceEphemeralStorage, m.EphemeralStorageBytes)
 	}
+	for name, q := range HugePagesCapacity(m.HugePages) {
+		f.capacity[name] = q
+	}
 	for name, q := range opts.Capacity {
 		f.capacity[name] = q.DeepCopy()
 	}

@@ -50,6 +50,9 @@ type podActions struct {
 	InitContainersToStart []int
 	// ContainersToStart are indexes into Spec.Containers, in order.
 	ContainersToStart []int
+	// EphemeralContainersToStart are indexes into
+	// Spec.EphemeralContainers: the ones never started (ephemeral.go).
+	EphemeralContainersToStart []int
 	// ContainersToKill, in the order found.
 	ContainersToKill []containerToKill
 	// ContainersToReset are removed from the runtime (stopped first when
@@ -76,8 +79,8 @@ type containerToReset struct {
 }
 
 func (a podActions) String() string {
-	return fmt.Sprintf("killPod=%v createSandbox=%v sandbox=%q attempt=%d init=%d start=%v kill=%d reset=%d update=%d",
-		a.KillPod, a.CreateSandbox, a.SandboxID, a.Attempt, a.InitContainersToStart, a.ContainersToStart, len(a.ContainersToKill), len(a.ContainersToReset),
+	return fmt.Sprintf("killPod=%v createSandbox=%v sandbox=%q attempt=%d init=%d start=%v ephemeral=%v kill=%d reset=%d update=%d",
+		a.KillPod, a.CreateSandbox, a.SandboxID, a.Attempt, a.InitContainersToStart, a.ContainersToStart, a.EphemeralContainersToStart, len(a.ContainersToKill), len(a.ContainersToReset),
 		len(a.ContainersToUpdate[v1.ResourceCPU])+len(a.ContainersToUpdate[v1.ResourceMemory]))
 }
 
@@ -274,6 +277,9 @@ func computePodActions(pod *v1.Pod, status *PodStatus, opts SyncPodOptions) podA
 			})
 		}
 	}
+
+	// Ephemeral containers may start before the pod is initialized.
+	a.EphemeralContainersToStart = ephemeralContainersToStart(pod, status)
 
 	if initialized := computeInitContainerActions(pod, status, opts, &a); a.KillPod || !initialized {
 		return a

@@ -130,6 +130,7 @@ func containerAnnotations(pod *v1.Pod, c *v1.Container, restartCount int, index 
 		AnnotationContainerIndex:            strconv.Itoa(index),
 		AnnotationContainerType:             typ,
 	}
+	recordOrphanSpec(a, c)
 	return a
 }
 
@@ -253,6 +254,11 @@ type containerSpec struct {
 	container *v1.Container
 	index     int
 	typ       string
+	// ephemeral is the ephemeral container, when the container is one.
+	ephemeral *v1.EphemeralContainer
+	// targetID is the runtime ID of the container whose PID namespace
+	// an ephemeral container joins ("" for none).
+	targetID string
 }
 
 // expand replaces $(VAR) by the value of VAR when defined; $$ escapes a $.
@@ -402,6 +408,8 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, spec contain
 	for i, s := range c.Args {
 		args[i] = expand(s, vars)
 	}
+	security := m.containerSecurity(pod, c)
+	withTargetNamespace(security, spec.targetID)
 	return &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image: &runtimeapi.ImageSpec{
@@ -422,7 +430,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, spec contain
 		Annotations: containerAnnotations(pod, c, restartCount, spec.index, spec.typ),
 		Linux: &runtimeapi.LinuxContainerConfig{
 			Resources:       linuxResources(c, m.opts.CPUCFSQuotaPeriod.Microseconds()),
-			SecurityContext: m.containerSecurity(pod, c),
+			SecurityContext: security,
 		},
 	}, nil
 }

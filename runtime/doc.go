@@ -71,7 +71,8 @@
 // the Manager records the kubelet's events, with its reasons, types and
 // messages, on the pod with the container's field path
 // (spec.containers{name}, spec.initContainers{name}): Pulling, Pulled
-// ("Container image "x" already present on machine", "Successfully pulled
+// ("Container image "x" already present on machine and can be
+// accessed by the pod", "Successfully pulled
 // image "x" in 1.2s"), Failed ("Failed to pull image ...", then "Error:
 // ErrImagePull"; "Error: <runtime message>" when a container cannot be
 // configured, created or started), BackOff (image pull, Normal; restart,
@@ -100,7 +101,13 @@
 //   - A grace period override below the minimum (2s) is kept, also when
 //     the termination order made the container wait: the kubelet raises
 //     every grace period to 2s, nodekit lets a caller force a hard kill.
-//   - No ephemeral containers.
+//   - Ephemeral containers (kubectl debug) are the kubelet's: started,
+//     before the init and app containers, when they have no instance in
+//     any sandbox; never restarted, never probed; stopped with the pod;
+//     a targetContainerName puts them in that container's PID namespace
+//     (CRI NamespaceMode TARGET) unless the pod shares one already. On
+//     purpose, SyncPod does not start one in a sandbox it has just stopped
+//     (the kubelet tries, and fails to create it there).
 //   - In-place resize (the kubelet's, InPlacePodVerticalScaling on) is
 //     done for app containers: SyncPod compares each running container's
 //     resources as the runtime reports them (CRI ContainerStatus
@@ -117,7 +124,23 @@
 //     place); restartable init containers (sidecars) are not resized (the
 //     agent refuses such a resize as Infeasible); a pod-level resources
 //     (spec.resources) resize is not done.
-//   - No image pull secrets.
+//   - Image pull secrets (ManagerOptions.Secrets; package
+//     runtime/credentials has the docker-config rules) are read when an
+//     image is pulled or its access checked, not at every sync: the
+//     FailedToRetrieveImagePullSecret event comes with a pull. A malformed
+//     docker config fails the pull with ErrImagePull and a message naming
+//     the Secret, and backs off as a failed pull (the kubelet fails with
+//     the JSON error as the reason, without back-off). Node-wide docker
+//     config files and credential-provider plugins are not read (node-wide
+//     logins come from ManagerOptions.NodeCredentials). The image pull
+//     credential verification (KubeletEnsureSecretPulledImages, on by
+//     default since 1.35) follows its default policy,
+//     NeverVerifyPreloadedImages, with its records in
+//     <RootDir>/image_manager/pulled.json (in memory without a RootDir),
+//     but for two points: the pulls under way are not recorded on disk (an
+//     image whose pull a restart of the agent cut short counts as
+//     preloaded), and records of removed images are not pruned (a few
+//     hundred bytes per image pulled).
 //   - The security context goes to CRI as the kubelet sends it (users and
 //     groups, the supplemental groups policy, capabilities, privileged,
 //     read-only root, no-new-privileges, seccomp with Localhost profiles
@@ -126,12 +149,17 @@
 //     nodekit does not allocate user-namespace ID mappings, so such a pod
 //     fails to get a sandbox with ErrUserNamespaces on every runtime.
 //   - A container killed without its pod (an orphan after a restart of the
-//     agent) gets no preStop hook: the hook is not recorded on the
-//     container, as the kubelet records it.
+//     agent) gets its preStop hook and grace period as the kubelet: both
+//     are recorded on the container (AnnotationPreStopHandler, with its
+//     ports in AnnotationContainerPorts for a named httpGet port, and
+//     AnnotationPodTerminationGracePeriod) and read back to stop it.
+//     Neither its Killing nor its hook events are recorded (the kubelet's
+//     cannot be either: the pod is gone).
 //   - The environment is resolved by ManagerOptions.Env (package env):
-//     every source the kubelet serves but service links; ConfigMaps and
-//     Secrets come from the getter given to it. Mounts come from
-//     SyncPodOptions.Mounts.
+//     every source the kubelet serves, service links included when it is
+//     given the cluster's Services (the Agent gives an informer's when
+//     joined to a cluster); ConfigMaps and Secrets come from the getter
+//     given to it. Mounts come from SyncPodOptions.Mounts.
 //   - DNS (ManagerOptions.DNS) follows the kubelet's dnsPolicy rules and
 //     limits, with two deliberate differences: a ClusterFirst pod on an
 //     agent with neither cluster DNS servers nor a cluster domain (a

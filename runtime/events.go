@@ -25,7 +25,7 @@ const (
 	// EventPulling (Normal): "Pulling image "x"".
 	EventPulling = "Pulling"
 	// EventPulled (Normal): "Successfully pulled image "x" in 1.2s", or
-	// "Container image "x" already present on machine".
+	// "Container image "x" already present on machine and can be accessed by the pod".
 	EventPulled = "Pulled"
 	// EventInspectFailed (Warning): the runtime could not report the
 	// image's status.

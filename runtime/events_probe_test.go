@@ -97,7 +97,7 @@ func TestLivenessFailureEvents(t *testing.T) {
 			synctest.Wait()
 			got = append(got, drainEvents(rec)...)
 		}
-		pulled := `Normal Pulled Container image "busybox:1.36" already present on machine`
+		pulled := `Normal Pulled Container image "busybox:1.36" already present on machine and can be accessed by the pod`
 		unhealthy := "Warning Unhealthy Liveness probe failed: HTTP probe failed with statuscode: 500"
 		want := []string{
 			pulled, "Normal Created Created container: app", "Normal Started Started container app",

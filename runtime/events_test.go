@@ -34,7 +34,7 @@ func drain(r *record.FakeRecorder) []string {
 }
 
 const (
-	pulledA  = `Normal Pulled Container image "busybox:1.36" already present on machine`
+	pulledA  = `Normal Pulled Container image "busybox:1.36" already present on machine and can be accessed by the pod`
 	createdA = "Normal Created Created container: a"
 	startedA = "Normal Started Started container a"
 )

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/podmodel"
 )
@@ -194,4 +196,68 @@ func (m *Manager) preStop(ctx context.Context, pod *v1.Pod, c *v1.Container, id 
 		}
 	}
 	return int64(time.Since(start).Seconds())
+}
+
+// The annotations that let a container be stopped as its pod asked after
+// the agent forgot the pod (an orphan after a restart of the agent): the
+// kubelet's keys, holding the JSON of the container's preStop handler and
+// ports (for an httpGet hook naming a port).
+const (
+	AnnotationPreStopHandler = "io.kubernetes.container.preStopHandler"
+	AnnotationContainerPorts = "io.kubernetes.container.ports"
+)
+
+// recordOrphanSpec adds to a container's annotations what restoreOrphan
+// needs: its preStop handler and ports.
+func recordOrphanSpec(a map[string]string, c *v1.Container) {
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		if raw, err := json.Marshal(c.Lifecycle.PreStop); err == nil {
+			a[AnnotationPreStopHandler] = string(raw)
+		}
+	}
+	if len(c.Ports) > 0 {
+		if raw, err := json.Marshal(c.Ports); err == nil {
+			a[AnnotationContainerPorts] = string(raw)
+		}
+	}
+}
+
+// restoreOrphan rebuilds, from the labels and annotations of container
+// id, as much of its pod and spec as stopping it needs (the kubelet's
+// restoreSpecsFromContainerLabels): the pod's name, namespace, UID and
+// grace period, the container's name, ports and preStop handler. The
+// restored pod lists no containers, so no event is recorded about it, as
+// with the kubelet. Without the grace-period annotation the grace period
+// is the minimum. When the container's status cannot be read, the pod is
+// nil and the container is stopped with the minimum grace period.
+func (m *Manager) restoreOrphan(ctx context.Context, id string) (*v1.Pod, *v1.Container) {
+	resp, err := m.rs.ContainerStatus(ctx, id, false)
+	if err != nil || resp.GetStatus() == nil {
+		return nil, nil
+	}
+	st := resp.GetStatus()
+	labels, ann := st.GetLabels(), st.GetAnnotations()
+	grace := int64(0)
+	if v, err := strconv.ParseInt(ann[AnnotationPodTerminationGracePeriod], 10, 64); err == nil {
+		grace = v
+	}
+	pod := &v1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = labels[LabelPodName], labels[LabelPodNamespace], types.UID(labels[LabelPodUID])
+	pod.Spec.TerminationGracePeriodSeconds = &grace
+	c := &v1.Container{Name: containerName(labels, st.GetMetadata())}
+	if raw := ann[AnnotationContainerPorts]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &c.Ports); err != nil {
+			m.log.Error(err, "Unreadable container ports annotation", "containerID", id)
+			c.Ports = nil
+		}
+	}
+	if raw := ann[AnnotationPreStopHandler]; raw != "" {
+		h := &v1.LifecycleHandler{}
+		if err := json.Unmarshal([]byte(raw), h); err != nil {
+			m.log.Error(err, "Unreadable preStop handler annotation: the container is stopped without it", "containerID", id)
+		} else {
+			c.Lifecycle = &v1.Lifecycle{PreStop: h}
+		}
+	}
+	return pod, c
 }

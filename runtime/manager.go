@@ -20,6 +20,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/env"
+	nkobjects "github.com/nodekit/nodekit/objects"
+	"github.com/nodekit/nodekit/runtime/credentials"
 )
 
 // DefaultPodLogsDir is where container logs go unless ManagerOptions says
@@ -82,6 +84,18 @@ type ManagerOptions struct {
 	// resourceFieldRefs resolve, ConfigMap and Secret references fail
 	// unless optional.
 	Env EnvResolver
+	// Secrets gets the Secrets of the pods' imagePullSecrets, whose
+	// docker configs give the credentials of the image pulls (package
+	// runtime/credentials). Pass the getter the environment and the
+	// volumes use. Defaults to nil: a pod's imagePullSecrets cannot be
+	// read (a FailedToRetrieveImagePullSecret event) and its images are
+	// pulled without credentials.
+	Secrets nkobjects.SecretGetter
+	// NodeCredentials are node-wide registry logins (the kubelet's
+	// node docker configs), tried after those of the pod's Secrets. An
+	// image pulled with one may be used by every pod. Defaults to nil:
+	// none.
+	NodeCredentials *credentials.Keyring
 }
 
 // EnvResolver resolves the environment of container c of pod, whose
@@ -195,7 +209,7 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 		hookClient:   newHookClient(),
 		now:          time.Now,
 		clock:        clock.RealClock{},
-		pulls:        newPuller(is, opts.MaxParallelImagePulls),
+		pulls:        newPuller(is, opts.MaxParallelImagePulls).persistIn(opts.RootDir, opts.Logger.WithName("runtime")),
 		runtimeName:  "cri",
 		containerBO:  newBackOff(opts.BackOff),
 		imageBO:      newBackOff(opts.ImageBackOff),

@@ -2,11 +2,29 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
+	"github.com/go-logr/logr"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime/credentials"
 )
+
+// EventFailedToRetrieveImagePullSecret (Warning, on the pod): some of the
+// pod's imagePullSecrets could not be read; the pull goes on without
+// them. The kubelet's event.
+const EventFailedToRetrieveImagePullSecret = "FailedToRetrieveImagePullSecret"
 
 // puller coalesces image pulls: the pods that need an image at the same
 // time share one PullImage call, and at most limit pulls of different
@@ -21,6 +39,9 @@ type puller struct {
 
 	mu      sync.Mutex
 	flights map[pullKey]*flight
+
+	// records are the credentials each image was pulled with.
+	records pullRecords
 }
 
 // pullKey is what makes two pulls the same pull.
@@ -51,7 +72,8 @@ type flight struct {
 }
 
 func newPuller(is ImageService, limit int) *puller {
-	return &puller{is: is, sem: make(chan struct{}, max(limit, 1)), flights: map[pullKey]*flight{}}
+	return &puller{is: is, sem: make(chan struct{}, max(limit, 1)), flights: map[pullKey]*flight{},
+		records: pullRecords{byRef: map[string]*pullRecord{}, intents: map[string]int{}}}
 }
 
 // pull pulls the image, or waits for the pull of it already under way,
@@ -122,4 +144,329 @@ func (p *puller) forgetLocked(f *flight) {
 	if p.flights[f.key] == f {
 		delete(p.flights, f.key)
 	}
+}
+
+// pullWithCredentials pulls the image with each credential in turn until
+// one succeeds, or without credentials when there are none, as the
+// kubelet does; it returns the credential that worked (nil when none was
+// sent) and records it for the image (pullRecords). When every attempt
+// fails, the error joins theirs as the kubelet's aggregate does.
+func (p *puller) pullWithCredentials(ctx context.Context, spec *runtimeapi.ImageSpec, creds []credentials.Credential, sandbox *runtimeapi.PodSandboxConfig) (string, *credentials.Credential, error) {
+	image := spec.GetImage()
+	p.records.intend(image, 1)
+	defer p.records.intend(image, -1)
+	if len(creds) == 0 {
+		ref, err := p.pull(ctx, spec, nil, sandbox)
+		if err == nil {
+			p.records.pulled(image, ref, nil)
+		}
+		return ref, nil, err
+	}
+	var errs []error
+	for i := range creds {
+		ref, err := p.pull(ctx, spec, creds[i].AuthConfig(), sandbox)
+		if err == nil {
+			p.records.pulled(image, ref, &creds[i])
+			return ref, &creds[i], nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return "", nil, utilerrors.NewAggregate(errs)
+}
+
+// imageCredentials returns the credentials of the pod's imagePullSecrets
+// for image, then the node's, in the order to try them. A Secret it
+// cannot read is named in a FailedToRetrieveImagePullSecret event and
+// left out; a Secret whose docker config does not parse fails it (a
+// *credentials.ConfigError).
+func (m *Manager) imageCredentials(ctx context.Context, pod *v1.Pod, image string) ([]credentials.Credential, error) {
+	node := m.opts.NodeCredentials.Lookup(image)
+	if len(pod.Spec.ImagePullSecrets) == 0 {
+		return node, nil
+	}
+	secrets, failed := credentials.PodSecrets(ctx, m.opts.Secrets, pod)
+	if len(failed) > 0 {
+		m.log.Info("unable to retrieve pull secrets, the image pull may not succeed", "pod", pod.Namespace+"/"+pod.Name, "secrets", failed)
+		m.ev.pod(pod, v1.EventTypeWarning, EventFailedToRetrieveImagePullSecret,
+			fmt.Sprintf("Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(failed, ", ")))
+	}
+	kr, err := credentials.NewKeyring(secrets)
+	if err != nil {
+		return nil, err
+	}
+	return append(kr.Lookup(image), node...), nil
+}
+
+// maxRecordedSecrets bounds the Secrets recorded for one image as found
+// to match while checking access (the kubelet's
+// writeRecordWhileMatchingLimit).
+const maxRecordedSecrets = 100
+
+// pullRecordsFile is where the pull records are kept under the agent's
+// root directory (the kubelet keeps its own under
+// <root>/image_manager/pulled).
+const pullRecordsFile = "image_manager/pulled.json"
+
+// persistIn keeps the pull records in a file of rootDir ("": memory
+// only), read at their first use; it returns p.
+func (p *puller) persistIn(rootDir string, log logr.Logger) *puller {
+	if rootDir != "" {
+		p.records.file = filepath.Join(rootDir, pullRecordsFile)
+	}
+	p.records.log = log
+	return p
+}
+
+// pullRecords are the kubelet's image pull records
+// (KubeletEnsureSecretPulledImages, on by default since 1.35, with its
+// default policy NeverVerifyPreloadedImages): for each image the Manager
+// pulled (by image ID), the credentials that pulled it, per repository,
+// kept in <RootDir>/image_manager/pulled.json (in memory only without a
+// RootDir). An image present on the node is used by a pod without a pull
+// when the Manager did not pull it (preloaded), when it was pulled
+// without credentials or with node-wide ones, or when one of the pod's
+// pull Secrets is one that pulled it (same Secret, or same login);
+// otherwise the pod's own credentials must pull it again.
+type pullRecords struct {
+	// file keeps the records across restarts ("": memory only).
+	file string
+	log  logr.Logger
+
+	mu     sync.Mutex
+	loaded bool
+	byRef  map[string]*pullRecord
+	// intents counts the pulls under way per image as written: an image
+	// present while the Manager pulls it counts as pulled by the Manager.
+	intents map[string]int
+}
+
+// pullRecord is what pulled one image ID, per repository.
+type pullRecord struct {
+	repos map[string]*repoRecord
+}
+
+type repoRecord struct {
+	// nodeWide: pulled without credentials, any pod may use it.
+	nodeWide bool
+	secrets  []secretRecord
+}
+
+type secretRecord struct {
+	ref  credentials.SecretRef
+	hash string
+}
+
+func (r *pullRecords) intend(image string, d int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.intents[image] += d; r.intents[image] <= 0 {
+		delete(r.intents, image)
+	}
+}
+
+// pulled records that image, now image ID ref, was pulled with cred (nil:
+// without credentials).
+func (r *pullRecords) pulled(image, ref string, cred *credentials.Credential) {
+	if ref == "" {
+		return
+	}
+	repo, err := credentials.Repository(image)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loadLocked()
+	defer r.saveLocked()
+	rec := r.byRef[ref]
+	if rec == nil {
+		rec = &pullRecord{repos: map[string]*repoRecord{}}
+		r.byRef[ref] = rec
+	}
+	rr := rec.repos[repo]
+	if rr == nil {
+		rr = &repoRecord{}
+		rec.repos[repo] = rr
+	}
+	if cred == nil || cred.Source == nil {
+		rr.nodeWide, rr.secrets = true, nil
+		return
+	}
+	rr.add(secretRecord{ref: *cred.Source, hash: cred.Hash()})
+}
+
+// The records as the file holds them.
+type (
+	recordsFile struct {
+		// Images by image ID, then by repository.
+		Images map[string]map[string]repoFile `json:"images"`
+	}
+	repoFile struct {
+		NodeWide bool         `json:"nodeWide,omitempty"`
+		Secrets  []secretFile `json:"secrets,omitempty"`
+	}
+	secretFile struct {
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+		UID       string `json:"uid,omitempty"`
+		// Hash is the login's SHA-256 (credentials.Credential.Hash).
+		Hash string `json:"hash"`
+	}
+)
+
+// loadLocked reads the records file once. An unreadable or malformed
+// file is logged and the records start empty.
+func (r *pullRecords) loadLocked() {
+	if r.loaded || r.file == "" {
+		return
+	}
+	r.loaded = true
+	b, err := os.ReadFile(r.file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var f recordsFile
+	if err == nil {
+		err = json.Unmarshal(b, &f)
+	}
+	if err != nil {
+		r.log.Error(err, "cannot read the image pull records; starting without them", "path", r.file)
+		return
+	}
+	for ref, repos := range f.Images {
+		rec := &pullRecord{repos: map[string]*repoRecord{}}
+		for repo, rf := range repos {
+			rr := &repoRecord{nodeWide: rf.NodeWide}
+			for _, s := range rf.Secrets {
+				rr.secrets = append(rr.secrets, secretRecord{
+					ref:  credentials.SecretRef{Namespace: s.Namespace, Name: s.Name, UID: types.UID(s.UID)},
+					hash: s.Hash,
+				})
+			}
+			rec.repos[repo] = rr
+		}
+		r.byRef[ref] = rec
+	}
+}
+
+// saveLocked writes the records file (a new file renamed over the old).
+// A failure is logged: the records stay in memory.
+func (r *pullRecords) saveLocked() {
+	if r.file == "" {
+		return
+	}
+	f := recordsFile{Images: map[string]map[string]repoFile{}}
+	for ref, rec := range r.byRef {
+		repos := map[string]repoFile{}
+		for repo, rr := range rec.repos {
+			rf := repoFile{NodeWide: rr.nodeWide}
+			for _, s := range rr.secrets {
+				rf.Secrets = append(rf.Secrets, secretFile{Namespace: s.ref.Namespace, Name: s.ref.Name, UID: string(s.ref.UID), Hash: s.hash})
+			}
+			repos[repo] = rf
+		}
+		f.Images[ref] = repos
+	}
+	b, err := json.Marshal(f)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(r.file), 0o700)
+	}
+	if err == nil {
+		tmp := r.file + ".tmp"
+		if err = os.WriteFile(tmp, b, 0o600); err == nil {
+			err = os.Rename(tmp, r.file)
+		}
+	}
+	if err != nil {
+		r.log.Error(err, "cannot write the image pull records", "path", r.file)
+	}
+}
+
+// add records s, replacing the record of the same Secret.
+func (rr *repoRecord) add(s secretRecord) {
+	if rr.nodeWide {
+		return
+	}
+	for i := range rr.secrets {
+		if rr.secrets[i].ref == s.ref {
+			rr.secrets[i] = s
+			return
+		}
+	}
+	if len(rr.secrets) < maxRecordedSecrets {
+		rr.secrets = append(rr.secrets, s)
+	}
+}
+
+// mustVerify tells whether a pod must pull image, present as image ID
+// ref, with its own credentials (podCreds, called at most once) before
+// using it. A matching Secret that the record does not hold yet (another
+// Secret with the same login, or the same Secret with a new login) is
+// added to it.
+func (r *pullRecords) mustVerify(image, ref string, podCreds func() ([]credentials.Credential, error)) (bool, error) {
+	repo, err := credentials.Repository(image)
+	if err != nil {
+		return true, nil
+	}
+	r.mu.Lock()
+	r.loadLocked()
+	rec := r.byRef[ref]
+	if rec == nil {
+		// Not pulled by the Manager: preloaded, used as it is; unless a
+		// pull of it is under way.
+		pulling := r.intents[image] > 0
+		r.mu.Unlock()
+		return pulling, nil
+	}
+	rr := rec.repos[repo]
+	switch {
+	case rr == nil:
+		r.mu.Unlock()
+		return true, nil
+	case rr.nodeWide:
+		r.mu.Unlock()
+		return false, nil
+	case len(rr.secrets) == 0:
+		r.mu.Unlock()
+		return true, nil
+	}
+	r.mu.Unlock()
+	creds, err := podCreds()
+	if err != nil {
+		return true, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range creds {
+		if c.Source == nil {
+			continue
+		}
+		hash := c.Hash()
+		for _, s := range rr.secrets {
+			if s.hash == hash || s.ref == *c.Source {
+				if s.hash != hash || s.ref != *c.Source {
+					rr.add(secretRecord{ref: *c.Source, hash: hash})
+					r.saveLocked()
+				}
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// pullCredentialsFailed fails the image of container c, whose pod's
+// credentials could not be read (a malformed docker config), as a failed
+// pull: a Failed event naming the Secret, ErrImagePull, and the pull's
+// back-off. The other pods are not concerned.
+func (m *Manager) pullCredentialsFailed(pod *v1.Pod, c *v1.Container, err error) (string, string, error) {
+	msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
+	m.ev.container(pod, c, "", v1.EventTypeWarning, EventFailed, msg)
+	m.mu.Lock()
+	m.imageBO.next(pod.UID, c.Image, m.now(), false)
+	m.mu.Unlock()
+	return "", msg, fmt.Errorf("%w: %s", ErrImagePull, msg)
 }

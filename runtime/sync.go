@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podmodel"
+	"github.com/nodekit/nodekit/runtime/credentials"
 )
 
 // SyncPodOptions carry what other parts of the agent prepared for a pod.
@@ -121,6 +121,9 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 	for _, i := range actions.ContainersToStart {
 		starting[pod.Spec.Containers[i].Name] = true
 	}
+	for _, i := range actions.EphemeralContainersToStart {
+		starting[pod.Spec.EphemeralContainers[i].Name] = true
+	}
 	if !actions.CreateSandbox && len(actions.ContainersToReset) == 0 {
 		m.pruneContainers(ctx, pod, status, starting, &result)
 	}
@@ -171,15 +174,28 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 			podIPs = sandboxIPs(resp.GetStatus())
 		}
 	}
-	sandboxCfg := m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
+	// The sandbox's config (which reads the host's resolver file for DNS)
+	// is made only for a container start: most syncs start nothing.
+	var sandboxCfg *runtimeapi.PodSandboxConfig
 
 	start := func(spec containerSpec) error {
+		if sandboxCfg == nil {
+			sandboxCfg = m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
+		}
 		ar := m.startContainer(ctx, pod, status, sandboxID, sandboxCfg, spec, podIPs, opts.Mounts)
 		result.add(ar)
 		if ar.Err != nil {
 			log.V(1).Info("container start failed", "container", spec.container.Name, "err", ar.Err)
 		}
 		return ar.Err
+	}
+	// Ephemeral containers first, as the kubelet, so that one can debug
+	// a pod whose init container fails to start; none in a sandbox this
+	// sync stopped.
+	if !actions.KillPod {
+		for _, i := range actions.EphemeralContainersToStart {
+			_ = start(ephemeralSpec(pod, i))
+		}
 	}
 	for _, i := range actions.InitContainersToStart {
 		c := &pod.Spec.InitContainers[i]
@@ -287,7 +303,7 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, running *Pod, overri
 	for _, c := range stopping {
 		var spec *v1.Container
 		if pod != nil {
-			spec = podmodel.FindContainer(pod, c.Name)
+			spec = findContainerSpec(pod, c.Name)
 		}
 		wg.Go(func() {
 			err := m.stopContainer(ctx, pod, c.ID, spec, "", "", override, order)
@@ -333,13 +349,6 @@ func (m *Manager) gracePeriod(ctx context.Context, pod *v1.Pod, id string, spec 
 				g = *p.TerminationGracePeriodSeconds
 			}
 		}
-	default:
-		// An orphan: the grace period recorded when the container was made.
-		if resp, err := m.rs.ContainerStatus(ctx, id, false); err == nil {
-			if v, err := strconv.ParseInt(resp.GetStatus().GetAnnotations()[AnnotationPodTerminationGracePeriod], 10, 64); err == nil {
-				g = v
-			}
-		}
 	}
 	minimum := int64((m.opts.MinGracePeriod + time.Second - 1) / time.Second)
 	return max(g, minimum)
@@ -351,6 +360,10 @@ func (m *Manager) gracePeriod(ctx context.Context, pod *v1.Pod, id string, spec 
 // waits (within the grace period, which the wait shortens) for the
 // containers that must stop before it.
 func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, id string, spec *v1.Container, reason killReason, message string, override *int64, order *terminationOrdering) error {
+	if pod == nil {
+		// An orphan: its grace period and preStop hook as recorded on it.
+		pod, spec = m.restoreOrphan(ctx, id)
+	}
 	grace := m.gracePeriod(ctx, pod, id, spec, reason, override)
 	if spec != nil {
 		if message == "" {
@@ -489,7 +502,12 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 	} else {
 		restartCount = restartCountFromLogDir(PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.UID) + "/" + c.Name)
 	}
-	err = m.checkRunAsNonRoot(ctx, pod, c, imageRef)
+	// The target of an ephemeral container is looked up before the
+	// container's config is made, as the kubelet.
+	spec.targetID, err = ephemeralTargetID(spec.ephemeral, status)
+	if err == nil {
+		err = m.checkRunAsNonRoot(ctx, pod, c, imageRef)
+	}
 	var cfg *runtimeapi.ContainerConfig
 	if err == nil {
 		cfg, err = m.containerConfig(ctx, pod, spec, restartCount, imageRef, podIPs, mounts)
@@ -536,10 +554,19 @@ func (m *Manager) gcBackOffsLocked(now time.Time) {
 // ensureImage makes sure the container's image is present per its pull
 // policy and returns the image reference to create the container from, or
 // an error of class ErrImagePull, ErrImagePullBackOff, ErrImageNeverPull or
-// ErrImageInspect with its message.
+// ErrImageInspect with its message. An image present on the node that the
+// Manager pulled with credentials the pod does not hold is pulled again
+// with the pod's (pullRecords).
 func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sandboxCfg *runtimeapi.PodSandboxConfig) (string, string, error) {
 	spec := &runtimeapi.ImageSpec{Image: c.Image, UserSpecifiedImage: c.Image, RuntimeHandler: m.opts.RuntimeHandler, Annotations: pod.Annotations}
 	policy := pullPolicy(c)
+	// The pod's credentials, looked up once, when needed.
+	creds := sync.OnceValues(func() ([]credentials.Credential, error) { return m.imageCredentials(ctx, pod, c.Image) })
+	neverPull := func() (string, string, error) {
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		m.ev.container(pod, c, "", v1.EventTypeWarning, EventErrImageNeverPull, msg)
+		return "", msg, fmt.Errorf("%w: %s", ErrImageNeverPull, msg)
+	}
 	if policy != v1.PullAlways {
 		resp, err := m.is.ImageStatus(ctx, spec, false)
 		if err != nil {
@@ -548,17 +575,26 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 			return "", msg, fmt.Errorf("%w: %s", ErrImageInspect, msg)
 		}
 		if img := resp.GetImage(); img != nil {
-			m.ev.container(pod, c, "", v1.EventTypeNormal, EventPulled,
-				fmt.Sprintf("Container image %q already present on machine", c.Image))
-			if img.GetId() != "" {
-				return img.GetId(), "", nil
+			ref := img.GetId()
+			if ref == "" {
+				ref = c.Image
 			}
-			return c.Image, "", nil
-		}
-		if policy == v1.PullNever {
-			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
-			m.ev.container(pod, c, "", v1.EventTypeWarning, EventErrImageNeverPull, msg)
-			return "", msg, fmt.Errorf("%w: %s", ErrImageNeverPull, msg)
+			must, err := m.pulls.records.mustVerify(c.Image, ref, creds)
+			if err != nil {
+				return m.pullCredentialsFailed(pod, c, err)
+			}
+			if !must {
+				m.ev.container(pod, c, "", v1.EventTypeNormal, EventPulled,
+					fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", c.Image))
+				return ref, "", nil
+			}
+			if policy == v1.PullNever {
+				// As the kubelet: an image the pod may not use is absent
+				// to it.
+				return neverPull()
+			}
+		} else if policy == v1.PullNever {
+			return neverPull()
 		}
 	}
 	now := m.now()
@@ -570,8 +606,12 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		m.ev.container(pod, c, "", v1.EventTypeNormal, EventBackOff, msg)
 		return "", msg, fmt.Errorf("%w: %s", ErrImagePullBackOff, msg)
 	}
+	auths, err := creds()
+	if err != nil {
+		return m.pullCredentialsFailed(pod, c, err)
+	}
 	m.ev.container(pod, c, "", v1.EventTypeNormal, EventPulling, fmt.Sprintf("Pulling image %q", c.Image))
-	ref, err := m.pulls.pull(ctx, spec, nil, sandboxCfg)
+	ref, _, err := m.pulls.pullWithCredentials(ctx, spec, auths, sandboxCfg)
 	end := m.now()
 	if err != nil {
 		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)

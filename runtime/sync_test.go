@@ -71,6 +71,7 @@ func TestSyncPodCreatesSandboxAndContainers(t *testing.T) {
 		AnnotationRestartCount: "0", AnnotationPodTerminationGracePeriod: "30",
 		AnnotationTerminationMessagePath: "", AnnotationTerminationMessagePolicy: "",
 		AnnotationContainerIndex: "0", AnnotationContainerType: ContainerTypeRegular,
+		AnnotationContainerPorts: `[{"hostPort":8080,"containerPort":80,"protocol":"TCP"}]`,
 	}
 	if diff := cmp.Diff(wantAnn, a.Annotations); diff != "" {
 		t.Errorf("container annotations (-want +got):\n%s", diff)

@@ -11,9 +11,17 @@
 // The pods' and containers' figures come from the runtime: CRI
 // ListPodSandboxStats where the runtime serves it (containerd 1.7 and
 // later), else ListContainerStats, the pod's CPU and memory then being
-// the sums of its containers'. The node's come from /proc (CPU time,
-// memory) and the file system holding RootDir. Other consumers (eviction,
-// image garbage collection) read the same Summary.
+// the sums of its containers'. A container the runtime has no figures
+// for (a runtime without ListContainerStats) gets its CPU and memory from
+// its cgroup (Options.Cgroups, ContainerCgroup). With
+// Options.ContainerLogDir and PodVolumes, each container's logs and the
+// pod's ephemeral volumes (emptyDirs on disk) are measured as du does,
+// within one file system, hard links once, at most MaxDiskUsageEntries
+// entries a tree, each size reused for DiskUsagePeriod (10s); the pod's
+// ephemeral storage is its containers' writable layers and logs plus
+// those volumes, the kubelet's calcEphemeralStorage. The node's figures
+// come from /proc (CPU time, memory) and the file system holding RootDir.
+// Other consumers (the eviction manager) read the same Summary.
 //
 // # Concurrency
 //
@@ -23,9 +31,10 @@
 // # Differences from the kubelet
 //
 // The kubelet reads most figures from cAdvisor; nodekit has none. Hence:
-// no system containers (kubelet, runtime, pods), no per-container logs
-// file-system figures, no accelerator or user-defined metrics, no PSI, and
-// no volume stats yet. Containers a runtime reports no stats for appear
+// no system containers (kubelet, runtime, pods), no accelerator or
+// user-defined metrics, no PSI, and volume stats only for the volumes
+// PodVolumes names; the /etc/hosts file is not counted in the ephemeral
+// storage. Containers a runtime reports no stats for appear
 // without figures. The node's working set is total memory less available
 // memory (/proc/meminfo), not the root cgroup's usage less inactive file
 // pages.

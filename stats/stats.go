@@ -15,6 +15,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/cgroup"
 )
 
 // Runtime is the part of the CRI the summary reads. CRIClient adapts a
@@ -40,6 +42,12 @@ type NodeReader interface {
 	BootTime() (time.Time, error)
 }
 
+// CgroupReader reads a cgroup's usage by name (a cgroup.Manager, or a
+// cgroup.PodManager).
+type CgroupReader interface {
+	Stats(name string) (*cgroup.Stats, error)
+}
+
 // Options configure a Provider.
 type Options struct {
 	// NodeName is the summary's node name. Required.
@@ -52,6 +60,29 @@ type Options struct {
 	// RootDir is the file system whose figures are the node's fs.
 	// Defaults to "/".
 	RootDir string
+	// ContainerLogDir names a container's log directory (the runtime
+	// manager's <PodLogsDir>/<namespace>_<name>_<uid>/<container>): its
+	// size is the container's logs figures, counted in the pod's ephemeral
+	// storage. Defaults to nil: no logs figures.
+	ContainerLogDir func(pod statsapi.PodReference, container string) string
+	// PodVolumes names the directories of a pod's ephemeral volumes
+	// (emptyDirs on disk) by volume name: their sizes are the pod's
+	// VolumeStats, counted in its ephemeral storage. Defaults to nil: no
+	// volume figures.
+	PodVolumes func(pod statsapi.PodReference) map[string]string
+	// DiskUsagePeriod is how long a directory's measured size is reused
+	// before it is walked again (the kubelet's volume stats period is 1m).
+	// Defaults to 10s.
+	DiskUsagePeriod time.Duration
+	// Cgroups, with ContainerCgroup, gives the CPU and memory of the
+	// containers the runtime has no figures for (a runtime without
+	// ListContainerStats, or a container it leaves out) from their
+	// cgroups. Defaults to nil: such containers show no CPU or memory.
+	Cgroups CgroupReader
+	// ContainerCgroup names a container's cgroup for Cgroups ("" for
+	// unknown): with the cgroupfs driver, the pod's cgroup joined with
+	// the container's ID.
+	ContainerCgroup func(pod statsapi.PodReference, containerID string) string
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 	// Logger defaults to discarding.
@@ -66,8 +97,14 @@ type Provider struct {
 	mu      sync.Mutex
 	prevCPU *cpuSample
 	// noSandboxStats is set once the runtime said it has no
-	// ListPodSandboxStats.
-	noSandboxStats bool
+	// ListPodSandboxStats; noContainerStats the same of
+	// ListContainerStats.
+	noSandboxStats, noContainerStats bool
+	// prevContainerCPU are the containers' last CPU samples read from
+	// cgroups, by container ID, for their usageNanoCores.
+	prevContainerCPU map[string]cpuSample
+
+	disk diskCache
 }
 
 type cpuSample struct {
@@ -91,6 +128,12 @@ func New(opts Options) (*Provider, error) {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.DiskUsagePeriod < 0 {
+		return nil, errors.New("stats: negative DiskUsagePeriod")
+	}
+	if opts.DiskUsagePeriod == 0 {
+		opts.DiskUsagePeriod = 10 * time.Second
 	}
 	return &Provider{opts: opts, log: opts.Logger.WithName("stats")}, nil
 }
@@ -190,15 +233,24 @@ func (p *Provider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]stats
 		}
 	}
 	ctrStats := map[string]*runtimeapi.ContainerStats{}
-	if sbStats == nil {
+	p.mu.Lock()
+	tryContainers := !p.noContainerStats
+	p.mu.Unlock()
+	if sbStats == nil && tryContainers {
 		list, err := p.opts.Runtime.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
-		if err != nil {
+		switch {
+		case isUnimplemented(err):
+			p.mu.Lock()
+			p.noContainerStats = true
+			p.mu.Unlock()
+			p.log.V(1).Info("The runtime has no container stats: reading the containers' cgroups where known")
+		case err != nil:
 			return nil, fmt.Errorf("stats: container stats: %w", err)
 		}
 		for _, s := range list {
 			ctrStats[s.GetAttributes().GetId()] = s
 		}
-	} else {
+	} else if sbStats != nil {
 		for _, s := range sbStats {
 			for _, c := range s.GetLinux().GetContainers() {
 				ctrStats[c.GetAttributes().GetId()] = c
@@ -217,6 +269,8 @@ func (p *Provider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]stats
 			newest[uid] = s
 		}
 	}
+	now := p.opts.Clock.Now()
+	seenCPU := map[string]bool{}
 	out := make([]statsapi.PodStats, 0, len(newest))
 	for _, s := range newest {
 		ps := statsapi.PodStats{
@@ -235,7 +289,16 @@ func (p *Provider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]stats
 					cs.Rootfs = fsStats(st.GetWritableLayer())
 				}
 			}
+			if cs.CPU == nil || cs.Memory == nil {
+				p.cgroupStats(&cs, ps.PodRef, c.GetId(), now, seenCPU)
+			}
+			if !onlyCPUAndMemory && p.opts.ContainerLogDir != nil {
+				cs.Logs = p.dirStats(p.opts.ContainerLogDir(ps.PodRef, cs.Name), now)
+			}
 			ps.Containers = append(ps.Containers, cs)
+		}
+		if !onlyCPUAndMemory && p.opts.PodVolumes != nil {
+			ps.VolumeStats = p.volumeStats(p.opts.PodVolumes(ps.PodRef), now)
 		}
 		if sb := sbStats[s.GetId()]; sb != nil {
 			l := sb.GetLinux()
@@ -251,9 +314,19 @@ func (p *Provider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]stats
 			ps.CPU, ps.Memory = sumContainers(ps.Containers)
 		}
 		if !onlyCPUAndMemory {
-			ps.EphemeralStorage = sumRootfs(ps.Containers)
+			ps.EphemeralStorage = ephemeralStorage(ps.Containers, ps.VolumeStats)
 		}
 		out = append(out, ps)
+	}
+	p.mu.Lock()
+	for id := range p.prevContainerCPU {
+		if !seenCPU[id] {
+			delete(p.prevContainerCPU, id)
+		}
+	}
+	p.mu.Unlock()
+	if !onlyCPUAndMemory {
+		p.disk.prune(now, p.opts.DiskUsagePeriod)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].PodRef.Namespace != out[j].PodRef.Namespace {
@@ -381,21 +454,92 @@ func sumContainers(cs []statsapi.ContainerStats) (*statsapi.CPUStats, *statsapi.
 	return cpu, mem
 }
 
-// sumRootfs is the pod's ephemeral storage the runtime reports: its
-// containers' writable layers.
-func sumRootfs(cs []statsapi.ContainerStats) *statsapi.FsStats {
+// ephemeralStorage is the pod's ephemeral storage as the kubelet's
+// calcEphemeralStorage counts it: its containers' writable layers and
+// logs, and its ephemeral volumes; nil when none is known.
+func ephemeralStorage(cs []statsapi.ContainerStats, volumes []statsapi.VolumeStats) *statsapi.FsStats {
 	var fs *statsapi.FsStats
-	for _, c := range cs {
-		if c.Rootfs == nil || c.Rootfs.UsedBytes == nil {
-			continue
+	add := func(f *statsapi.FsStats) {
+		if f == nil || f.UsedBytes == nil {
+			return
 		}
 		if fs == nil {
-			fs = &statsapi.FsStats{Time: c.Rootfs.Time, UsedBytes: u64(0), InodesUsed: u64(0)}
+			fs = &statsapi.FsStats{Time: f.Time, UsedBytes: u64(0), InodesUsed: u64(0)}
 		}
-		*fs.UsedBytes += *c.Rootfs.UsedBytes
-		if c.Rootfs.InodesUsed != nil {
-			*fs.InodesUsed += *c.Rootfs.InodesUsed
+		if f.Time.After(fs.Time.Time) {
+			fs.Time = f.Time
+		}
+		*fs.UsedBytes += *f.UsedBytes
+		if f.InodesUsed != nil {
+			*fs.InodesUsed += *f.InodesUsed
 		}
 	}
+	for _, c := range cs {
+		add(c.Rootfs)
+		add(c.Logs)
+	}
+	for i := range volumes {
+		add(&volumes[i].FsStats)
+	}
 	return fs
+}
+
+// dirStats is a directory's size, nil when it cannot be measured.
+func (p *Provider) dirStats(dir string, now time.Time) *statsapi.FsStats {
+	if dir == "" {
+		return nil
+	}
+	b, n, err := p.disk.get(dir, now, p.opts.DiskUsagePeriod)
+	if err != nil && !errors.Is(err, ErrTooManyEntries) {
+		p.log.V(4).Info("Cannot measure a directory", "dir", dir, "err", err.Error())
+		return nil
+	}
+	return &statsapi.FsStats{Time: metav1.NewTime(now), UsedBytes: u64(b), InodesUsed: u64(n)}
+}
+
+// volumeStats are the sizes of the volumes' directories, sorted by name.
+func (p *Provider) volumeStats(dirs map[string]string, now time.Time) []statsapi.VolumeStats {
+	var out []statsapi.VolumeStats
+	for name, dir := range dirs {
+		if fs := p.dirStats(dir, now); fs != nil {
+			out = append(out, statsapi.VolumeStats{Name: name, FsStats: *fs})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// cgroupStats fills the container's missing CPU and memory from its
+// cgroup, when Cgroups and ContainerCgroup know it.
+func (p *Provider) cgroupStats(cs *statsapi.ContainerStats, pod statsapi.PodReference, id string, now time.Time, seen map[string]bool) {
+	if p.opts.Cgroups == nil || p.opts.ContainerCgroup == nil {
+		return
+	}
+	name := p.opts.ContainerCgroup(pod, id)
+	if name == "" {
+		return
+	}
+	st, err := p.opts.Cgroups.Stats(name)
+	if err != nil {
+		p.log.V(4).Info("Cannot read a container's cgroup", "cgroup", name, "err", err.Error())
+		return
+	}
+	t := metav1.NewTime(now)
+	if cs.Memory == nil {
+		cs.Memory = &statsapi.MemoryStats{Time: t, UsageBytes: u64(st.MemoryUsage), WorkingSetBytes: u64(st.MemoryWorkingSet)}
+	}
+	if cs.CPU == nil {
+		usage := uint64(st.CPUUsage.Nanoseconds())
+		cs.CPU = &statsapi.CPUStats{Time: t, UsageCoreNanoSeconds: u64(usage)}
+		p.mu.Lock()
+		if prev, ok := p.prevContainerCPU[id]; ok && now.After(prev.t) && usage >= prev.usage {
+			cs.CPU.UsageNanoCores = u64(uint64(float64(usage-prev.usage) / now.Sub(prev.t).Seconds()))
+		}
+		if p.prevContainerCPU == nil {
+			p.prevContainerCPU = map[string]cpuSample{}
+		}
+		p.prevContainerCPU[id] = cpuSample{t: now, usage: usage}
+		p.mu.Unlock()
+		seen[id] = true
+	}
 }

@@ -48,7 +48,11 @@
 // PodReadyToStartContainers False carries reason PodSandboxNotReady and
 // the kubelet's message; pods with a RestartAllContainers rule carry
 // AllContainersRestarting. App container statuses are listed by name,
-// init containers' in spec order, as the kubelet lists them.
+// init containers' in spec order, as the kubelet lists them. Ephemeral
+// containers (kubectl debug) have theirs in ephemeralContainerStatuses,
+// by name, converted as app containers' (Waiting, Running, Terminated),
+// never Ready nor Started, and counted in neither the phase nor the
+// conditions.
 //
 // In-place resize (InPlacePodVerticalScaling, on in 1.37; the status.resize
 // field is gone): Input.Pod carries the resources allocated to the pod,

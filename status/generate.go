@@ -127,6 +127,7 @@ func Generate(in Input) v1.PodStatus {
 	conv := converter{in: &in, rs: rs, hasInit: len(pod.Spec.InitContainers) > 0, restarting: restarting}
 	s.InitContainerStatuses = conv.statuses(pod.Spec.InitContainers, old.InitContainerStatuses, true)
 	s.ContainerStatuses = conv.statuses(pod.Spec.Containers, old.ContainerStatuses, false)
+	s.EphemeralContainerStatuses = conv.ephemeralStatuses(old.EphemeralContainerStatuses)
 
 	s.Phase = podmodel.Phase(pod, &s, in.Terminal, runtime.HasAnyActiveRegularContainerStarted(pod, rs))
 	if !podmodel.IsTerminal(s.Phase) {

@@ -74,22 +74,10 @@ func kubeClient(t *testing.T, path string) kubernetes.Interface {
 // unmountUnder unmounts every mount below dir, deepest first.
 func unmountUnder(t *testing.T, dir string) {
 	t.Helper()
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	points, err := mountsUnder(dir)
 	if err != nil {
 		t.Errorf("reading the mounts below %s: %v", dir, err)
 		return
-	}
-	var points []string
-	for line := range strings.Lines(string(data)) {
-		fields := strings.Fields(line)
-		if len(fields) < 5 {
-			continue
-		}
-		// mountinfo escapes space, tab, newline and backslash in octal.
-		p := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(fields[4])
-		if strings.HasPrefix(p, dir+"/") {
-			points = append(points, p)
-		}
 	}
 	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
 	for _, p := range points {
@@ -115,14 +103,16 @@ type cluster struct {
 // the test's own; it skips the test when either variable is unset.
 func newCluster(t *testing.T, own bool) *cluster {
 	t.Helper()
-	return newClusterOn(t, own, envEndpoint)
+	kubeconfigPath(t)
+	return newClusterOn(t, newFixture(t, envEndpoint), own)
 }
 
-// newClusterOn is newCluster on the containerd of endpointVar.
-func newClusterOn(t *testing.T, own bool, endpointVar string) *cluster {
+// newClusterOn is newCluster on the fixture f (e.g. on a containerd of the
+// test's own).
+func newClusterOn(t *testing.T, f *fixture, own bool) *cluster {
 	t.Helper()
 	kubeconfig := kubeconfigPath(t)
-	c := &cluster{fixture: newFixture(t, endpointVar)}
+	c := &cluster{fixture: f}
 	if own {
 		// Started after the fixture, so that it is stopped (closing the
 		// clients' connections) before the fixture checks for leaked

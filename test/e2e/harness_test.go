@@ -231,16 +231,21 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	return time.Since(start)
 }
 
-// logBuffer keeps the agent's log lines, printed when the test fails.
+// logBuffer keeps the agent's log lines, printed when the test fails: all
+// of them, or the last max when max > 0.
 type logBuffer struct {
 	mu    sync.Mutex
 	lines []string
+	max   int
 }
 
 func (b *logBuffer) logger() logr.Logger {
 	return funcr.New(func(prefix, args string) {
 		b.mu.Lock()
 		b.lines = append(b.lines, time.Now().Format("15:04:05.000")+" "+prefix+" "+args)
+		if b.max > 0 && len(b.lines) >= 2*b.max {
+			b.lines = append(b.lines[:0], b.lines[len(b.lines)-b.max:]...)
+		}
 		b.mu.Unlock()
 	}, funcr.Options{Verbosity: 1})
 }
@@ -267,6 +272,13 @@ func containsAll(s string, parts []string) bool {
 	return true
 }
 
+// clear drops the lines kept so far.
+func (b *logBuffer) clear() {
+	b.mu.Lock()
+	b.lines = nil
+	b.mu.Unlock()
+}
+
 func (b *logBuffer) dump(t *testing.T) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -285,6 +297,7 @@ type agentConfig struct {
 	runtime     runtime.RuntimeService
 	images      runtime.ImageService
 	logs        *logBuffer
+	logLines    int // without logs: keep the last logLines lines (0: all)
 	customize   func(*nodekit.Options)
 	description string // in log dumps
 }
@@ -315,7 +328,7 @@ func startAgent(t *testing.T, cfg agentConfig) *agentRun {
 		ready:    map[string][]v1.ConditionStatus{},
 	}
 	if cfg.logs == nil {
-		cfg.logs = &logBuffer{}
+		cfg.logs = &logBuffer{max: cfg.logLines}
 	}
 	r.logs = cfg.logs
 	log := cfg.logs.logger()

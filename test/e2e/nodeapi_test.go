@@ -161,10 +161,11 @@ func waitLine(t *testing.T, ch <-chan string, re *regexp.Regexp) string {
 // TestNodeAPIKubectl joins an agent serving the node API to the API
 // server (started with kubelet client certificates) on containerd, and
 // drives it with kubectl 1.37: logs (current, previous, tail, timestamps,
-// follow), exec with stdin and exit code, attach, port-forward; the
+// follow), exec with stdin and exit code, attach, debug, port-forward; the
 // metrics and stats through the API server's node proxy, parsed with the
 // Prometheus text parser and the kubelet's stats types; and 401/403
-// straight to the agent's port.
+// straight to the agent's port. debug runs an ephemeral container in the
+// PID namespace of the pod's container.
 func TestNodeAPIKubectl(t *testing.T) {
 	c := newCluster(t, false)
 	kubectl := kubectlRunner{t: t, bin: kubectlPath(t), kubeconfig: c.kubeconfig, ns: c.ns}
@@ -407,6 +408,34 @@ func TestNodeAPIKubectl(t *testing.T) {
 			if resp.StatusCode == http.StatusOK {
 				t.Errorf("plain HTTP answered 200")
 			}
+		}
+	})
+
+	// Last: the ephemeral container it adds would show in the stats.
+	t.Run("debug", func(t *testing.T) {
+		// An ephemeral container in talker's PID namespace finds talker's
+		// script among its processes; its output is read with kubectl
+		// logs.
+		script := `for p in /proc/[0-9]*; do grep -q "tic[k]" $p/cmdline 2>/dev/null && echo sees-target && exit 0; done; echo no-target`
+		out := kubectl.ok("debug", "talker", "--image="+busyboxImage, "--image-pull-policy=IfNotPresent",
+			"--target=main", "-c", "debugger", "--", "sh", "-c", script)
+		if !strings.Contains(out, `Targeting container "main"`) {
+			t.Errorf("kubectl debug: %q", out)
+		}
+		eventuallyNil(t, 30*time.Second, "the debugger's ephemeral container status terminated", func() error {
+			p, err := c.getPod(t.Context(), "talker")
+			if err != nil {
+				return err
+			}
+			for _, s := range p.Status.EphemeralContainerStatuses {
+				if s.Name == "debugger" && s.State.Terminated != nil && s.State.Terminated.ExitCode == 0 {
+					return nil
+				}
+			}
+			return fmt.Errorf("ephemeral statuses %+v", p.Status.EphemeralContainerStatuses)
+		})
+		if logs := kubectl.ok("logs", "talker", "-c", "debugger"); logs != "sees-target\n" {
+			t.Errorf("kubectl logs of the debugger = %q, want sees-target", logs)
 		}
 	})
 }

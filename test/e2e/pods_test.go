@@ -33,6 +33,7 @@ type fixture struct {
 	logsDir    string
 	rootDir    string // Options.RootDir: pod directories and volumes
 	cgroupRoot string // Options.Cgroups.Root, e.g. nodekit-e2e-1a2b3c
+	logLines   int    // the agents keep the last logLines log lines (0: all)
 }
 
 // newFixture connects to the containerd the environment variable names
@@ -85,6 +86,7 @@ func (f *fixture) agentWith(rs runtime.RuntimeService, description string, custo
 		images:      f.cri,
 		customize:   customize,
 		description: description,
+		logLines:    f.logLines,
 	})
 }
 

@@ -124,7 +124,7 @@ func (s *chanSource) Run(ctx context.Context, out chan<- []*v1.Pod) error {
 // another source (static) asking for a resize is PodResizePending/
 // Infeasible and keeps its container and allocation.
 func TestInPlaceResize(t *testing.T) {
-	c := newClusterOn(t, false, envEndpoint2)
+	c := newClusterOn(t, newFixture(t, envEndpoint2), false)
 	src := &chanSource{pods: make(chan []*v1.Pod, 1)}
 	a := c.agentWith(nil, "in-place resize", func(o *nodekit.Options) {
 		o.KubeClient = c.agentAPI

@@ -1,0 +1,79 @@
+package nodekit
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodekit/nodekit/env"
+)
+
+// serviceLinks serves the Services of the containers' service links
+// (env.Services) from an informer on the API server's Services, as the
+// kubelet's service lister: every namespace, headless Services left out
+// by a field selector (they give no variables). It lives as long as the
+// agent; Run runs the informer.
+type serviceLinks struct {
+	informer cache.SharedIndexInformer
+	lister   corelisters.ServiceLister
+}
+
+var _ env.Services = (*serviceLinks)(nil)
+
+// newServiceLinks builds the informer. It does no I/O and starts no
+// goroutine.
+func newServiceLinks(client kubernetes.Interface) *serviceLinks {
+	inf := coreinformers.NewFilteredServiceInformer(client, metav1.NamespaceAll, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", v1.ClusterIPNone).String()
+		})
+	return &serviceLinks{informer: inf, lister: corelisters.NewServiceLister(inf.GetIndexer())}
+}
+
+// List returns the Services of the namespace as last read.
+func (s *serviceLinks) List(namespace string) ([]*v1.Service, error) {
+	return s.lister.Services(namespace).List(labels.Everything())
+}
+
+// HasSynced reports whether the Services were listed once.
+func (s *serviceLinks) HasSynced() bool { return s.informer.HasSynced() }
+
+// Run lists and watches the Services until ctx ends, and returns once the
+// informer's goroutines have exited.
+func (s *serviceLinks) Run(ctx context.Context) error {
+	s.informer.RunWithContext(ctx)
+	return nil
+}
+
+// setUpServiceLinks makes the Services informer of an agent joined to a
+// cluster (KubeClient); a standalone agent has none, and its pods get no
+// service links, as a kubelet without an API server.
+func (a *Agent) setUpServiceLinks() {
+	if a.opts.KubeClient != nil {
+		a.links = newServiceLinks(a.opts.KubeClient)
+	}
+}
+
+// serviceLinkServices is what the environment resolver lists Services
+// from: nil without a cluster.
+func (a *Agent) serviceLinkServices() env.Services {
+	if a.links == nil {
+		return nil
+	}
+	return a.links
+}
+
+// runServiceLinks runs the Services informer, if any, with the agent.
+func (a *Agent) runServiceLinks(run func(string, func(context.Context) error)) {
+	if a.links != nil {
+		run("services", a.links.Run)
+	}
+}
