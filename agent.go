@@ -62,6 +62,7 @@ type Agent struct {
 	nodeAPI   *nodeAPIServer // nil when not served
 	alive     nodeAlive      // garbage collectors, eviction, log rotation (nodealive.go)
 	links     *serviceLinks  // Services of the service links; nil standalone (ephemeral.go)
+	resizes   *resizes       // allocations and in-place resizes (resize.go)
 
 	// runtimeErr holds the last runtime health check's result (an error
 	// value or nil in an errBox).
@@ -216,6 +217,7 @@ func New(opts Options) (*Agent, error) {
 	// runtime, volume, cgroup, probe and status parts; the pod workers
 	// over the sync; the sync loop's handler over the workers.
 	a.queue = podworker.NewQueue()
+	a.resizes = a.newResizes()
 	syncer, err := NewPodSyncer(PodSyncerConfig{
 		Runtime:  rm,
 		Volumes:  a.volumes,
@@ -226,6 +228,7 @@ func New(opts Options) (*Agent, error) {
 		Queue:    a.queue,
 		Events:   &a.recorder,
 		HostIPs:  a.hostIPs,
+		Resizes:  a.resizes,
 		Logger:   log,
 	})
 	if err != nil {
@@ -236,6 +239,7 @@ func New(opts Options) (*Agent, error) {
 		sync = opts.WrapPodSyncer(syncer)
 	}
 	sync = a.registerPods(sync)
+	sync = a.resizes.wrap(sync)
 	a.workers, err = podworker.New(sync, podworker.Options{
 		Cache:          a.cache,
 		Queue:          a.queue,
@@ -258,6 +262,7 @@ func New(opts Options) (*Agent, error) {
 	}
 	// The eviction manager's check comes first, as the kubelet's.
 	admit = append([]admission.Handler{a.EvictionAdmit()}, admit...)
+	admit = []admission.Handler{a.resizes.admit(admit)}
 	hc := HandlerConfig{
 		Pods:     a.pods,
 		Workers:  a.workers,

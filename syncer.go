@@ -83,6 +83,9 @@ type PodSyncerConfig struct {
 	// HostIPs returns the node's addresses for the pods' statuses.
 	// Defaults to none.
 	HostIPs func() []string
+	// Resizes, when set, give the PodResizePending condition of pods
+	// whose resize is not allocated. Defaults to none.
+	Resizes PodResizes
 	Logger  logr.Logger
 }
 
@@ -147,6 +150,7 @@ func (s *PodSyncer) SyncPod(ctx context.Context, updateType podworker.UpdateType
 		HostIPs:              s.c.HostIPs,
 		Started:              startedFromStatus(apiStatus),
 		RestartAllContainers: restartAll,
+		PodCgroup:            podCgroupFor(s.c.Cgroups),
 		Mounts: func(pod *v1.Pod, c *v1.Container, env map[string]string) ([]runtime.Mount, error) {
 			cms, err := s.c.Volumes.ContainerMounts(pod, c, mounts, env)
 			if err != nil {
@@ -175,16 +179,12 @@ func (s *PodSyncer) SyncPod(ctx context.Context, updateType podworker.UpdateType
 	return false, s.syncError(pod, result)
 }
 
-// ensureCgroup creates (or, for an updated pod, resizes) the pod's cgroup
-// and returns the sandbox's cgroup parent.
-func (s *PodSyncer) ensureCgroup(pod *v1.Pod, updateType podworker.UpdateType) (string, error) {
+// ensureCgroup creates the pod's cgroup and returns the sandbox's cgroup
+// parent. A resize changes an existing cgroup in the runtime's sync
+// (runtime.SyncPodOptions.PodCgroup), in order with the containers.
+func (s *PodSyncer) ensureCgroup(pod *v1.Pod, _ podworker.UpdateType) (string, error) {
 	if !s.c.Cgroups.Enabled() {
 		return "", nil
-	}
-	if updateType == podworker.SyncPodUpdate && s.c.Cgroups.PodExists(pod) {
-		if err := s.c.Cgroups.UpdatePod(pod); err != nil {
-			return "", err
-		}
 	}
 	return s.c.Cgroups.EnsurePod(pod)
 }
@@ -229,6 +229,9 @@ func (s *PodSyncer) setStatus(pod *v1.Pod, podStatus *runtime.PodStatus, termina
 		Probes:      s.c.Probes,
 		Waiting:     s.c.Runtime,
 		Terminal:    terminal,
+	}
+	if s.c.Resizes != nil {
+		in.ResizePending = s.c.Resizes.PendingResize(pod.UID)
 	}
 	if prev, ok := s.c.Statuses.GetPodStatus(pod.UID); ok {
 		in.Previous = &prev

@@ -352,17 +352,7 @@ func (p *PodManager) EnsurePod(pod *v1.Pod) (string, error) {
 // existing cgroup, for a pod whose resources changed. A pod without a
 // cgroup gives an error matching ErrNotFound.
 func (p *PodManager) UpdatePod(pod *v1.Pod) error {
-	if p.opts.Disabled {
-		return nil
-	}
-	if err := checkUID(pod.UID); err != nil {
-		return err
-	}
-	mgr, err := p.manager()
-	if err != nil {
-		return err
-	}
-	return mgr.Update(p.CgroupName(pod), p.podConfig(pod, mgr.Info()))
+	return p.SetPodConfig(pod, p.DesiredPodConfig(pod))
 }
 
 // DestroyPod kills the processes left in the pod's cgroup (under any QoS
@@ -516,4 +506,62 @@ func (p *PodManager) UpdateQoS(activePods []*v1.Pod) error {
 	}
 	p.log.V(4).Info("updated QoS cgroups", "burstableShares", bShares)
 	return nil
+}
+
+// DesiredPodConfig is the configuration EnsurePod gives the pod's cgroup
+// (ResourceConfigForPod with the options applied): what a resize in place
+// moves the cgroup to. Nil when the PodManager is disabled or the
+// hierarchy cannot be set up.
+func (p *PodManager) DesiredPodConfig(pod *v1.Pod) *ResourceConfig {
+	if p.opts.Disabled {
+		return nil
+	}
+	mgr, err := p.manager()
+	if err != nil {
+		return nil
+	}
+	return p.podConfig(pod, mgr.Info())
+}
+
+// PodConfig reads the pod's cgroup: its configuration and its memory
+// usage in bytes. A pod without a cgroup gives an error matching
+// ErrNotFound.
+func (p *PodManager) PodConfig(pod *v1.Pod) (*ResourceConfig, uint64, error) {
+	if p.opts.Disabled {
+		return nil, 0, fmt.Errorf("cgroup: pod cgroups are disabled: %w", ErrNotFound)
+	}
+	if err := checkUID(pod.UID); err != nil {
+		return nil, 0, err
+	}
+	mgr, err := p.manager()
+	if err != nil {
+		return nil, 0, err
+	}
+	name := p.CgroupName(pod)
+	rc, err := mgr.Config(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := mgr.Stats(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	return rc, st.MemoryUsage, nil
+}
+
+// SetPodConfig writes the set fields of rc to the pod's existing cgroup,
+// leaving the others: one step of a resize in place, which changes the
+// pod's limits and its containers' in the kubelet's order.
+func (p *PodManager) SetPodConfig(pod *v1.Pod, rc *ResourceConfig) error {
+	if p.opts.Disabled {
+		return nil
+	}
+	if err := checkUID(pod.UID); err != nil {
+		return err
+	}
+	mgr, err := p.manager()
+	if err != nil {
+		return err
+	}
+	return mgr.Update(p.CgroupName(pod), rc)
 }

@@ -22,6 +22,7 @@ const (
 	killUnknown     killReason = "Unknown"
 	killRemoved     killReason = "Removed"
 	killRestartAll  killReason = "RestartAllContainers"
+	killResize      killReason = "Resize"
 )
 
 // containerToKill is a running (or unknown-state) container SyncPod stops.
@@ -59,6 +60,12 @@ type podActions struct {
 	// the other containers first, init containers after app containers,
 	// and the containers that triggered the restart last.
 	ContainersToReset []containerToReset
+	// ContainersToUpdate are the running containers resized in place,
+	// per resource (cpu, memory), decreases first (computePodResizeAction).
+	ContainersToUpdate map[v1.ResourceName][]containerToUpdate
+	// UpdatePodResources: a container restarts for its resize, so the pod
+	// cgroup takes the new values too.
+	UpdatePodResources bool
 }
 
 // containerToReset is one container instance a RestartAllContainers
@@ -72,8 +79,9 @@ type containerToReset struct {
 }
 
 func (a podActions) String() string {
-	return fmt.Sprintf("killPod=%v createSandbox=%v sandbox=%q attempt=%d init=%d start=%v ephemeral=%v kill=%d reset=%d",
-		a.KillPod, a.CreateSandbox, a.SandboxID, a.Attempt, a.InitContainersToStart, a.ContainersToStart, a.EphemeralContainersToStart, len(a.ContainersToKill), len(a.ContainersToReset))
+	return fmt.Sprintf("killPod=%v createSandbox=%v sandbox=%q attempt=%d init=%d start=%v ephemeral=%v kill=%d reset=%d update=%d",
+		a.KillPod, a.CreateSandbox, a.SandboxID, a.Attempt, a.InitContainersToStart, a.ContainersToStart, a.EphemeralContainersToStart, len(a.ContainersToKill), len(a.ContainersToReset),
+		len(a.ContainersToUpdate[v1.ResourceCPU])+len(a.ContainersToUpdate[v1.ResourceMemory]))
 }
 
 // UnhealthyFunc reports whether a running container failed its liveness
@@ -312,6 +320,9 @@ func computePodActions(pod *v1.Pod, status *PodStatus, opts SyncPodOptions) podA
 		case probe == "startup":
 			k.Message = fmt.Sprintf("Container %s failed startup probe", c.Name)
 			k.Reason = killStartup
+		case ResizeAllowed(pod) && !computePodResizeAction(pod, i, cs, &a):
+			// Restarted for its resize (resizePolicy RestartContainer).
+			continue
 		default:
 			keep++
 			continue

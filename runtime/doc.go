@@ -108,7 +108,22 @@
 //     (CRI NamespaceMode TARGET) unless the pod shares one already. On
 //     purpose, SyncPod does not start one in a sandbox it has just stopped
 //     (the kubelet tries, and fails to create it there).
-//   - No in-place resize.
+//   - In-place resize (the kubelet's, InPlacePodVerticalScaling on) is
+//     done for app containers: SyncPod compares each running container's
+//     resources as the runtime reports them (CRI ContainerStatus
+//     resources) with its spec, which the agent sets to the allocated
+//     resources, and, as computePodResizeAction and doPodResizeAction do,
+//     restarts the container when a changed resource's resizePolicy is
+//     RestartContainer, else updates it in place: memory then CPU, each
+//     with the pod cgroup (SyncPodOptions.PodCgroup) raised before the
+//     containers or lowered after them, decreases before increases, one
+//     UpdateContainerResources per container and resource; a failure is
+//     ErrResizePodInPlace and Manager.ResizeError. Differences: the
+//     actual resources are the runtime's report, not a checkpoint of
+//     what was actuated (a runtime that reports none is never resized in
+//     place); restartable init containers (sidecars) are not resized (the
+//     agent refuses such a resize as Infeasible); a pod-level resources
+//     (spec.resources) resize is not done.
 //   - Image pull secrets (ManagerOptions.Secrets; package
 //     runtime/credentials has the docker-config rules) are read when an
 //     image is pulled or its access checked, not at every sync: the

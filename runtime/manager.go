@@ -187,6 +187,7 @@ type Manager struct {
 	imageBO        *backOff
 	reasons        map[types.UID]map[string]waitingReason
 	termMessages   map[types.UID]map[string]string
+	resizeErrors   map[types.UID]string
 	lastBackOffGC  time.Time
 	runtimeNameSet bool
 }
@@ -223,6 +224,7 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 		imageBO:      newBackOff(opts.ImageBackOff),
 		reasons:      map[types.UID]map[string]waitingReason{},
 		termMessages: map[types.UID]map[string]string{},
+		resizeErrors: map[types.UID]string{},
 	}, nil
 }
 
@@ -502,6 +504,7 @@ func convertContainerStatus(c *runtimeapi.Container, st *runtimeapi.ContainerSta
 		RestartCount: restarts,
 		Reason:       st.GetReason(),
 		Message:      st.GetMessage(),
+		Resources:    containerResourcesFromCRI(st.GetResources()),
 	}
 	if cs.ID == "" {
 		cs.ID = c.GetId()
@@ -569,6 +572,7 @@ func (m *Manager) Forget(uid types.UID) {
 	m.imageBO.forget(uid)
 	delete(m.reasons, uid)
 	delete(m.termMessages, uid)
+	delete(m.resizeErrors, uid)
 }
 
 // WaitingReason is why the pod's container is not running when its last

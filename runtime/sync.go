@@ -49,6 +49,10 @@ type SyncPodOptions struct {
 	// that the next sync starts the pod over in its sandbox; sync it again
 	// when the result has removals (RemovedContainers).
 	RestartAllContainers bool
+	// PodCgroup, when set, is the pod's cgroup: a resize in place changes
+	// its limits before or after the containers' (doPodResizeAction).
+	// Defaults to nil: only the containers are resized.
+	PodCgroup PodCgroup
 }
 
 // SyncPod brings the pod's sandbox and containers in the runtime towards
@@ -201,6 +205,17 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 		if start(containerSpec{container: c, index: i, typ: ContainerTypeInit}) != nil && !podmodel.IsRestartableInit(c) {
 			return result
 		}
+	}
+	if len(actions.ContainersToUpdate) > 0 || actions.UpdatePodResources {
+		err := m.doPodResizeAction(ctx, pod, actions, opts.PodCgroup)
+		m.recordResize(pod.UID, err)
+		ar := ActionResult{Action: ActionResizePod, Target: podFullName(pod), Err: err}
+		if err != nil {
+			ar.Message = err.Error()
+			log.Error(err, "resizing pod in place")
+		}
+		// As the kubelet, the containers due still start.
+		result.add(ar)
 	}
 	for _, i := range actions.ContainersToStart {
 		_ = start(containerSpec{container: &pod.Spec.Containers[i], index: i, typ: ContainerTypeRegular})

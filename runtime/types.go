@@ -151,4 +151,7 @@ type ContainerStatus struct {
 	RestartCount int
 	Reason       string
 	Message      string
+	// Resources the runtime reports for the container (CRI
+	// ContainerStatus.resources); nil when it reports none.
+	Resources *ContainerResources
 }

@@ -14,13 +14,15 @@ import (
 
 // OwnedCondition reports whether the agent owns the pod condition type,
 // as the kubelet owns it: PodScheduled, PodReadyToStartContainers,
-// Initialized, Ready, ContainersReady and AllContainersRestarting. Other
+// Initialized, Ready, ContainersReady, AllContainersRestarting,
+// PodResizePending and PodResizeInProgress. Other
 // conditions (readiness
 // gates', DisruptionTarget, any controller's) belong to others and are
 // kept as the API server holds them.
 func OwnedCondition(t v1.PodConditionType) bool {
 	switch t {
-	case v1.PodScheduled, v1.PodReadyToStartContainers, v1.PodInitialized, v1.PodReady, v1.ContainersReady, v1.AllContainersRestarting:
+	case v1.PodScheduled, v1.PodReadyToStartContainers, v1.PodInitialized, v1.PodReady, v1.ContainersReady, v1.AllContainersRestarting,
+		v1.PodResizePending, v1.PodResizeInProgress:
 		return true
 	}
 	return false
@@ -31,7 +33,9 @@ func OwnedCondition(t v1.PodConditionType) bool {
 //   - the conditions the agent does not own are kept as stored (a
 //     DisruptionTarget condition of ours replaces the stored one once the
 //     phase written is terminal); owned conditions are ours, and a stored
-//     owned condition ours lacks is kept;
+//     owned condition ours lacks is kept, but for the resize conditions
+//     (PodResizePending, PodResizeInProgress), which the agent clears by
+//     leaving them out, as the kubelet does;
 //   - a terminal phase is not written while containers could run: the
 //     stored phase, reason and message stay (heldBack);
 //   - with a terminal phase written, Ready and ContainersReady are False;
@@ -57,7 +61,8 @@ func mergeForAPI(stored, ours v1.PodStatus, couldRun bool, now time.Time) (merge
 
 	conds := make([]v1.PodCondition, 0, len(stored.Conditions)+len(ours.Conditions))
 	for _, c := range stored.Conditions {
-		if !OwnedCondition(c.Type) || findCondition(ours.Conditions, c.Type) == nil {
+		resize := c.Type == v1.PodResizePending || c.Type == v1.PodResizeInProgress
+		if !OwnedCondition(c.Type) || (!resize && findCondition(ours.Conditions, c.Type) == nil) {
 			conds = append(conds, c)
 		}
 	}

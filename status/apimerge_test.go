@@ -43,6 +43,13 @@ func TestMergeForAPI(t *testing.T) {
 		couldRun: false,
 		want:     v1.PodStatus{Phase: v1.PodFailed, Reason: "OutOfpods", Conditions: []v1.PodCondition{cond(v1.PodScheduled, v1.ConditionTrue, t0)}},
 	}, {
+		name: "resize conditions the status lacks are cleared",
+		stored: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{
+			cond(v1.PodResizePending, v1.ConditionTrue, t0), cond(v1.PodResizeInProgress, v1.ConditionTrue, t0), cond(v1.PodScheduled, v1.ConditionTrue, t0)}},
+		ours:     v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{cond(v1.PodScheduled, v1.ConditionTrue, t1)}},
+		couldRun: true,
+		want:     v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{cond(v1.PodScheduled, v1.ConditionTrue, t0)}},
+	}, {
 		name:     "terminal phase held back while containers could run",
 		stored:   v1.PodStatus{Phase: v1.PodRunning, Reason: "r", Message: "m"},
 		ours:     v1.PodStatus{Phase: v1.PodSucceeded},

@@ -54,6 +54,19 @@
 // never Ready nor Started, and counted in neither the phase nor the
 // conditions.
 //
+// In-place resize (InPlacePodVerticalScaling, on in 1.37; the status.resize
+// field is gone): Input.Pod carries the resources allocated to the pod,
+// which each container status reports as allocatedResources (its
+// requests); a running container's resources are the CPU and memory the
+// runtime reports (memory requests as allocated, values at or below the
+// kubelet's minimums as allocated). PodResizeInProgress is True while a
+// running app container's reported resources differ from its allocation,
+// with reason Error and the runtime's message when the last attempt failed
+// (ResizeErrors, found on Input.Waiting); PodResizePending is
+// Input.ResizePending (Infeasible or Deferred, podmodel.DecideResize). The
+// Manager clears both in the API server by leaving them out, as the
+// kubelet's status merge does.
+//
 // Where Generate differs on purpose: a pod stopped for good
 // (Input.Terminal) whose phase would not be terminal (its containers
 // never ran) is Failed, so that it never stays Pending; a Started flag is

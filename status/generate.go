@@ -74,6 +74,17 @@ type Input struct {
 	// vanished while running shows as terminated with reason
 	// ContainerStatusUnknown (exit code 137), a terminal phase is kept.
 	Previous *v1.PodStatus
+	// ResizePending is the pod's PodResizePending condition while a
+	// resize it asked for is not allocated (reason Infeasible or
+	// Deferred); nil when none is pending. The agent decides it
+	// (podmodel.DecideResize). Pod then holds the allocated resources.
+	ResizePending *v1.PodCondition
+}
+
+// ResizeErrors tell the message of a pod's last failed resize in place.
+// runtime.Manager implements it; Generate finds it on Input.Waiting.
+type ResizeErrors interface {
+	ResizeError(uid types.UID) (string, bool)
 }
 
 // Generate is the pod's API status, as the kubelet's generateAPIPodStatus
@@ -173,6 +184,7 @@ func Generate(in Input) v1.PodStatus {
 	if podmodel.AllContainersCouldRestart(&pod.Spec) {
 		s.Conditions = append(s.Conditions, allContainersRestartingCondition(pod, rs, old, s.Phase))
 	}
+	s.Conditions = append(s.Conditions, resizeConditions(in, rs, s.Phase)...)
 	return s
 }
 
@@ -379,6 +391,9 @@ func (cv *converter) statuses(containers []v1.Container, previous []v1.Container
 			oldp = &o
 		}
 		st := cv.convert(cs, oldp)
+		if st.State.Running != nil {
+			st.Resources = containerStatusResources(podmodel.FindContainer(pod, cs.Name), cs, oldp, st.ContainerID)
+		}
 		if seen[cs.Name] == 0 {
 			if st.State.Running != nil && oldp != nil && oldp.Started != nil && oldp.ContainerID == st.ContainerID {
 				// The same instance keeps its Started until the probes
@@ -429,6 +444,9 @@ func (cv *converter) statuses(containers []v1.Container, previous []v1.Container
 		c := &containers[i]
 		st := statuses[c.Name]
 		setFlags(st, c, isInit)
+		if !isInit || podmodel.IsRestartableInit(c) {
+			st.AllocatedResources = allocatedResources(c)
+		}
 		out = append(out, *st)
 	}
 	if !isInit {

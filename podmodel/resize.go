@@ -1,0 +1,145 @@
+package podmodel
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+)
+
+// The messages of a resize the kubelet refuses (PodResizePending, reason
+// Infeasible) whatever the node's load.
+const (
+	ResizeMessageStaticPod  = "In-place resize of static-pods is not supported"
+	ResizeMessageQOSChange  = "Pod QOS Class may not change as a result of resizing"
+	ResizeMessageOnlyCPUMem = "only cpu and memory resources are mutable"
+	ResizeMessageInit       = "In-place resize of init containers is not supported"
+)
+
+// Allocation is the resources allocated to a pod's containers, by
+// container name: the resources the pod was admitted, or last resized,
+// with.
+type Allocation map[string]v1.ResourceRequirements
+
+// AllocationOf is the pod's allocation as its spec asks for it.
+func AllocationOf(pod *v1.Pod) Allocation {
+	a := make(Allocation, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			a[list[i].Name] = *list[i].Resources.DeepCopy()
+		}
+	}
+	return a
+}
+
+// WithAllocation returns the pod with its containers' resources replaced
+// by those allocated (the kubelet's UpdatePodFromAllocation), and whether
+// any differed: pod itself when none did, else a copy. Containers the
+// allocation does not name keep their spec's.
+func WithAllocation(pod *v1.Pod, alloc Allocation) (*v1.Pod, bool) {
+	if alloc == nil {
+		return pod, false
+	}
+	var out *v1.Pod
+	apply := func(list func(*v1.Pod) []v1.Container) {
+		for i, c := range list(pod) {
+			r, ok := alloc[c.Name]
+			if !ok || apiequality.Semantic.DeepEqual(c.Resources, r) {
+				continue
+			}
+			if out == nil {
+				out = pod.DeepCopy()
+			}
+			list(out)[i].Resources = *r.DeepCopy()
+		}
+	}
+	apply(func(p *v1.Pod) []v1.Container { return p.Spec.InitContainers })
+	apply(func(p *v1.Pod) []v1.Container { return p.Spec.Containers })
+	if out == nil {
+		return pod, false
+	}
+	return out, true
+}
+
+// DecideResize is the kubelet's decision on a pod whose spec asks for
+// resources other than those allocated to it (allocated: the pod with its
+// allocation, WithAllocation): "" when the resize is allocated at once;
+// else the PodResizePending reason and message.
+//
+// Infeasible (never allocated as asked): a static pod; a change of QoS
+// class, of a resource other than cpu and memory, or of an init
+// container's resources (the API server refuses the first three for the
+// pods it serves, the agent for pods of its other sources); requests
+// beyond the node's allocatable resources ("Node didn't have enough
+// capacity: memory, requested: 4718592000, capacity: 4294967296", memory
+// checked first). Deferred (allocated once room is made): the requests do
+// not fit beside those allocated to the other active pods ("Node didn't
+// have enough resource: cpu, requested: 1500, used: 1000, capacity:
+// 2000", cpu checked first).
+func DecideResize(pod, allocated *v1.Pod, others []*v1.Pod, allocatable v1.ResourceList) (reason, message string) {
+	if IsStatic(pod) {
+		return v1.PodReasonInfeasible, ResizeMessageStaticPod
+	}
+	if QOSClass(pod) != QOSClass(allocated) {
+		return v1.PodReasonInfeasible, ResizeMessageQOSChange
+	}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if a := FindContainer(allocated, c.Name); a != nil && !apiequality.Semantic.DeepEqual(c.Resources, a.Resources) {
+			return v1.PodReasonInfeasible, ResizeMessageInit
+		}
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		a := FindContainer(allocated, c.Name)
+		if a == nil {
+			continue
+		}
+		if !sameBeyondCPUMemory(c.Resources.Requests, a.Resources.Requests) || !sameBeyondCPUMemory(c.Resources.Limits, a.Resources.Limits) {
+			return v1.PodReasonInfeasible, ResizeMessageOnlyCPUMem
+		}
+	}
+
+	want := Requests(pod)
+	cpu, mem := want.Cpu().MilliValue(), want.Memory().Value()
+	capCPU, capMem := allocatable.Cpu().MilliValue(), allocatable.Memory().Value()
+	if mem > capMem {
+		return v1.PodReasonInfeasible, fmt.Sprintf("Node didn't have enough capacity: memory, requested: %d, capacity: %d", mem, capMem)
+	}
+	if cpu > capCPU {
+		return v1.PodReasonInfeasible, fmt.Sprintf("Node didn't have enough capacity: cpu, requested: %d, capacity: %d", cpu, capCPU)
+	}
+	var usedCPU, usedMem int64
+	for _, o := range others {
+		if o.UID == pod.UID {
+			continue
+		}
+		r := Requests(o)
+		usedCPU += r.Cpu().MilliValue()
+		usedMem += r.Memory().Value()
+	}
+	if cpu > capCPU-usedCPU {
+		return v1.PodReasonDeferred, fmt.Sprintf("Node didn't have enough resource: cpu, requested: %d, used: %d, capacity: %d", cpu, usedCPU, capCPU)
+	}
+	if mem > capMem-usedMem {
+		return v1.PodReasonDeferred, fmt.Sprintf("Node didn't have enough resource: memory, requested: %d, used: %d, capacity: %d", mem, usedMem, capMem)
+	}
+	return "", ""
+}
+
+// sameBeyondCPUMemory reports whether two resource lists agree on every
+// resource but cpu and memory.
+func sameBeyondCPUMemory(a, b v1.ResourceList) bool {
+	for _, pair := range [][2]v1.ResourceList{{a, b}, {b, a}} {
+		for name, q := range pair[0] {
+			if name == v1.ResourceCPU || name == v1.ResourceMemory {
+				continue
+			}
+			o, ok := pair[1][name]
+			if !ok || !q.Equal(o) {
+				return false
+			}
+		}
+	}
+	return true
+}

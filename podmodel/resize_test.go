@@ -1,0 +1,157 @@
+package podmodel
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func resizeTestPod(uid string, cpuReq, cpuLim, memReq, memLim string) *v1.Pod {
+	r := v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}}
+	for _, x := range []struct {
+		l v1.ResourceList
+		n v1.ResourceName
+		s string
+	}{{r.Requests, v1.ResourceCPU, cpuReq}, {r.Limits, v1.ResourceCPU, cpuLim}, {r.Requests, v1.ResourceMemory, memReq}, {r.Limits, v1.ResourceMemory, memLim}} {
+		if x.s != "" {
+			x.l[x.n] = resource.MustParse(x.s)
+		}
+	}
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "ns", UID: types.UID(uid),
+			Annotations: map[string]string{AnnotationSource: APIServerSource}},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: r}}},
+	}
+}
+
+// TestDecideResize holds the kubelet's rules for a resize (allocation
+// manager tests: TestHandlePodResourcesResize): static pods and QoS
+// changes are infeasible, requests beyond the node's allocatable
+// resources are infeasible (memory reported first), requests that do not
+// fit beside the other pods' allocations are deferred (cpu reported
+// first), the rest is allocated.
+func TestDecideResize(t *testing.T) {
+	allocatable := v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("4Gi")}
+	other := resizeTestPod("other", "2", "", "2Gi", "")
+	tests := []struct {
+		name        string
+		pod         *v1.Pod
+		allocated   *v1.Pod
+		others      []*v1.Pod
+		wantReason  string
+		wantMessage string
+	}{
+		{
+			name:      "cpu increase that fits",
+			pod:       resizeTestPod("p", "1500m", "", "1Gi", ""),
+			allocated: resizeTestPod("p", "1", "", "1Gi", ""),
+			others:    []*v1.Pod{other},
+		},
+		{
+			name:        "cpu increase beside other pods: deferred",
+			pod:         resizeTestPod("p", "2500m", "", "1Gi", ""),
+			allocated:   resizeTestPod("p", "1", "", "1Gi", ""),
+			others:      []*v1.Pod{other},
+			wantReason:  v1.PodReasonDeferred,
+			wantMessage: "Node didn't have enough resource: cpu, requested: 2500, used: 2000, capacity: 4000",
+		},
+		{
+			name:        "memory increase beside other pods: deferred",
+			pod:         resizeTestPod("p", "1", "", "2500Mi", ""),
+			allocated:   resizeTestPod("p", "1", "", "1Gi", ""),
+			others:      []*v1.Pod{other},
+			wantReason:  v1.PodReasonDeferred,
+			wantMessage: "Node didn't have enough resource: memory, requested: 2621440000, used: 2147483648, capacity: 4294967296",
+		},
+		{
+			name:        "memory beyond the node: infeasible",
+			pod:         resizeTestPod("p", "1", "", "4500Mi", ""),
+			allocated:   resizeTestPod("p", "1", "", "1Gi", ""),
+			wantReason:  v1.PodReasonInfeasible,
+			wantMessage: "Node didn't have enough capacity: memory, requested: 4718592000, capacity: 4294967296",
+		},
+		{
+			name:        "cpu beyond the node: infeasible",
+			pod:         resizeTestPod("p", "5", "", "1Gi", ""),
+			allocated:   resizeTestPod("p", "1", "", "1Gi", ""),
+			wantReason:  v1.PodReasonInfeasible,
+			wantMessage: "Node didn't have enough capacity: cpu, requested: 5000, capacity: 4000",
+		},
+		{
+			name:        "both beyond the node: memory reported",
+			pod:         resizeTestPod("p", "5", "", "5Gi", ""),
+			allocated:   resizeTestPod("p", "1", "", "1Gi", ""),
+			wantReason:  v1.PodReasonInfeasible,
+			wantMessage: "Node didn't have enough capacity: memory, requested: 5368709120, capacity: 4294967296",
+		},
+		{
+			name:      "a decrease always fits",
+			pod:       resizeTestPod("p", "500m", "", "512Mi", ""),
+			allocated: resizeTestPod("p", "1", "", "1Gi", ""),
+			others:    []*v1.Pod{resizeTestPod("big", "3", "", "3Gi", "")},
+		},
+		{
+			name:        "QoS class change: infeasible",
+			pod:         resizeTestPod("p", "1", "1", "1Gi", "1Gi"),
+			allocated:   resizeTestPod("p", "1", "2", "1Gi", "1Gi"),
+			wantReason:  v1.PodReasonInfeasible,
+			wantMessage: ResizeMessageQOSChange,
+		},
+		{
+			name: "static pod: infeasible",
+			pod: func() *v1.Pod {
+				p := resizeTestPod("p", "2", "", "1Gi", "")
+				p.Annotations[AnnotationSource] = "file"
+				return p
+			}(),
+			allocated:   resizeTestPod("p", "1", "", "1Gi", ""),
+			wantReason:  v1.PodReasonInfeasible,
+			wantMessage: ResizeMessageStaticPod,
+		},
+		{
+			name: "another resource changed: infeasible",
+			pod: func() *v1.Pod {
+				p := resizeTestPod("p", "1", "", "1Gi", "")
+				p.Spec.Containers[0].Resources.Requests[v1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
+				return p
+			}(),
+			allocated:   resizeTestPod("p", "1", "", "1Gi", ""),
+			wantReason:  v1.PodReasonInfeasible,
+			wantMessage: ResizeMessageOnlyCPUMem,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reason, msg := DecideResize(tt.pod, tt.allocated, tt.others, allocatable)
+			if reason != tt.wantReason || msg != tt.wantMessage {
+				t.Errorf("DecideResize = %q, %q; want %q, %q", reason, msg, tt.wantReason, tt.wantMessage)
+			}
+		})
+	}
+}
+
+// TestWithAllocation: the pod's containers take their allocated
+// resources, in a copy only when one differs.
+func TestWithAllocation(t *testing.T) {
+	pod := resizeTestPod("p", "2", "", "1Gi", "")
+	if got, changed := WithAllocation(pod, AllocationOf(pod)); changed || got != pod {
+		t.Errorf("same allocation: changed %v, copy %v", changed, got != pod)
+	}
+	if got, changed := WithAllocation(pod, nil); changed || got != pod {
+		t.Errorf("no allocation: changed %v", changed)
+	}
+	alloc := AllocationOf(resizeTestPod("p", "1", "", "1Gi", ""))
+	got, changed := WithAllocation(pod, alloc)
+	if !changed || got == pod {
+		t.Fatalf("other allocation: changed %v, copy %v", changed, got != pod)
+	}
+	if q := got.Spec.Containers[0].Resources.Requests[v1.ResourceCPU]; q.Cmp(resource.MustParse("1")) != 0 {
+		t.Errorf("allocated cpu %s, want 1", q.String())
+	}
+	if q := pod.Spec.Containers[0].Resources.Requests[v1.ResourceCPU]; q.Cmp(resource.MustParse("2")) != 0 {
+		t.Errorf("the pod was modified: cpu %s", q.String())
+	}
+}

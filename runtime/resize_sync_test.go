@@ -1,0 +1,190 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+// steps records a resize's cgroup writes and container updates in order.
+type steps struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (s *steps) add(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log = append(s.log, fmt.Sprintf(format, args...))
+}
+
+func (s *steps) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.log
+	s.log = nil
+	return out
+}
+
+// updateRecorder records UpdateContainerResources, failing it when fail
+// is set.
+type updateRecorder struct {
+	*runtimetest.Runtime
+	steps *steps
+	fail  error
+}
+
+func (u *updateRecorder) UpdateContainerResources(ctx context.Context, id string, r *runtimeapi.ContainerResources) error {
+	if u.fail != nil {
+		return u.fail
+	}
+	u.steps.add("container memory=%d quota=%d", r.GetLinux().GetMemoryLimitInBytes(), r.GetLinux().GetCpuQuota())
+	return u.Runtime.UpdateContainerResources(ctx, id, r)
+}
+
+// fakePodCgroup is a pod cgroup in memory.
+type fakePodCgroup struct {
+	steps *steps
+	cur   runtime.PodCgroupConfig
+}
+
+func i64(v int64) *int64   { return &v }
+func u64(v uint64) *uint64 { return &v }
+func (f *fakePodCgroup) Current(*v1.Pod) (runtime.PodCgroupConfig, uint64, error) {
+	return f.cur, 0, nil
+}
+
+func (f *fakePodCgroup) Desired(pod *v1.Pod) runtime.PodCgroupConfig {
+	c := pod.Spec.Containers[0].Resources
+	return runtime.PodCgroupConfig{
+		CPUShares: u64(uint64(c.Requests.Cpu().MilliValue() * 1024 / 1000)),
+		CPUQuota:  i64(c.Limits.Cpu().MilliValue() * 100),
+		CPUPeriod: u64(100000),
+		Memory:    i64(c.Limits.Memory().Value()),
+	}
+}
+
+func (f *fakePodCgroup) Set(_ *v1.Pod, cfg runtime.PodCgroupConfig) error {
+	switch {
+	case cfg.Memory != nil:
+		f.steps.add("pod memory=%d", *cfg.Memory)
+		f.cur.Memory = cfg.Memory
+	case cfg.CPUQuota != nil:
+		f.steps.add("pod quota=%d", *cfg.CPUQuota)
+		f.cur.CPUQuota = cfg.CPUQuota
+	case cfg.CPUShares != nil:
+		f.steps.add("pod shares=%d", *cfg.CPUShares)
+		f.cur.CPUShares = cfg.CPUShares
+	}
+	return nil
+}
+
+func resizePod(cpu, mem string) *v1.Pod {
+	q := func(s string) resource.Quantity { return resource.MustParse(s) }
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "default", UID: "r-uid"},
+		Spec: v1.PodSpec{
+			RestartPolicy: v1.RestartPolicyAlways,
+			Containers: []v1.Container{{
+				Name: "app", Image: "busybox:1.36", ImagePullPolicy: v1.PullIfNotPresent,
+				Resources: v1.ResourceRequirements{
+					Requests: v1.ResourceList{v1.ResourceCPU: q(cpu), v1.ResourceMemory: q("64Mi")},
+					Limits:   v1.ResourceList{v1.ResourceCPU: q(cpu), v1.ResourceMemory: q(mem)},
+				},
+			}},
+		},
+	}
+}
+
+// TestSyncPodResizeOrder: an increase sets the pod cgroup's limit before
+// the container's, a decrease after it, memory before CPU, and the
+// container keeps its ID; a refused UpdateContainerResources is recorded
+// as the pod's ResizeError until a resize succeeds.
+func TestSyncPodResizeOrder(t *testing.T) {
+	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox:1.36"}})
+	defer rt.Close()
+	st := &steps{}
+	rs := &updateRecorder{Runtime: rt, steps: st}
+	m, err := runtime.NewManager(rs, rt, runtime.ManagerOptions{PodLogsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	pc := &fakePodCgroup{steps: st}
+	sync := func(pod *v1.Pod) runtime.SyncResult {
+		t.Helper()
+		s, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.SyncPodWithOptions(ctx, pod, s, runtime.SyncPodOptions{PodCgroup: pc})
+	}
+	pod := resizePod("500m", "128Mi")
+	pc.cur = pc.Desired(pod)
+	if err := sync(pod).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s0, _ := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	id := s0.FindContainerStatusByName("app").ID
+
+	up := resizePod("1", "256Mi")
+	if err := sync(up).Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"pod memory=268435456", "container memory=268435456 quota=50000",
+		"pod quota=100000", "pod shares=1024", "container memory=268435456 quota=100000",
+	}
+	if d := cmp.Diff(want, st.take()); d != "" {
+		t.Errorf("increase (-want +got):\n%s", d)
+	}
+	down := resizePod("250m", "64Mi")
+	if err := sync(down).Err(); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{
+		"container memory=67108864 quota=100000", "pod memory=67108864",
+		"container memory=67108864 quota=25000", "pod shares=256", "pod quota=25000",
+	}
+	if d := cmp.Diff(want, st.take()); d != "" {
+		t.Errorf("decrease (-want +got):\n%s", d)
+	}
+	s1, _ := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	cs := s1.FindContainerStatusByName("app")
+	if cs.ID != id || cs.RestartCount != 0 {
+		t.Errorf("container %s restart %d, want %s unchanged", cs.ID, cs.RestartCount, id)
+	}
+	if runtime.ContainerResized(&down.Spec.Containers[0], cs) {
+		t.Errorf("runtime resources %+v do not match the spec after the resize", cs.Resources)
+	}
+	if err := sync(down).Err(); err != nil || len(st.take()) != 0 {
+		t.Errorf("a resized pod's sync changed something (err %v)", err)
+	}
+
+	rs.fail = errors.New("refused")
+	res := sync(resizePod("500m", "64Mi"))
+	if !errors.Is(res.Err(), runtime.ErrResizePodInPlace) {
+		t.Fatalf("sync error %v, want ErrResizePodInPlace", res.Err())
+	}
+	if msg, ok := m.ResizeError(pod.UID); !ok || msg == "" {
+		t.Errorf("ResizeError = %q, %v after a failed update", msg, ok)
+	}
+	rs.fail = nil
+	if err := sync(resizePod("500m", "64Mi")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if msg, ok := m.ResizeError(pod.UID); ok {
+		t.Errorf("ResizeError = %q after a successful resize", msg)
+	}
+}
