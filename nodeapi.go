@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/metrics"
 	"github.com/nodekit/nodekit/nodeapi"
 	"github.com/nodekit/nodekit/nodeapi/logs"
 	"github.com/nodekit/nodekit/runtime"
@@ -73,9 +75,97 @@ type NodeAPIOptions struct {
 	// (RuntimeClient), else none (404).
 	Stats stats.Summarizer
 	// Registry is the agent's own Prometheus registry, served at
-	// /metrics; the agent adds its collectors to it. Defaults to a new
-	// one (never the process-wide registry).
+	// /metrics; the agent adds its collectors to it: the kubelet's
+	// metrics of package metrics, kubelet_running_pods and
+	// kubelet_running_containers, and the Go runtime's. Defaults to a new
+	// one (never the process-wide registry); two agents must not share
+	// one.
 	Registry *prometheus.Registry
+}
+
+// agentMetrics are the agent's kubelet metrics (package metrics), made
+// when the node API is served: the hooks of the parts report to them.
+// Its methods are nil-safe: a nil *agentMetrics leaves the parts without
+// hooks.
+type agentMetrics struct {
+	kubelet *metrics.Kubelet
+	probes  *prometheus.Registry // /metrics/probes
+}
+
+// newAgentMetrics registers the kubelet's metrics on the node API's
+// registry and sets the hooks found in Options (probes, pod statuses,
+// evictions); the others are set by New through the methods below.
+func newAgentMetrics(o *Options) (*agentMetrics, error) {
+	if o.nodeAPIPort() == 0 {
+		return nil, nil
+	}
+	if o.NodeAPI.Registry == nil {
+		o.NodeAPI.Registry = prometheus.NewRegistry()
+	}
+	k, err := metrics.New(o.NodeAPI.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: NodeAPI.Registry: %w", err)
+	}
+	m := &agentMetrics{kubelet: k, probes: prometheus.NewRegistry()}
+	if o.Probes.Metrics == nil {
+		p, err := metrics.NewProbes(m.probes)
+		if err != nil {
+			return nil, fmt.Errorf("nodekit: %w", err)
+		}
+		o.Probes.Metrics = p
+	}
+	if o.Probes.Runtime == nil && o.Probes.Prober == nil {
+		o.Probes.Runtime = k.Runtime(o.Runtime)
+	}
+	if prev := o.OnPodStatus; prev != nil {
+		o.OnPodStatus = func(pod *v1.Pod, st v1.PodStatus) {
+			k.ObservePodStatus(pod, st)
+			prev(pod, st)
+		}
+	} else {
+		o.OnPodStatus = k.ObservePodStatus
+	}
+	if prev := o.NodeResources.Eviction.Manager.OnEvict; prev != nil {
+		o.NodeResources.Eviction.Manager.OnEvict = func(signal string) {
+			k.ObserveEviction(signal)
+			prev(signal)
+		}
+	} else {
+		o.NodeResources.Eviction.Manager.OnEvict = k.ObserveEviction
+	}
+	return m, nil
+}
+
+// runtime returns rs counted in the runtime operation metrics.
+func (m *agentMetrics) runtime(rs runtime.RuntimeService) runtime.RuntimeService {
+	if m == nil {
+		return rs
+	}
+	return m.kubelet.Runtime(rs)
+}
+
+// images returns is counted in the runtime operation metrics.
+func (m *agentMetrics) images(is runtime.ImageService) runtime.ImageService {
+	if m == nil {
+		return is
+	}
+	return m.kubelet.Images(is)
+}
+
+// onRelist is the PLEG's hook.
+func (m *agentMetrics) onRelist() func(d, interval time.Duration) {
+	if m == nil {
+		return nil
+	}
+	return m.kubelet.ObserveRelist
+}
+
+// onSync is the pod workers' hook.
+func (m *agentMetrics) onSync() func(op string, d time.Duration) {
+	if m == nil {
+		return nil
+	}
+	return m.kubelet.ObservePodSync
 }
 
 // runtimeClienter is the optional capability of a RuntimeService that
@@ -209,6 +299,7 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 		Stats:           s.stats,
 		Metrics:         s.registry,
 		ResourceMetrics: resourceMetrics,
+		ProbeMetrics:    a.probeMetrics(),
 		Health: []nodeapi.HealthCheck{
 			{Name: "syncloop", Check: func(*http.Request) error { return a.loop.Healthy() }},
 			{Name: "pleg", Check: func(*http.Request) error { return a.events.Healthy() }},
@@ -237,6 +328,14 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
 	return s, nil
+}
+
+// probeMetrics is the registry of /metrics/probes; nil without.
+func (a *Agent) probeMetrics() prometheus.Gatherer {
+	if a.metrics == nil {
+		return nil
+	}
+	return a.metrics.probes
 }
 
 // Run serves the node API until ctx ends.
