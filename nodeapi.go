@@ -49,8 +49,19 @@ type NodeAPIOptions struct {
 	// Node advertises.
 	Listener net.Listener
 	// CertFile and KeyFile are the serving certificate. Defaults to a
-	// self-signed one for the node's name and InternalIP, kept in CertDir.
+	// self-signed one for the node's name and InternalIP, kept in CertDir,
+	// or with ServerTLSBootstrap to one the cluster signs.
 	CertFile, KeyFile string
+	// ServerTLSBootstrap requests the serving certificate from the
+	// cluster, as the kubelet's serverTLSBootstrap
+	// (--rotate-server-certificates): a CertificateSigningRequest of
+	// signer kubernetes.io/kubelet-serving for system:node:<name> with
+	// the node's name and InternalIP, kept in CertDir and renewed at 70
+	// to 90 % of its lifetime (nodeapi.ServingCertificate). Kubernetes
+	// does not approve these requests by itself: without an approver the
+	// API serves no certificate (TLS handshakes fail) until one is
+	// approved. Not with CertFile. Defaults to false.
+	ServerTLSBootstrap bool
 	// CertDir defaults to RootDir/pki, as the kubelet's.
 	CertDir string
 	// ClientCAFile verifies client certificates (the API server's
@@ -193,8 +204,9 @@ type nodeAPIServer struct {
 	registry  *prometheus.Registry
 	runtime   nodeapi.Runtime
 	nodeName  string
-	stats     stats.Summarizer     // nil without
-	resource  *prometheus.Registry // /metrics/resource
+	stats     stats.Summarizer            // nil without
+	resource  *prometheus.Registry        // /metrics/resource
+	serving   *nodeapi.ServingCertificate // nil unless ServerTLSBootstrap
 
 	auth         *nodeapi.Auth // filled by Run
 	client       kubernetes.Interface
@@ -319,11 +331,25 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 	if ip := a.opts.Node.InternalIP; ip != nil {
 		ips = append(ips, ip)
 	}
-	s.server, err = nodeapi.NewServer(h, nodeapi.ServerOptions{
+	so := nodeapi.ServerOptions{
 		Address: o.Address, Port: int(a.opts.nodeAPIPort()), Listener: o.Listener,
 		CertFile: o.CertFile, KeyFile: o.KeyFile, CertDir: certDir, Hostnames: hostnames, IPs: ips,
 		Logger: a.log,
-	})
+	}
+	if o.ServerTLSBootstrap {
+		if o.CertFile != "" {
+			return nil, errors.New("nodekit: NodeAPI.ServerTLSBootstrap and NodeAPI.CertFile exclude each other")
+		}
+		s.serving, err = nodeapi.NewServingCertificate(nodeapi.ServingCertificateOptions{
+			Client: a.opts.KubeClient, NodeName: a.opts.NodeName, Hostnames: hostnames, IPs: ips,
+			CertDir: certDir, Logger: a.log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("nodekit: %w", err)
+		}
+		so.GetCertificate = s.serving.GetCertificate
+	}
+	s.server, err = nodeapi.NewServer(h, so)
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
@@ -363,6 +389,9 @@ func (s *nodeAPIServer) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	if s.streaming != nil {
 		g.Go(func() error { return s.streaming.Run(ctx) })
+	}
+	if s.serving != nil {
+		g.Go(func() error { return s.serving.Run(ctx) })
 	}
 	g.Go(func() error { return s.server.Run(ctx) })
 	return g.Wait()
