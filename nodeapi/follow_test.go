@@ -116,16 +116,18 @@ func TestFollowMemoryFlat(t *testing.T) {
 	defer writeTick.Stop()
 	sampleTick := time.NewTicker(time.Second)
 	defer sampleTick.Stop()
+	// The run lasts -follow-duration, and until 9 samples at least (a
+	// loaded machine may skip ticks).
 	end := time.After(*followDuration)
-loop:
-	for {
+	ended := false
+	for !ended || len(samples) < 9 {
 		select {
 		case <-writeTick.C:
 			write()
 		case <-sampleTick.C:
 			samples = append(samples, liveHeap())
 		case <-end:
-			break loop
+			ended = true
 		}
 	}
 
@@ -142,9 +144,6 @@ loop:
 	cancel()
 	wg.Wait()
 
-	if len(samples) < 6 {
-		t.Fatalf("%d heap samples in %v; need 6", len(samples), *followDuration)
-	}
 	third := len(samples) / 3
 	first, last := median(samples[:third]), median(samples[len(samples)-third:])
 	t.Logf("%d followers read %.1f MiB each in %v; live heap: first third %.1f MiB, last third %.1f MiB, max %.1f MiB",
