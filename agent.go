@@ -161,10 +161,10 @@ func New(opts Options) (*Agent, error) {
 	newPLEG := opts.PLEG
 	if newPLEG == nil {
 		newPLEG = func(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
-			return pleg.NewAuto(rt, st, c, pleg.EventedOptions{Logger: log, OnRelist: a.metrics.onRelist()})
+			return pleg.NewAuto(a.metrics.runtime(rt), st, c, pleg.EventedOptions{Logger: log, OnRelist: a.metrics.onRelist()})
 		}
 	}
-	if a.events, err = newPLEG(a.metrics.runtime(opts.Runtime), rm, a.cache, log); err != nil {
+	if a.events, err = newPLEG(opts.Runtime, rm, a.cache, log); err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
 
