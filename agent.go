@@ -157,7 +157,15 @@ func New(opts Options) (*Agent, error) {
 	}
 	a.runtime = rm
 
-	a.cache = pleg.NewCache()
+	cache := pleg.NewCache()
+	a.cache = cache
+	// Housekeeping reads the runtime's pods from the cache of the agent's
+	// own PLEG (see cachedRuntimePods); a PLEG of the user's may keep
+	// only some pods there.
+	var housekeepingPods RuntimePods = rm
+	if opts.PLEG == nil {
+		housekeepingPods = cachedRuntimePods{RuntimePods: rm, cache: cache}
+	}
 	newPLEG := opts.PLEG
 	if newPLEG == nil {
 		newPLEG = func(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
@@ -256,7 +264,7 @@ func New(opts Options) (*Agent, error) {
 		Volumes:  a.volumes,
 		Probes:   a.probes,
 		Cgroups:  a.cgroups,
-		Runtime:  rm,
+		Runtime:  housekeepingPods,
 		Cache:    a.cache,
 		Admit:    admit,
 		Logger:   log,

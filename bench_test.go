@@ -60,17 +60,7 @@ func BenchmarkIdle(b *testing.B) {
 // benchmarkStartPods starts n pods; with idle set, it then measures the
 // CPU of the agent over idle after 3s of settling.
 func benchmarkStartPods(b *testing.B, n int, generic bool, idle time.Duration) {
-	pods := make([]*v1.Pod, n)
-	for i := range pods {
-		p := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), Namespace: "default", UID: types.UID(fmt.Sprintf("uid-%d", i))},
-			Spec: v1.PodSpec{Containers: []v1.Container{{
-				Name: "app", Image: "busybox:1.36", ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sleep", "3600"},
-			}}},
-		}
-		sources.SetDefaults(p)
-		pods[i] = p
-	}
+	pods := benchPods(n)
 	var cpu, idleCPU time.Duration
 	var heapBytes uint64
 	var mallocs, allocBytes uint64
@@ -154,6 +144,22 @@ func benchmarkStartPods(b *testing.B, n int, generic bool, idle time.Duration) {
 	b.ReportMetric(float64(mallocs)/per, "allocs/pod")
 	b.ReportMetric(float64(allocBytes)/per, "B/pod")
 	b.ReportMetric(float64(heapBytes)/per, "live-B/pod")
+}
+
+// benchPods returns n static pods of one busybox container each.
+func benchPods(n int) []*v1.Pod {
+	pods := make([]*v1.Pod, n)
+	for i := range pods {
+		p := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), Namespace: "default", UID: types.UID(fmt.Sprintf("uid-%d", i))},
+			Spec: v1.PodSpec{Containers: []v1.Container{{
+				Name: "app", Image: "busybox:1.36", ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sleep", "3600"},
+			}}},
+		}
+		sources.SetDefaults(p)
+		pods[i] = p
+	}
+	return pods
 }
 
 // rusage returns the process's CPU time so far (user + system).

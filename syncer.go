@@ -161,8 +161,13 @@ func (s *PodSyncer) SyncPod(ctx context.Context, updateType podworker.UpdateType
 	})
 	// Read the pod back at once, rather than waiting for the next relist,
 	// so that its status shows what this sync did. The cache takes it only
-	// if nothing newer arrived meanwhile.
-	s.refresh(ctx, pod, false, nil)
+	// if nothing newer arrived meanwhile. A sync that did nothing (a
+	// resync of a pod as it should be) leaves the status it started from
+	// current: reading it again would cost a pod's worth of runtime calls
+	// for every pod at every resync.
+	if len(result.Results) > 0 {
+		s.refresh(ctx, pod, false, nil)
+	}
 	if restartAll && result.Err() == nil && result.RemovedContainers() {
 		// The containers are gone: start the pod over at once.
 		s.c.Queue.Enqueue(pod.UID, 0)

@@ -115,6 +115,10 @@ type Rotator struct {
 	max    int64
 	log    logr.Logger
 	mu     sync.Mutex
+	// paths holds the log path of each running container seen by the
+	// last pass: a container's log path never changes, so a pass asks the
+	// runtime for the status of new containers only.
+	paths map[string]string
 }
 
 // New returns a Rotator over rt. It does no I/O.
@@ -181,7 +185,10 @@ func (r *Rotator) Run(ctx context.Context) error {
 	}
 }
 
-// RotateAll rotates the logs of the running containers that need it.
+// RotateAll rotates the logs of the running containers that need it. It
+// lists the running containers and reads the status (for the log path) of
+// those the previous pass did not see, so that a pass over unchanged
+// containers costs one list and a stat per log.
 func (r *Rotator) RotateAll(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -190,23 +197,30 @@ func (r *Rotator) RotateAll(ctx context.Context) error {
 		return fmt.Errorf("logrotate: listing containers: %w", err)
 	}
 	var errs []error
+	paths := make(map[string]string, len(cs))
 	for _, c := range cs {
 		if ctx.Err() != nil {
 			break
 		}
-		st, err := r.rt.ContainerStatus(ctx, c.GetId(), false)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("logrotate: status of container %s: %w", c.GetId(), err))
-			continue
+		id := c.GetId()
+		path, known := r.paths[id]
+		if !known {
+			st, err := r.rt.ContainerStatus(ctx, id, false)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("logrotate: status of container %s: %w", id, err))
+				continue
+			}
+			path = st.GetStatus().GetLogPath()
 		}
-		path := st.GetStatus().GetLogPath()
+		paths[id] = path
 		if path == "" {
 			continue
 		}
-		if err := r.rotate(ctx, c.GetId(), path); err != nil {
+		if err := r.rotate(ctx, id, path); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	r.paths = paths
 	return errors.Join(errs...)
 }
 

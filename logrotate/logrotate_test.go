@@ -65,6 +65,7 @@ type fakeRuntime struct {
 	logs     map[string]string // container → log path
 	reopened []string
 	refuse   bool
+	statuses map[string]int // container → ContainerStatus calls
 }
 
 func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
@@ -77,6 +78,10 @@ func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilte
 }
 
 func (f *fakeRuntime) ContainerStatus(_ context.Context, id string, _ bool) (*runtimeapi.ContainerStatusResponse, error) {
+	if f.statuses == nil {
+		f.statuses = map[string]int{}
+	}
+	f.statuses[id]++
 	return &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{Id: id, LogPath: f.logs[id]}}, nil
 }
 
@@ -173,5 +178,33 @@ func TestNewNeedsReopen(t *testing.T) {
 	}
 	if _, err := New(&fakeRuntime{}, Options{MaxFiles: 1}); err == nil {
 		t.Error("New accepted MaxFiles 1")
+	}
+}
+
+// TestRotatorAsksStatusOfNewContainersOnly: a pass reads the status (the
+// log path) of the containers the previous pass did not list, and forgets
+// the containers that are gone.
+func TestRotatorAsksStatusOfNewContainersOnly(t *testing.T) {
+	d := t.TempDir()
+	rt := &fakeRuntime{logs: map[string]string{"c1": filepath.Join(d, "1.log"), "c2": filepath.Join(d, "2.log")}}
+	r, err := New(rt, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := r.RotateAll(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delete(rt.logs, "c1")
+	rt.logs["c3"] = filepath.Join(d, "3.log")
+	if err := r.RotateAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]int{"c1": 1, "c2": 1, "c3": 1}, rt.statuses); diff != "" {
+		t.Errorf("ContainerStatus calls (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"c2": rt.logs["c2"], "c3": rt.logs["c3"]}, r.paths); diff != "" {
+		t.Errorf("remembered paths (-want +got):\n%s", diff)
 	}
 }

@@ -1,12 +1,14 @@
 package pleg
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -158,6 +160,68 @@ func (c *StatusCache) Set(uid types.UID, status *runtime.PodStatus, err error, t
 	c.notifyLocked(uid)
 }
 
+// ReadAt returns when the pod's status held in the cache was read, and
+// false when the cache holds no status of the pod or its last read failed.
+func (c *StatusCache) ReadAt(uid types.UID) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.pods[uid]; ok && e.err == nil {
+		return e.modified, true
+	}
+	return time.Time{}, false
+}
+
+// Pods returns what the runtime holds of every pod in the cache (all
+// containers and sandboxes, newest first, as runtime.Manager.GetPods with
+// all set lists them, sorted by pod ID), provided the cache was refreshed
+// (UpdateTime) at or after since and holds no failed read. Otherwise it
+// returns false, and the caller lists the runtime itself. A PLEG of this
+// package puts every pod of the runtime in its cache, so while it keeps
+// the cache current, the runtime's pods can be read here without a call
+// to the runtime.
+func (c *StatusCache) Pods(since time.Time) ([]*runtime.Pod, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refreshed.Before(since) {
+		return nil, false
+	}
+	out := make([]*runtime.Pod, 0, len(c.pods))
+	for uid, e := range c.pods {
+		if e.err != nil {
+			return nil, false
+		}
+		st := e.status
+		p := &runtime.Pod{ID: uid, Name: st.Name, Namespace: st.Namespace}
+		if n := len(st.ContainerStatuses); n > 0 {
+			p.Containers = make([]*runtime.Container, n)
+			for i, cs := range st.ContainerStatuses {
+				p.Containers[i] = &runtime.Container{
+					ID: cs.ID, Name: cs.Name, Image: cs.Image, Hash: cs.Hash, State: cs.State, CreatedAt: cs.CreatedAt.UnixNano(),
+				}
+			}
+		}
+		if n := len(st.SandboxStatuses); n > 0 {
+			p.Sandboxes = make([]*runtime.Container, n)
+			for i, sb := range st.SandboxStatuses {
+				p.Sandboxes[i] = &runtime.Container{
+					ID: sb.GetId(), Name: sb.GetMetadata().GetName(), State: sandboxContainerState(sb.GetState()), CreatedAt: sb.GetCreatedAt(),
+				}
+			}
+		}
+		if len(p.Containers)+len(p.Sandboxes) == 0 {
+			continue // nothing left in the runtime
+		}
+		newest := func(a, b *runtime.Container) int {
+			return cmp.Or(cmp.Compare(b.CreatedAt, a.CreatedAt), cmp.Compare(a.ID, b.ID))
+		}
+		slices.SortFunc(p.Containers, newest)
+		slices.SortFunc(p.Sandboxes, newest)
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *runtime.Pod) int { return cmp.Compare(a.ID, b.ID) })
+	return out, true
+}
+
 // Delete forgets the pod. Readers waiting for it keep waiting.
 func (c *StatusCache) Delete(uid types.UID) {
 	c.mu.Lock()
@@ -178,4 +242,13 @@ func (c *StatusCache) UpdateTime(timestamp time.Time) {
 	for uid := range c.waiters {
 		c.notifyLocked(uid)
 	}
+}
+
+// sandboxContainerState is a sandbox's state as runtime.Manager.GetPods
+// reports it: running while ready, exited otherwise.
+func sandboxContainerState(s runtimeapi.PodSandboxState) runtime.ContainerState {
+	if s == runtimeapi.PodSandboxState_SANDBOX_READY {
+		return runtime.ContainerStateRunning
+	}
+	return runtime.ContainerStateExited
 }

@@ -237,3 +237,59 @@ func TestCacheConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestCachePodsMatchRuntime: after a relist, the cache lists the runtime's
+// pods as runtime.Manager.GetPods does (every container and sandbox, the
+// newest first); it refuses while it holds a failed read or was not
+// refreshed since the time asked.
+func TestCachePodsMatchRuntime(t *testing.T) {
+	f := newFixture(t, nil, GenericOptions{})
+	rt := f.rt
+	mgr, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.g, err = NewGeneric(rt, mgr, f.cache, GenericOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := f.runSandbox("a")
+	f.createContainer("a", old, "app", true, "exit", "1")
+	if err := rt.StopPodSandbox(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	sb := f.runSandbox("a")
+	f.createContainer("a", sb, "app", true, "sleep", "infinity")
+	f.createContainer("a", sb, "init", true, "exit", "0")
+	sb2 := f.runSandbox("b")
+	f.createContainer("b", sb2, "app", false)
+	gone := f.runSandbox("c")
+	f.relist()
+	if err := rt.StopPodSandbox(t.Context(), gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.RemovePodSandbox(t.Context(), gone); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	f.relist()
+
+	want, err := mgr.GetPods(t.Context(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := f.cache.Pods(start)
+	if !ok {
+		t.Fatal("Pods refused after a relist")
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cache's pods differ from the runtime's (-runtime +cache):\n%s", diff)
+	}
+	if _, ok := f.cache.Pods(time.Now().Add(time.Hour)); ok {
+		t.Error("Pods answered for a time after the last refresh")
+	}
+	f.cache.Set("b", nil, errors.New("cannot read"), time.Now())
+	if _, ok := f.cache.Pods(start); ok {
+		t.Error("Pods answered while a pod's read failed")
+	}
+}

@@ -47,7 +47,9 @@
 //
 // Evented is the event-driven PLEG: it consumes the runtime's container
 // event stream (CRI GetContainerEvents), reads the status of each pod the
-// events concern into the Cache (one read per pod for a burst of events),
+// events concern into the Cache (one read per pod for a burst of events,
+// and none when the Cache holds a status read after the events happened,
+// as the pod workers' read-back after their own changes is),
 // and sends ContainerStarted, ContainerDied and ContainerRemoved at once,
 // as the kubelet's evented PLEG does; a Generic inside it relists every 5
 // minutes as a safety net, and the Cache is declared current every 2

@@ -544,7 +544,10 @@ drain:
 		for _, ev := range p.events {
 			deleted = deleted || ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT
 		}
-		if !e.inspect(ctx, p.uid, p.name, p.namespace, deleted) {
+		switch {
+		case !deleted && e.readSince(p.uid, p.events):
+		case !deleted && e.fromEvents(p.uid, p.events):
+		case !e.inspect(ctx, p.uid, p.name, p.namespace, deleted):
 			continue // the pod gets a PodSync once its status can be read
 		}
 		n := 0
@@ -565,6 +568,76 @@ drain:
 		e.log.Error(nil, "event channel full, events dropped; their pods get a PodSync",
 			"dropped", dropped, "pods", droppedPods, "capacity", cap(e.g.events))
 	}
+}
+
+// readSince reports whether the cache holds a status of the pod read
+// after every one of events happened: a read the agent made itself, after
+// changing the pod (the pod workers read a pod back after each sync that
+// changed it), already shows what the events tell, and reading it again
+// would double the runtime calls of every change the agent makes. Event
+// times are the runtime's clock, read times the agent's: both are the
+// host's wall clock. A cache that does not tell its read times (no ReadAt)
+// is never taken as current.
+func (e *Evented) readSince(uid types.UID, events []*runtimeapi.ContainerEventResponse) bool {
+	c, ok := e.cache.(interface {
+		ReadAt(types.UID) (time.Time, bool)
+	})
+	if !ok {
+		return false
+	}
+	at, ok := c.ReadAt(uid)
+	if !ok {
+		return false
+	}
+	for _, ev := range events {
+		if ev.GetCreatedAt() == 0 || !at.After(time.Unix(0, ev.GetCreatedAt())) {
+			return false
+		}
+	}
+	return true
+}
+
+// fromEvents puts into the cache the pod's status as the events tell it,
+// without reading the pod, when the StatusGetter can build a status from
+// an event (runtime.Manager.PodStatusFromEvent: the runtime sent the
+// statuses of the event's sandbox and its containers with it), and reports
+// whether it did. Events older than the cached status are skipped: the
+// cached read shows them already.
+func (e *Evented) fromEvents(uid types.UID, events []*runtimeapi.ContainerEventResponse) bool {
+	b, ok := e.status.(interface {
+		PodStatusFromEvent(prev *runtime.PodStatus, ev *runtimeapi.ContainerEventResponse) (*runtime.PodStatus, bool)
+	})
+	if !ok {
+		return false
+	}
+	st, err := e.cache.Get(uid)
+	if err != nil {
+		return false
+	}
+	var readAt time.Time
+	if c, ok := e.cache.(interface {
+		ReadAt(types.UID) (time.Time, bool)
+	}); ok {
+		readAt, _ = c.ReadAt(uid)
+	}
+	var last time.Time
+	for _, ev := range events {
+		at := time.Unix(0, ev.GetCreatedAt())
+		if ev.GetCreatedAt() != 0 && at.Before(readAt) {
+			continue
+		}
+		next, ok := b.PodStatusFromEvent(st, ev)
+		if !ok || ev.GetCreatedAt() == 0 {
+			return false
+		}
+		st, last = next, at
+	}
+	if last.IsZero() {
+		return true // every event is older than the cached status
+	}
+	st.IPs = e.g.keepIPs(uid, st)
+	e.cache.Set(uid, st, nil, last)
+	return true
 }
 
 // inspect reads the pod's status into the cache; on failure it records

@@ -64,6 +64,14 @@ type eventedFixture struct {
 
 func newEventedFixture(t *testing.T, opts EventedOptions, setup func(*runtimetest.Runtime)) *eventedFixture {
 	t.Helper()
+	return newEventedFixtureReading(t, opts, setup, false)
+}
+
+// newEventedFixtureReading is newEventedFixture; with readsOnly, the PLEG's
+// StatusGetter only reads pods (no PodStatusFromEvent), so that every
+// event not already seen costs a read.
+func newEventedFixtureReading(t *testing.T, opts EventedOptions, setup func(*runtimetest.Runtime), readsOnly bool) *eventedFixture {
+	t.Helper()
 	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
 	t.Cleanup(rt.Close)
 	if setup != nil {
@@ -78,7 +86,11 @@ func newEventedFixture(t *testing.T, opts EventedOptions, setup func(*runtimetes
 		opts.Logger = logs.logger()
 	}
 	cache := NewCache()
-	e, err := NewEvented(rt, mgr, cache, opts)
+	var status StatusGetter = mgr
+	if readsOnly {
+		status = StatusGetterFunc(mgr.GetPodStatus)
+	}
+	e, err := NewEvented(rt, status, cache, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +457,7 @@ func TestEventedFullChannel(t *testing.T) {
 // gets a PodSync.
 func TestEventedInspectFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newEventedFixture(t, EventedOptions{}, nil)
+		f := newEventedFixtureReading(t, EventedOptions{}, nil, true)
 		time.Sleep(streamSettle)
 		synctest.Wait()
 		f.rt.InjectError("PodSandboxStatus", status.Error(codes.Internal, "cannot read"))
@@ -469,6 +481,64 @@ func TestEventedInspectFailure(t *testing.T) {
 			t.Errorf("cache = %+v, %v; want the pod's sandbox", st, err)
 		}
 	})
+}
+
+// TestEventedSkipsReadOfCurrentPod: a pod whose cached status was read
+// after its events happened (the agent read it back after changing it) is
+// not read again, but its events are still sent; a pod whose status is
+// older than its events is read, or, when the events carry the statuses of
+// their sandbox (runtime.Manager.PodStatusFromEvent), built from them.
+func TestEventedSkipsReadOfCurrentPod(t *testing.T) {
+	for _, readsOnly := range []bool{true, false} {
+		t.Run(fmt.Sprintf("readsOnly=%v", readsOnly), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newEventedFixtureReading(t, EventedOptions{}, nil, readsOnly)
+				time.Sleep(streamSettle)
+				synctest.Wait()
+				sb := f.runSandbox("a")
+				c1 := f.createContainer("a", sb, "app", true, "sleep", "infinity")
+				c2 := f.createContainer("a", sb, "side", true, "sleep", "infinity")
+				f.events()
+				st, err := f.cache.Get("a")
+				if err != nil {
+					t.Fatal(err)
+				}
+
+				// The agent read the pod after the next change: no read by
+				// the PLEG.
+				f.cache.Set("a", st, nil, time.Now().Add(time.Millisecond))
+				before := f.rt.Calls("ListContainers")
+				if err := f.rt.ExitContainer(c1, 1, ""); err != nil {
+					t.Fatal(err)
+				}
+				if d := cmp.Diff([]Event{{ID: "a", Type: ContainerDied, Data: c1}}, f.events()); d != "" {
+					t.Errorf("events (-want +got):\n%s", d)
+				}
+				if got := f.rt.Calls("ListContainers") - before; got != 0 {
+					t.Errorf("%d status reads of a pod read after its event, want 0", got)
+				}
+
+				// The cached status is older than the next change.
+				time.Sleep(time.Second)
+				if err := f.rt.ExitContainer(c2, 1, ""); err != nil {
+					t.Fatal(err)
+				}
+				if d := cmp.Diff([]Event{{ID: "a", Type: ContainerDied, Data: c2}}, f.events()); d != "" {
+					t.Errorf("events (-want +got):\n%s", d)
+				}
+				want := 0
+				if readsOnly {
+					want = 1
+				}
+				if got := f.rt.Calls("ListContainers") - before; got != want {
+					t.Errorf("%d status reads of a pod changed after its cached read, want %d", got, want)
+				}
+				if got := f.cachedStates("a"); got[c2] != runtime.ContainerStateExited || got[c1] != runtime.ContainerStateExited {
+					t.Errorf("cached states %v, want %s and %s exited", got, c1, c2)
+				}
+			})
+		})
+	}
 }
 
 // TestEventedIgnoresForeignObjects: objects without a pod UID are not

@@ -167,9 +167,14 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 			podIPs = sandboxIPs(resp.GetStatus())
 		}
 	}
-	sandboxCfg := m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
+	// The sandbox's config (which reads the host's resolver file for DNS)
+	// is made only for a container start: most syncs start nothing.
+	var sandboxCfg *runtimeapi.PodSandboxConfig
 
 	start := func(spec containerSpec) error {
+		if sandboxCfg == nil {
+			sandboxCfg = m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
+		}
 		ar := m.startContainer(ctx, pod, status, sandboxID, sandboxCfg, spec, podIPs, opts.Mounts)
 		result.add(ar)
 		if ar.Err != nil {

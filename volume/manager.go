@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -161,9 +162,39 @@ type Manager struct {
 
 	mu   sync.Mutex
 	pods map[types.UID]*podEntry
+	// dirty holds the pods whose desired state changed since Run last
+	// reconciled them (podEntry.dirty), so that Run finds them without
+	// looking at every pod.
+	dirty map[types.UID]struct{}
+	// nextDue is at or before the earliest podEntry.due: Run looks for
+	// due pods only once it has passed.
+	nextDue time.Time
+	// scan is what the last CleanupOrphans saw.
+	scan orphanScan
 	// orphans remembers what was last logged about each orphaned pod
 	// directory that could not be removed, to log it once.
 	orphans map[types.UID]string
+}
+
+// orphanScan is what a CleanupOrphans that read the pods directory saw.
+type orphanScan struct {
+	at      time.Time
+	desired map[types.UID]bool
+	// clean: no orphaned directory was left (none found, or all removed).
+	clean bool
+}
+
+// sameKeys reports whether a and b hold the same keys.
+func sameKeys(a, b map[types.UID]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // podEntry is the desired and actual state of one pod.
@@ -252,6 +283,7 @@ func NewManager(opts Options) (*Manager, error) {
 		byDir:   map[string]Plugin{},
 		wakeCh:  make(chan struct{}, 1),
 		pods:    map[types.UID]*podEntry{},
+		dirty:   map[types.UID]struct{}{},
 		orphans: map[types.UID]string{},
 	}
 	for _, p := range opts.Plugins {
@@ -306,12 +338,23 @@ func (m *Manager) wake() {
 func (m *Manager) reconcileDue(ctx context.Context, now time.Time, full bool) time.Time {
 	m.mu.Lock()
 	var uids []types.UID
-	for uid, e := range m.pods {
-		if full || e.dirty || (!e.due.IsZero() && !now.Before(e.due)) {
-			uids = append(uids, uid)
-			e.dirty = false
+	scan := full || (!m.nextDue.IsZero() && !now.Before(m.nextDue))
+	if scan {
+		for uid, e := range m.pods {
+			if full || e.dirty || (!e.due.IsZero() && !now.Before(e.due)) {
+				uids = append(uids, uid)
+				e.dirty = false
+			}
+		}
+	} else {
+		for uid := range m.dirty {
+			if e := m.pods[uid]; e != nil && e.dirty {
+				uids = append(uids, uid)
+				e.dirty = false
+			}
 		}
 	}
+	clear(m.dirty)
 	m.mu.Unlock()
 	for _, uid := range uids {
 		if ctx.Err() != nil {
@@ -324,15 +367,18 @@ func (m *Manager) reconcileDue(ctx context.Context, now time.Time, full bool) ti
 		m.reconcilePod(ctx, e, pass{refresh: m.opts.RefreshPeriod > 0})
 		m.unlockPod(e)
 	}
-	var next time.Time
 	m.mu.Lock()
-	for _, e := range m.pods {
-		if !e.due.IsZero() && (next.IsZero() || e.due.Before(next)) {
-			next = e.due
+	defer m.mu.Unlock()
+	if scan {
+		// Every due time is known again.
+		m.nextDue = time.Time{}
+		for _, e := range m.pods {
+			if !e.due.IsZero() && (m.nextDue.IsZero() || e.due.Before(m.nextDue)) {
+				m.nextDue = e.due
+			}
 		}
 	}
-	m.mu.Unlock()
-	return next
+	return m.nextDue
 }
 
 // refresh sets up again, with the latest pod, one mounted volume whose
@@ -368,14 +414,26 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 		e = newPodEntry(pod.UID)
 		m.pods[pod.UID] = e
 	}
-	if e.pod != pod {
-		// A new version of the pod (labels for the downward API, say):
-		// refresh what depends on it.
-		e.refreshAt = time.Time{}
+	if e.pod == pod {
+		// The same pod again (a sync of an unchanged pod): nothing new
+		// for Run; WaitForPodVolumes reconciles the pod itself.
+		m.mu.Unlock()
+		return
 	}
-	e.pod, e.dirty = pod, true
+	// A new version of the pod (labels for the downward API, say): refresh
+	// what depends on it.
+	e.refreshAt = time.Time{}
+	e.pod = pod
+	m.markDirtyLocked(e)
 	m.mu.Unlock()
 	m.wake()
+}
+
+// markDirtyLocked records that the pod's desired state changed. m.mu is
+// held.
+func (m *Manager) markDirtyLocked(e *podEntry) {
+	e.dirty = true
+	m.dirty[e.uid] = struct{}{}
 }
 
 // RemovePod makes the pod undesired: Run tears down its volumes and removes
@@ -384,7 +442,8 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 func (m *Manager) RemovePod(uid types.UID) {
 	m.mu.Lock()
 	if e := m.pods[uid]; e != nil {
-		e.pod, e.dirty = nil, true
+		e.pod = nil
+		m.markDirtyLocked(e)
 	}
 	m.mu.Unlock()
 	m.wake()
@@ -660,6 +719,9 @@ func (m *Manager) setDue(e *podEntry) {
 	prev := e.due
 	e.due = nextDue(e.pod, e.actual, m.opts.RefreshPeriod > 0)
 	sooner := !e.due.IsZero() && (prev.IsZero() || e.due.Before(prev))
+	if !e.due.IsZero() && (m.nextDue.IsZero() || e.due.Before(m.nextDue)) {
+		m.nextDue = e.due
+	}
 	m.mu.Unlock()
 	if sooner {
 		m.wake()
@@ -1020,12 +1082,32 @@ func (m *Manager) ReleasePod(ctx context.Context, uid types.UID) error {
 // plugin set up is never removed; it is logged once and kept. Call it
 // only once every pod source has been seen (the agent's housekeeping),
 // with every pod the sources list.
+//
+// A call with the same desired pods as the previous one, which left no
+// orphaned directory, does not read the pods directory again (the Manager
+// makes directories only for the pods it is given) unless ReconcilePeriod
+// passed since it last did: housekeeping runs every 2 s, and reading a
+// directory of thousands of pods each time is most of its cost.
 func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool) error {
+	now := time.Now()
+	m.mu.Lock()
+	skip := m.scan.clean && now.Sub(m.scan.at) < m.opts.ReconcilePeriod && sameKeys(desired, m.scan.desired)
+	m.mu.Unlock()
+	if skip {
+		return nil
+	}
+	clean := true
+	defer func() {
+		m.mu.Lock()
+		m.scan = orphanScan{at: now, clean: clean, desired: maps.Clone(desired)}
+		m.mu.Unlock()
+	}()
 	entries, err := os.ReadDir(m.dirs.Pods())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
+		clean = false
 		return fmt.Errorf("volume: listing pod directories: %w", err)
 	}
 	onDisk := map[types.UID]bool{}
@@ -1046,6 +1128,9 @@ func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool
 		}
 		relErr := m.release(ctx, e, nil) // nothing is mounted
 		m.unlockPod(e)
+		if relErr != nil {
+			clean = false
+		}
 		switch {
 		case relErr == nil:
 			m.mu.Lock()

@@ -500,6 +500,62 @@ func TestCleanupOrphans(t *testing.T) {
 	}
 }
 
+// TestCleanupOrphansRereadsOnChange: after a housekeeping that left no
+// orphan, the next one with the same desired pods does not read the pods
+// directory again, until the desired pods change or ReconcilePeriod passes.
+func TestCleanupOrphansRereadsOnChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, func(o *volume.Options) { o.ReconcilePeriod = time.Minute })
+		orphan := func(uid types.UID) {
+			t.Helper()
+			if err := os.MkdirAll(e.dirs.Containers(uid), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		desired := map[types.UID]bool{"desired": true}
+		orphan("desired")
+		orphan("old")
+		if err := e.m.CleanupOrphans(t.Context(), desired); err != nil {
+			t.Fatal(err)
+		}
+		if exists(e.dirs.Pod("old")) || !exists(e.dirs.Pod("desired")) {
+			t.Fatal("the first housekeeping did not remove the orphan alone")
+		}
+
+		// Made behind the manager's back: not seen while nothing changes.
+		orphan("sneaked")
+		if err := e.m.CleanupOrphans(t.Context(), map[types.UID]bool{"desired": true}); err != nil {
+			t.Fatal(err)
+		}
+		if !exists(e.dirs.Pod("sneaked")) {
+			t.Fatal("the pods directory was read again with the same desired pods")
+		}
+		// The desired pods change: read again.
+		if err := e.m.CleanupOrphans(t.Context(), map[types.UID]bool{"desired": true, "new": true}); err != nil {
+			t.Fatal(err)
+		}
+		if exists(e.dirs.Pod("sneaked")) {
+			t.Fatal("the orphan survived a housekeeping with other desired pods")
+		}
+
+		// The same desired pods, but ReconcilePeriod passed: read again.
+		orphan("sneaked-again")
+		if err := e.m.CleanupOrphans(t.Context(), map[types.UID]bool{"desired": true, "new": true}); err != nil {
+			t.Fatal(err)
+		}
+		if !exists(e.dirs.Pod("sneaked-again")) {
+			t.Fatal("the pods directory was read again with the same desired pods")
+		}
+		time.Sleep(time.Minute)
+		if err := e.m.CleanupOrphans(t.Context(), map[types.UID]bool{"desired": true, "new": true}); err != nil {
+			t.Fatal(err)
+		}
+		if exists(e.dirs.Pod("sneaked-again")) {
+			t.Error("the orphan survived a housekeeping after ReconcilePeriod")
+		}
+	})
+}
+
 func TestCleanupOrphansWithoutPodsDirectory(t *testing.T) {
 	e := newEnv(t, nil)
 	if err := e.m.CleanupOrphans(t.Context(), nil); err != nil {

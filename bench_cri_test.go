@@ -1,0 +1,290 @@
+package nodekit_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+// criServerEnv, when set in the environment of this test binary, makes it
+// serve the in-memory runtime over CRI on the socket it names instead of
+// running tests (see TestMain). The CRI benchmarks start it as a separate
+// process so that the agent's CPU and memory are measured alone, as they
+// would be next to containerd.
+const criServerEnv = "NODEKIT_BENCH_CRI_SERVER"
+
+func TestMain(m *testing.M) {
+	if sock := os.Getenv(criServerEnv); sock != "" {
+		os.Exit(serveCRI(sock))
+	}
+	os.Exit(m.Run())
+}
+
+// serveCRI serves an in-memory runtime with busybox:1.36 on the unix
+// socket sock until its standard input closes (the benchmark ended or
+// died).
+func serveCRI(sock string) int {
+	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox:1.36"}})
+	defer rt.Close()
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	srv := runtimetest.NewServer(rt)
+	go srv.Serve(lis)
+	io.Copy(io.Discard, os.Stdin)
+	srv.Stop()
+	return 0
+}
+
+// criProcess starts the fake CRI server process and returns a client
+// connected to it. Both stop at the end of the benchmark.
+func criProcess(b *testing.B) (*cri.Client, int) {
+	b.Helper()
+	dir, err := os.MkdirTemp("", "nodekit-cri-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "cri.sock")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), criServerEnv+"="+sock, "GOMAXPROCS=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		cmd.Wait()
+	})
+	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Second)
+	defer cancel()
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatal("the CRI server process did not create its socket")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	c, err := cri.New(ctx, "unix://"+sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c, cmd.Process.Pid
+}
+
+// procCPU is the CPU time (user+system) of process pid so far.
+func procCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses.
+	f := bytes.Fields(data[bytes.LastIndexByte(data, ')')+1:])
+	utime, _ := strconv.ParseInt(string(f[11]), 10, 64)
+	stime, _ := strconv.ParseInt(string(f[12]), 10, 64)
+	return time.Duration(utime+stime) * (time.Second / clockTicks)
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on
+// every Linux architecture Go supports.
+const clockTicks = 100
+
+// BenchmarkCRI runs the agent against the in-memory runtime served over a
+// CRI unix socket by another process, as it runs next to containerd, and
+// reports for N pods:
+//   - ms-to-all-running, from handing the pods to the agent until every one
+//     has a Running status;
+//   - cpu-ms/pod: the agent's CPU (user+system) until then, per pod;
+//   - runtime-cpu-ms/pod: the same for the in-memory runtime's process;
+//   - rss-KiB/pod: the growth of the agent's resident memory with its pods
+//     running (after settling and a GC), per pod; base-rss-MiB is the
+//     process's resident memory before the pods came; heap-KiB/pod is the
+//     growth of the live heap alone (the pods given to the agent, which
+//     the benchmark holds too, included: about 1.8 KiB a pod);
+//   - idle-cpu-%: the agent's CPU over 10 s once its pods run and nothing
+//     changes, as a percentage of one core;
+//   - relist-floor-%: the CPU this process spends listing every sandbox and
+//     container over the socket once a second (the floor of any relisting
+//     PLEG), measured after the agent stopped, in the same run;
+//   - unary-floor-us: the CPU of one CRI Version call, the floor of one
+//     round trip.
+//
+// The benchmark process also runs the test framework; its memory before
+// the pods came is in base-rss-MiB.
+func BenchmarkCRI(b *testing.B) {
+	for _, mode := range []string{"evented", "generic"} {
+		for _, n := range []int{110, 1000, 10000} {
+			b.Run(fmt.Sprintf("pleg=%s/pods=%d", mode, n), func(b *testing.B) { benchmarkCRI(b, n, mode == "generic") })
+		}
+	}
+}
+
+func benchmarkCRI(b *testing.B, n int, generic bool) {
+	pods := benchPods(n)
+	var cpu, srvCPU, idleCPU, relistCPU, unaryCPU time.Duration
+	var rssGrowth, heapGrowth, baseRSS int64
+	const idle = 10 * time.Second
+	const relists = 10
+	const unary = 1000
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		client, pid := criProcess(b)
+		var running atomic.Int64
+		allRunning := make(chan struct{})
+		seen := make(map[string]bool, n)
+		src := make(chanSource, 1)
+		agent, err := nodekit.New(nodekit.Options{
+			NodeName:       "bench",
+			Sources:        []nodekit.NamedSource{{Name: "bench", Source: src}},
+			Runtime:        client,
+			MaxPods:        n,
+			RuntimeManager: runtime.ManagerOptions{PodLogsDir: shmDir(b, "logs")},
+			RootDir:        shmDir(b, "root"),
+			Cgroups:        cgroup.PodManagerOptions{Disabled: true},
+			PLEG:           newPLEG(generic),
+			OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
+				if s.Phase == v1.PodRunning && !seen[string(pod.UID)] {
+					seen[string(pod.UID)] = true
+					if running.Add(1) == int64(n) {
+						close(allRunning)
+					}
+				}
+			},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(b.Context())
+		done := make(chan error, 1)
+		go func() { done <- agent.Run(ctx) }()
+		time.Sleep(200 * time.Millisecond)
+		goruntime.GC()
+		rss0 := rssBytes(b)
+		heap0 := heapBytes()
+		ru0 := rusage()
+		srv0 := procCPU(b, pid)
+		b.StartTimer()
+
+		src <- pods
+		select {
+		case <-allRunning:
+		case <-time.After(10 * time.Minute):
+			b.Fatalf("%d of %d pods running after 10 minutes", running.Load(), n)
+		}
+
+		b.StopTimer()
+		cpu += rusage() - ru0
+		srvCPU += procCPU(b, pid) - srv0
+		time.Sleep(3 * time.Second)
+		i0 := rusage()
+		time.Sleep(idle)
+		idleCPU += rusage() - i0
+		goruntime.GC()
+		rssGrowth += rssBytes(b) - rss0
+		heapGrowth += heapBytes() - heap0
+		baseRSS += rss0
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+
+		// The floors, in the same run, over the same socket and pods.
+		r0 := rusage()
+		for range relists {
+			sb, err := client.ListPodSandbox(b.Context(), &runtimeapi.PodSandboxFilter{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cs, err := client.ListContainers(b.Context(), &runtimeapi.ContainerFilter{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(sb) < n || len(cs) < n {
+				b.Fatalf("relist saw %d sandboxes and %d containers, want %d each", len(sb), len(cs), n)
+			}
+		}
+		relistCPU += rusage() - r0
+		u0 := rusage()
+		for range unary {
+			if _, err := client.Version(b.Context(), ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+		unaryCPU += rusage() - u0
+		b.StartTimer()
+	}
+	b.StopTimer()
+	runs := float64(b.N)
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/runs, "ms-to-all-running")
+	b.ReportMetric(float64(cpu.Microseconds())/1000/runs/float64(n), "cpu-ms/pod")
+	b.ReportMetric(float64(srvCPU.Microseconds())/1000/runs/float64(n), "runtime-cpu-ms/pod")
+	b.ReportMetric(float64(rssGrowth)/1024/runs/float64(n), "rss-KiB/pod")
+	b.ReportMetric(float64(heapGrowth)/1024/runs/float64(n), "heap-KiB/pod")
+	b.ReportMetric(float64(baseRSS)/(1<<20)/runs, "base-rss-MiB")
+	b.ReportMetric(100*float64(idleCPU)/float64(idle)/runs, "idle-cpu-%")
+	// relists happen once a second: their CPU over one second per relist.
+	b.ReportMetric(100*float64(relistCPU)/float64(relists*time.Second)/runs, "relist-floor-%")
+	b.ReportMetric(float64(unaryCPU.Nanoseconds())/1000/unary/runs, "unary-floor-us")
+	b.ReportMetric(0, "ns/op")
+}
+
+// heapBytes is the live heap after the last GC.
+func heapBytes() int64 {
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// rssBytes is the process's resident set size (VmRSS).
+func rssBytes(b *testing.B) int64 {
+	b.Helper()
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Skip("no /proc/self/status: ", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := bytes.Fields(sc.Bytes())
+		if len(f) >= 2 && string(f[0]) == "VmRSS:" {
+			kb, err := strconv.ParseInt(string(f[1]), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb * 1024
+		}
+	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}

@@ -1,0 +1,38 @@
+package nodekit
+
+import (
+	"context"
+	"time"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// cacheMaxAge is how recently the PLEG's cache must have been declared
+// current for housekeeping to read the runtime's pods there: a few
+// refreshes of either PLEG (the relisting one refreshes every second, the
+// evented one every 2 s while its stream works).
+const cacheMaxAge = 5 * time.Second
+
+// cachedRuntimePods lists the runtime's pods for housekeeping from the
+// cache of the agent's own PLEG while that cache is current, and from the
+// runtime otherwise. Housekeeping runs every 2 s and wants every pod the
+// runtime holds; listing them there costs two CRI calls whose answers
+// grow with the pods, which at a thousand pods is most of an idle agent's
+// CPU. The PLEGs of package pleg keep every pod of the runtime in their
+// cache, read after each change, so the cache is the same list (see
+// pleg.StatusCache.Pods); the kubelet lists the runtime through a cache of
+// its own, refreshed every 2 s.
+type cachedRuntimePods struct {
+	RuntimePods
+	cache *pleg.StatusCache
+}
+
+func (c cachedRuntimePods) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error) {
+	if all {
+		if pods, ok := c.cache.Pods(time.Now().Add(-cacheMaxAge)); ok {
+			return pods, nil
+		}
+	}
+	return c.RuntimePods.GetPods(ctx, all)
+}
