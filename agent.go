@@ -60,6 +60,7 @@ type Agent struct {
 	localNode // the Node admission checks against when none is registered
 	loop      *syncloop.Loop
 	nodeAPI   *nodeAPIServer // nil when not served
+	metrics   *agentMetrics  // nil when the node API is not served (nodeapi.go)
 	alive     nodeAlive      // garbage collectors, eviction, log rotation (nodealive.go)
 	links     *serviceLinks  // Services of the service links; nil standalone (ephemeral.go)
 	resizes   *resizes       // allocations and in-place resizes (resize.go)
@@ -84,10 +85,13 @@ func New(opts Options) (*Agent, error) {
 	if opts.Node.KubeletPort == 0 {
 		opts.Node.KubeletPort = opts.nodeAPIPort()
 	}
+	agentMetrics, err := newAgentMetrics(&opts)
+	if err != nil {
+		return nil, err
+	}
 	log := opts.Logger.WithValues("node", opts.NodeName)
-	a := &Agent{opts: opts, log: log}
+	a := &Agent{opts: opts, log: log, metrics: agentMetrics}
 	a.recorder.filter = opts.EventFilter
-	var err error
 
 	a.config = sources.NewConfig(sources.ConfigOptions{Logger: log})
 	for _, s := range opts.Sources {
@@ -154,7 +158,7 @@ func New(opts Options) (*Agent, error) {
 	if rmOpts.Recorder == nil {
 		rmOpts.Recorder = &a.recorder
 	}
-	rm, err := runtime.NewManager(opts.Runtime, opts.Images, rmOpts)
+	rm, err := runtime.NewManager(a.metrics.runtime(opts.Runtime), a.metrics.images(opts.Images), rmOpts)
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
@@ -172,7 +176,7 @@ func New(opts Options) (*Agent, error) {
 	newPLEG := opts.PLEG
 	if newPLEG == nil {
 		newPLEG = func(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
-			return pleg.NewAuto(rt, st, c, pleg.EventedOptions{Logger: log})
+			return pleg.NewAuto(a.metrics.runtime(rt), st, c, pleg.EventedOptions{Logger: log, OnRelist: a.metrics.onRelist()})
 		}
 	}
 	if a.events, err = newPLEG(opts.Runtime, rm, a.cache, log); err != nil {
@@ -249,6 +253,7 @@ func New(opts Options) (*Agent, error) {
 		// delete a pod, until the workers say its containers stopped.
 		Terminated: a.statuses.PodTerminated,
 		Logger:     log,
+		OnSync:     a.metrics.onSync(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)

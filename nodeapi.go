@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/metrics"
 	"github.com/nodekit/nodekit/nodeapi"
 	"github.com/nodekit/nodekit/nodeapi/logs"
 	"github.com/nodekit/nodekit/runtime"
@@ -47,8 +49,19 @@ type NodeAPIOptions struct {
 	// Node advertises.
 	Listener net.Listener
 	// CertFile and KeyFile are the serving certificate. Defaults to a
-	// self-signed one for the node's name and InternalIP, kept in CertDir.
+	// self-signed one for the node's name and InternalIP, kept in CertDir,
+	// or with ServerTLSBootstrap to one the cluster signs.
 	CertFile, KeyFile string
+	// ServerTLSBootstrap requests the serving certificate from the
+	// cluster, as the kubelet's serverTLSBootstrap
+	// (--rotate-server-certificates): a CertificateSigningRequest of
+	// signer kubernetes.io/kubelet-serving for system:node:<name> with
+	// the node's name and InternalIP, kept in CertDir and renewed at 70
+	// to 90 % of its lifetime (nodeapi.ServingCertificate). Kubernetes
+	// does not approve these requests by itself: without an approver the
+	// API serves no certificate (TLS handshakes fail) until one is
+	// approved. Not with CertFile. Defaults to false.
+	ServerTLSBootstrap bool
 	// CertDir defaults to RootDir/pki, as the kubelet's.
 	CertDir string
 	// ClientCAFile verifies client certificates (the API server's
@@ -73,9 +86,97 @@ type NodeAPIOptions struct {
 	// (RuntimeClient), else none (404).
 	Stats stats.Summarizer
 	// Registry is the agent's own Prometheus registry, served at
-	// /metrics; the agent adds its collectors to it. Defaults to a new
-	// one (never the process-wide registry).
+	// /metrics; the agent adds its collectors to it: the kubelet's
+	// metrics of package metrics, kubelet_running_pods and
+	// kubelet_running_containers, and the Go runtime's. Defaults to a new
+	// one (never the process-wide registry); two agents must not share
+	// one.
 	Registry *prometheus.Registry
+}
+
+// agentMetrics are the agent's kubelet metrics (package metrics), made
+// when the node API is served: the hooks of the parts report to them.
+// Its methods are nil-safe: a nil *agentMetrics leaves the parts without
+// hooks.
+type agentMetrics struct {
+	kubelet *metrics.Kubelet
+	probes  *prometheus.Registry // /metrics/probes
+}
+
+// newAgentMetrics registers the kubelet's metrics on the node API's
+// registry and sets the hooks found in Options (probes, pod statuses,
+// evictions); the others are set by New through the methods below.
+func newAgentMetrics(o *Options) (*agentMetrics, error) {
+	if o.nodeAPIPort() == 0 {
+		return nil, nil
+	}
+	if o.NodeAPI.Registry == nil {
+		o.NodeAPI.Registry = prometheus.NewRegistry()
+	}
+	k, err := metrics.New(o.NodeAPI.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: NodeAPI.Registry: %w", err)
+	}
+	m := &agentMetrics{kubelet: k, probes: prometheus.NewRegistry()}
+	if o.Probes.Metrics == nil {
+		p, err := metrics.NewProbes(m.probes)
+		if err != nil {
+			return nil, fmt.Errorf("nodekit: %w", err)
+		}
+		o.Probes.Metrics = p
+	}
+	if o.Probes.Runtime == nil && o.Probes.Prober == nil {
+		o.Probes.Runtime = k.Runtime(o.Runtime)
+	}
+	if prev := o.OnPodStatus; prev != nil {
+		o.OnPodStatus = func(pod *v1.Pod, st v1.PodStatus) {
+			k.ObservePodStatus(pod, st)
+			prev(pod, st)
+		}
+	} else {
+		o.OnPodStatus = k.ObservePodStatus
+	}
+	if prev := o.NodeResources.Eviction.Manager.OnEvict; prev != nil {
+		o.NodeResources.Eviction.Manager.OnEvict = func(signal string) {
+			k.ObserveEviction(signal)
+			prev(signal)
+		}
+	} else {
+		o.NodeResources.Eviction.Manager.OnEvict = k.ObserveEviction
+	}
+	return m, nil
+}
+
+// runtime returns rs counted in the runtime operation metrics.
+func (m *agentMetrics) runtime(rs runtime.RuntimeService) runtime.RuntimeService {
+	if m == nil {
+		return rs
+	}
+	return m.kubelet.Runtime(rs)
+}
+
+// images returns is counted in the runtime operation metrics.
+func (m *agentMetrics) images(is runtime.ImageService) runtime.ImageService {
+	if m == nil {
+		return is
+	}
+	return m.kubelet.Images(is)
+}
+
+// onRelist is the PLEG's hook.
+func (m *agentMetrics) onRelist() func(d, interval time.Duration) {
+	if m == nil {
+		return nil
+	}
+	return m.kubelet.ObserveRelist
+}
+
+// onSync is the pod workers' hook.
+func (m *agentMetrics) onSync() func(op string, d time.Duration) {
+	if m == nil {
+		return nil
+	}
+	return m.kubelet.ObservePodSync
 }
 
 // runtimeClienter is the optional capability of a RuntimeService that
@@ -103,8 +204,9 @@ type nodeAPIServer struct {
 	registry  *prometheus.Registry
 	runtime   nodeapi.Runtime
 	nodeName  string
-	stats     stats.Summarizer     // nil without
-	resource  *prometheus.Registry // /metrics/resource
+	stats     stats.Summarizer            // nil without
+	resource  *prometheus.Registry        // /metrics/resource
+	serving   *nodeapi.ServingCertificate // nil unless ServerTLSBootstrap
 
 	auth         *nodeapi.Auth // filled by Run
 	client       kubernetes.Interface
@@ -212,6 +314,7 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 		Stats:           s.stats,
 		Metrics:         s.registry,
 		ResourceMetrics: resourceMetrics,
+		ProbeMetrics:    a.probeMetrics(),
 		Health: []nodeapi.HealthCheck{
 			{Name: "syncloop", Check: func(*http.Request) error { return a.loop.Healthy() }},
 			{Name: "pleg", Check: func(*http.Request) error { return a.events.Healthy() }},
@@ -231,15 +334,37 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 	if ip := a.opts.Node.InternalIP; ip != nil {
 		ips = append(ips, ip)
 	}
-	s.server, err = nodeapi.NewServer(h, nodeapi.ServerOptions{
+	so := nodeapi.ServerOptions{
 		Address: o.Address, Port: int(a.opts.nodeAPIPort()), Listener: o.Listener,
 		CertFile: o.CertFile, KeyFile: o.KeyFile, CertDir: certDir, Hostnames: hostnames, IPs: ips,
 		Logger: a.log,
-	})
+	}
+	if o.ServerTLSBootstrap {
+		if o.CertFile != "" {
+			return nil, errors.New("nodekit: NodeAPI.ServerTLSBootstrap and NodeAPI.CertFile exclude each other")
+		}
+		s.serving, err = nodeapi.NewServingCertificate(nodeapi.ServingCertificateOptions{
+			Client: a.opts.KubeClient, NodeName: a.opts.NodeName, Hostnames: hostnames, IPs: ips,
+			CertDir: certDir, Logger: a.log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("nodekit: %w", err)
+		}
+		so.GetCertificate = s.serving.GetCertificate
+	}
+	s.server, err = nodeapi.NewServer(h, so)
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
 	return s, nil
+}
+
+// probeMetrics is the registry of /metrics/probes; nil without.
+func (a *Agent) probeMetrics() prometheus.Gatherer {
+	if a.metrics == nil {
+		return nil
+	}
+	return a.metrics.probes
 }
 
 // Run serves the node API until ctx ends.
@@ -267,6 +392,9 @@ func (s *nodeAPIServer) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	if s.streaming != nil {
 		g.Go(func() error { return s.streaming.Run(ctx) })
+	}
+	if s.serving != nil {
+		g.Go(func() error { return s.serving.Run(ctx) })
 	}
 	g.Go(func() error { return s.server.Run(ctx) })
 	return g.Wait()

@@ -92,6 +92,10 @@ type Options struct {
 	Clock clock.WithTicker
 	// Logger defaults to discarding.
 	Logger logr.Logger
+	// OnEvict, when set, is told of each eviction with its signal (e.g.
+	// "memory.available"), the kubelet's kubelet_evictions. It must not
+	// block. Defaults to nil: none.
+	OnEvict func(signal string)
 }
 
 // Manager is the kubelet's eviction manager: it observes the node's
@@ -288,6 +292,9 @@ func (m *Manager) Synchronize(ctx context.Context) ([]*v1.Pod, error) {
 		}
 		m.log.Info("Eviction manager: evicting pod", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "signal", t.Signal, "message", msg)
 		m.opts.Evict(pod, grace, StatusFunc(msg))
+		if m.opts.OnEvict != nil {
+			m.opts.OnEvict(string(t.Signal))
+		}
 		return []*v1.Pod{pod}, nil
 	}
 	m.log.Error(nil, "Eviction manager: unable to evict any pods from the node (all are critical)")

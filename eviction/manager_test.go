@@ -91,8 +91,10 @@ func TestSynchronize(t *testing.T) {
 		clk := clocktesting.NewFakeClock(time.Now())
 		f := &fakeNode{stats: diskStats(5, podStats), pods: []*v1.Pod{pod("small", 0, "", false), static, pod("big", 0, "", false)}}
 		var conds [][]v1.NodeConditionType
+		var signals []string
 		opts := f.options(clk, t)
 		opts.OnConditions = func(c []v1.NodeConditionType) { conds = append(conds, c) }
+		opts.OnEvict = func(signal string) { signals = append(signals, signal) }
 		m, err := New(opts)
 		if err != nil {
 			t.Fatal(err)
@@ -102,6 +104,9 @@ func TestSynchronize(t *testing.T) {
 		}
 		if len(f.evicted) != 1 || f.evicted[0] != "big" || f.graces[0] != 1 {
 			t.Fatalf("evicted %v with grace %v; want big (static pods are critical) with 1s", f.evicted, f.graces)
+		}
+		if len(signals) != 1 || signals[0] != "nodefs.available" {
+			t.Errorf("OnEvict signals %v, want [nodefs.available]", signals)
 		}
 		s := f.statuses[0]
 		wantMsg := "The node was low on resource: ephemeral-storage. Threshold quantity: 10, available: 5. "

@@ -44,8 +44,11 @@
 // fine-grained authorization tries them; see RequestAttributes), 403
 // otherwise. Review results are cached as the kubelet's: tokens 2 minutes,
 // allowed 5 minutes, denied 30 seconds. The server serves TLS only, with
-// the given certificate or a self-signed one (kept in CertDir, as the
-// kubelet's), unless ServerOptions.Insecure.
+// the given certificate, a self-signed one (kept in CertDir, as the
+// kubelet's), or one the cluster signs and that rotates
+// (ServingCertificate, a CertificateSigningRequest of signer
+// kubernetes.io/kubelet-serving through client-go's certificate manager,
+// picked at each handshake), unless ServerOptions.Insecure.
 //
 // # Streaming
 //
@@ -90,7 +93,11 @@
 //     972) and a stripped binary by 9.9 MB (58.6 to 68.5 MB); the code
 //     here is about 300 lines.
 //   - No read-only port (10255): deprecated in the kubelet, off by default.
-//   - The serving certificate is given or self-signed; certificate signing
-//     requests through the certificates API, with rotation, are not done
-//     yet.
+//   - ServingCertificate renews at client-go's certificate manager's
+//     deadline (70 to 90 % of the lifetime) from a loop of its own, with
+//     the manager's request and store, rather than the manager's Start:
+//     that loop cannot be waited for, and Run must return only once its
+//     goroutines ended. The certificate's names are fixed when the
+//     ServingCertificate is made; the kubelet's follow the Node's
+//     addresses as they change.
 package nodeapi

@@ -109,3 +109,29 @@ func ExampleNewStreamingServer() {
 	fmt.Println(<-done)
 	// Output: <nil>
 }
+
+// A server whose certificate the cluster signs and that rotates: each TLS
+// handshake takes the current one. Run both until the agent stops.
+func ExampleNewServingCertificate() {
+	client := fake.NewClientset() // the agent's client of the API server
+	cert, err := nodeapi.NewServingCertificate(nodeapi.ServingCertificateOptions{
+		Client:    client,
+		NodeName:  "node-1",
+		Hostnames: []string{"node-1"},
+		IPs:       []net.IP{net.ParseIP("10.0.0.7")},
+		CertDir:   "/var/lib/nodekit/pki",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	srv, err := nodeapi.NewServer(http.NotFoundHandler(), nodeapi.ServerOptions{GetCertificate: cert.GetCertificate})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = srv // go cert.Run(ctx); srv.Run(ctx)
+	_, err = cert.GetCertificate(nil)
+	fmt.Println(err != nil)
+	// Output: true
+}

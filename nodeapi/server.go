@@ -57,6 +57,10 @@ type ServerOptions struct {
 	CertDir           string
 	Hostnames         []string
 	IPs               []net.IP
+	// GetCertificate, when set, gives the certificate of each TLS
+	// handshake instead (a ServingCertificate's, which rotates); the
+	// fields above are then unused.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// ClientAuth asks clients for a certificate so that Auth can verify
 	// it. Defaults to tls.RequestClientCert: the certificate is verified
 	// by the handler's X509Authenticator, not by the TLS handshake.
@@ -139,15 +143,19 @@ func (s *Server) Run(ctx context.Context) error {
 
 	var tlsConfig *tls.Config
 	if !s.opts.Insecure {
-		cert, err := s.certificate()
-		if err != nil {
-			return err
-		}
 		tlsConfig = &tls.Config{
-			Certificates: []tls.Certificate{cert},
-			MinVersion:   tls.VersionTLS12,
-			ClientAuth:   s.opts.ClientAuth,
-			NextProtos:   []string{"h2", "http/1.1"},
+			MinVersion: tls.VersionTLS12,
+			ClientAuth: s.opts.ClientAuth,
+			NextProtos: []string{"h2", "http/1.1"},
+		}
+		if s.opts.GetCertificate != nil {
+			tlsConfig.GetCertificate = s.opts.GetCertificate
+		} else {
+			cert, err := s.certificate()
+			if err != nil {
+				return err
+			}
+			tlsConfig.Certificates = []tls.Certificate{cert}
 		}
 	}
 	ln := s.opts.Listener

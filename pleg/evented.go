@@ -64,6 +64,9 @@ type EventedOptions struct {
 	// failed relists, inspections and dropped events (errors) and
 	// per-event details (V(4)). Defaults to a logger that discards.
 	Logger logr.Logger
+	// OnRelist is GenericOptions.OnRelist, for the relists of either
+	// mode. Defaults to nil: none.
+	OnRelist func(duration, interval time.Duration)
 }
 
 // withDefaults applies the defaults and validates the options.
@@ -115,6 +118,7 @@ func (o EventedOptions) generic() GenericOptions {
 		RelistThreshold: o.RelistThreshold,
 		ChannelCapacity: o.ChannelCapacity,
 		Logger:          o.Logger,
+		OnRelist:        o.OnRelist,
 	}
 }
 

@@ -51,6 +51,13 @@ type GenericOptions struct {
 	// (errors) and per-relist details (V(4)). Defaults to a logger that
 	// discards.
 	Logger logr.Logger
+	// OnRelist, when set, is told of every relist that listed the
+	// runtime: how long it took, and the time since the start of the
+	// previous one (0 for the first), the kubelet's
+	// kubelet_pleg_relist_duration_seconds and
+	// kubelet_pleg_relist_interval_seconds. It must not block. Defaults
+	// to nil: none.
+	OnRelist func(duration, interval time.Duration)
 }
 
 // withDefaults applies the defaults and validates the options.
@@ -195,7 +202,16 @@ func (g *Generic) Relist(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pleg: list containers: %w", err)
 	}
-	g.relistTime.Store(start.UnixNano())
+	prev := g.relistTime.Swap(start.UnixNano())
+	if g.opts.OnRelist != nil {
+		defer func() {
+			var interval time.Duration
+			if prev != 0 {
+				interval = start.Sub(time.Unix(0, prev))
+			}
+			g.opts.OnRelist(time.Since(start), interval)
+		}()
+	}
 
 	pods, dropped := g.tracker.diff(sandboxes, containers, g.send)
 	var droppedPods, inspected int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -734,6 +735,29 @@ func TestRelistRefreshesCache(t *testing.T) {
 			}
 		default:
 			t.Error("a relist did not wake a reader waiting for a newer status")
+		}
+	})
+}
+
+// TestOnRelist: each relist reports its duration and the time since the
+// previous one started (none for the first).
+func TestOnRelist(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var intervals []time.Duration
+		g, err := NewGeneric(runtimetest.New(runtimetest.Options{}), nopStatus, NewCache(), GenericOptions{
+			OnRelist: func(d, interval time.Duration) { intervals = append(intervals, interval) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if err := g.Relist(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second)
+		}
+		if want := []time.Duration{0, 2 * time.Second, 2 * time.Second}; !slices.Equal(intervals, want) {
+			t.Errorf("intervals %v, want %v", intervals, want)
 		}
 	})
 }

@@ -74,6 +74,13 @@ type Options struct {
 	Terminated func(uid types.UID)
 	// Logger receives the workers' logs. Defaults to discarding them.
 	Logger logr.Logger
+	// OnSync, when set, is told how long each call of a sync function
+	// took, by the kubelet's operation names: the update type for
+	// SyncPod ("create", "update", "sync"), "kill" for
+	// SyncTerminatingPod and SyncTerminatingRuntimePod, "terminated" for
+	// SyncTerminatedPod (kubelet_pod_worker_duration_seconds). It must
+	// not block. Defaults to nil: none.
+	OnSync func(operation string, d time.Duration)
 }
 
 // The defaults, the kubelet's.
@@ -360,8 +367,10 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 // worker never acts on a status that predates its own last action.
 func (w *Workers) call(ctx context.Context, uid types.UID, wrk work, lastSync *time.Time) result {
 	if wrk.kind == workTerminatingRuntime {
+		start := time.Now()
 		err := w.sync.SyncTerminatingRuntimePod(ctx, wrk.runningPod)
 		*lastSync = time.Now()
+		w.observe(SyncPodKill.String(), start, *lastSync)
 		return result{err: err}
 	}
 	status, err := w.opts.Cache.GetNewerThan(ctx, uid, *lastSync)
@@ -369,16 +378,29 @@ func (w *Workers) call(ctx context.Context, uid types.UID, wrk work, lastSync *t
 		return result{err: err}
 	}
 	var r result
+	start := time.Now()
+	var op string
 	switch wrk.kind {
 	case workSync:
+		op = wrk.updateType.String()
 		r.isTerminal, r.err = w.sync.SyncPod(ctx, wrk.updateType, wrk.pod, status)
 	case workTerminating:
+		op = SyncPodKill.String()
 		r.err = w.sync.SyncTerminatingPod(ctx, wrk.pod, status, wrk.gracePeriod, wrk.statusFn)
 	case workTerminated:
+		op = "terminated"
 		r.err = w.sync.SyncTerminatedPod(ctx, wrk.pod, status)
 	}
 	*lastSync = time.Now()
+	w.observe(op, start, *lastSync)
 	return r
+}
+
+// observe reports a sync's duration to Options.OnSync.
+func (w *Workers) observe(op string, start, end time.Time) {
+	if w.opts.OnSync != nil && op != "" {
+		w.opts.OnSync(op, end.Sub(start))
+	}
 }
 
 // eligibleLocked reports whether a static pod waiting for its full name

@@ -996,3 +996,35 @@ func TestWorkersKillOfTerminatedPodAnswered(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkersOnSync: each sync function call is reported with the
+// kubelet's operation name and how long it took (synctest time).
+func TestWorkersOnSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &fakeSync{SyncPodF: func(ctx context.Context, _ UpdateType, pod *v1.Pod, _ *runtime.PodStatus) (bool, error) {
+			time.Sleep(3 * time.Second)
+			return false, nil
+		}}
+		h := newHarness(t, fs, logr.Discard())
+		var mu sync.Mutex
+		var got []string
+		h.w.opts.OnSync = func(op string, d time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, fmt.Sprintf("%s %v", op, d))
+		}
+		h.start()
+		defer h.stop()
+		h.update(create(newPod("a")))
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		h.update(UpdateOptions{UpdateType: SyncPodKill, Pod: newPod("a")})
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if diff := cmp.Diff([]string{"create 3s", "kill 0s", "terminated 0s"}, got); diff != "" {
+			t.Errorf("OnSync calls (-want +got):\n%s", diff)
+		}
+	})
+}

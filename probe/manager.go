@@ -21,6 +21,23 @@ type Metrics interface {
 	ObserveProbe(t Type, r Result, d time.Duration)
 }
 
+// Target names the container a probe is for.
+type Target struct {
+	Namespace, Pod string
+	PodUID         types.UID
+	Container      string
+}
+
+// TargetMetrics is an optional capability of a Metrics: when Metrics has
+// it, the workers call ObserveTargetProbe instead of ObserveProbe, with
+// the container probed (the kubelet's prober_probe_total labels), and
+// ForgetTarget when a worker stops, so that its series can be dropped, as
+// the kubelet drops them.
+type TargetMetrics interface {
+	ObserveTargetProbe(target Target, t Type, r Result, d time.Duration)
+	ForgetTarget(target Target, t Type)
+}
+
 // Options configure NewManager.
 type Options struct {
 	// Runtime runs the commands of exec probes (CRI ExecSync): pass the

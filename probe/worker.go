@@ -48,6 +48,11 @@ type worker struct {
 	onHold bool
 }
 
+// target names the worker's container for TargetMetrics.
+func (w *worker) target() Target {
+	return Target{Namespace: w.pod.Namespace, Pod: w.pod.Name, PodUID: w.pod.UID, Container: w.container.Name}
+}
+
 func newWorker(m *Manager, key workerKey, pod *v1.Pod, c *v1.Container, p *v1.Probe) *worker {
 	w := &worker{
 		m:         m,
@@ -90,6 +95,9 @@ func (w *worker) run() {
 			w.results.remove(w.runtimeID, w)
 		}
 		w.m.removeWorker(w)
+		if tm, ok := w.m.opts.Metrics.(TargetMetrics); ok {
+			tm.ForgetTarget(w.target(), w.key.typ)
+		}
 	}()
 
 	period := time.Duration(w.spec.PeriodSeconds) * time.Second
@@ -216,7 +224,11 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		result = Failure
 	}
 	if mt := w.m.opts.Metrics; mt != nil {
-		mt.ObserveProbe(w.key.typ, result, time.Since(start))
+		if tm, ok := mt.(TargetMetrics); ok {
+			tm.ObserveTargetProbe(w.target(), w.key.typ, result, time.Since(start))
+		} else {
+			mt.ObserveProbe(w.key.typ, result, time.Since(start))
+		}
 	}
 	switch {
 	case err != nil:

@@ -38,17 +38,18 @@ func main() {
 	endpoint := flag.String("runtime-endpoint", "", "CRI endpoint, e.g. unix:///run/containerd/containerd.sock (default: containers as host processes)")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of a cluster to join as a node (default: standalone)")
 	verbosity := flag.Int("v", 0, "log verbosity (0: state changes, 1: pod lifecycle, 4: every sync)")
+	rotateCerts := flag.Bool("rotate-server-certificates", false, "with --kubeconfig: request the serving certificate from the cluster (a kubelet-serving CSR an approver must approve)")
 	flag.Parse()
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.Level(-*verbosity)}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, *manifests, *url, *nodeName, *endpoint, *kubeconfig); err != nil {
+	if err := run(ctx, log, *manifests, *url, *nodeName, *endpoint, *kubeconfig, *rotateCerts); err != nil {
 		log.Error(err, "minimal-agent failed")
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log logr.Logger, manifests, url, nodeName, endpoint, kubeconfig string) error {
+func run(ctx context.Context, log logr.Logger, manifests, url, nodeName, endpoint, kubeconfig string, rotateCerts bool) error {
 	opts := nodekit.Options{NodeName: nodeName, Logger: log, OnPodStatus: phasePrinter()}
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("nodekit-%d", os.Geteuid())) // the process runtime's
 	fileSource, err := file.New(file.Options{Path: manifests, NodeName: nodeName, Logger: log})
@@ -84,6 +85,7 @@ func run(ctx context.Context, log logr.Logger, manifests, url, nodeName, endpoin
 		}
 		cfg.QPS, cfg.Burst = 50, 100 // the kubelet's
 		opts.NodeAPI.Enabled = true  // the kubelet's port 10250: kubectl logs, exec, port-forward, metrics
+		opts.NodeAPI.ServerTLSBootstrap = rotateCerts
 		if opts.KubeClient, err = kubernetes.NewForConfig(cfg); err != nil {
 			return err
 		}

@@ -311,6 +311,17 @@ func TestNodeAPIKubectl(t *testing.T) {
 		if mfs["kubelet_node_name"] == nil || mfs["go_goroutines"] == nil {
 			t.Errorf("/metrics lacks kubelet_node_name or go_goroutines: %d families", len(mfs))
 		}
+		// The kubelet's metrics of package metrics, on containerd.
+		for _, name := range []string{"kubelet_started_pods_total", "kubelet_runtime_operations_total",
+			"kubelet_runtime_operations_duration_seconds", "kubelet_pod_start_duration_seconds",
+			"kubelet_pleg_relist_duration_seconds", "kubelet_pod_worker_duration_seconds", "kubelet_started_containers_total"} {
+			if mf := mfs[name]; mf == nil || len(mf.GetMetric()) == 0 {
+				t.Errorf("/metrics lacks %s", name)
+			}
+		}
+		if v := mfs["kubelet_started_pods_total"].GetMetric(); len(v) == 1 && v[0].GetCounter().GetValue() < 2 {
+			t.Errorf("kubelet_started_pods_total %v, want at least 2", v[0].GetCounter().GetValue())
+		}
 		if h := kubectl.ok("get", "--raw", "/api/v1/nodes/"+c.node+"/proxy/healthz"); h != "ok" {
 			t.Errorf("healthz through the proxy: %q", h)
 		}
