@@ -23,6 +23,9 @@ import (
 type serviceLinks struct {
 	informer cache.SharedIndexInformer
 	lister   corelisters.ServiceLister
+	// podsListed reports whether the API source has listed the pods;
+	// nil means it has.
+	podsListed func() bool
 }
 
 var _ env.Services = (*serviceLinks)(nil)
@@ -43,8 +46,17 @@ func (s *serviceLinks) List(namespace string) ([]*v1.Service, error) {
 	return s.lister.Services(namespace).List(labels.Everything())
 }
 
-// HasSynced reports whether the Services were listed once.
-func (s *serviceLinks) HasSynced() bool { return s.informer.HasSynced() }
+// HasSynced reports whether the Services were listed once, or whether the
+// API source runs the pods of its offline checkpoint (it has not listed the
+// pods: the API server is unreachable since the agent started). The kubelet
+// waits for the Services before it starts an API pod's container, so that
+// a container started at the kubelet's start does not miss
+// KUBERNETES_SERVICE_HOST; nodekit keeps the pods of its checkpoint running
+// while the API server is away, and a container restarted then gets the
+// Services read so far (none), as a static pod does.
+func (s *serviceLinks) HasSynced() bool {
+	return s.informer.HasSynced() || (s.podsListed != nil && !s.podsListed())
+}
 
 // Run lists and watches the Services until ctx ends, and returns once the
 // informer's goroutines have exited.
@@ -59,6 +71,9 @@ func (s *serviceLinks) Run(ctx context.Context) error {
 func (a *Agent) setUpServiceLinks() {
 	if a.opts.KubeClient != nil {
 		a.links = newServiceLinks(a.opts.KubeClient)
+		if a.api != nil {
+			a.links.podsListed = func() bool { _, listed := a.api.Pods(); return listed }
+		}
 	}
 }
 

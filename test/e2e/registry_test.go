@@ -3,6 +3,8 @@ package e2e
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -119,6 +121,11 @@ func (r *registry) pushLayout(t *testing.T, layoutTar, repo, tag string) {
 	if err := json.Unmarshal(manifest, &m); err != nil {
 		t.Fatalf("manifest: %v", err)
 	}
+	// The pushed image gets a config of its own (a label naming the
+	// repository), hence an image ID of its own: removing it from
+	// containerd, which removes every reference of an image ID, must not
+	// remove the busybox image the other tests use.
+	manifest, m.Config.Digest = relabel(t, blobs, manifest, m.Config.Digest, repo)
 	// No connection outlives the push (the fixture checks for leaked
 	// goroutines).
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -165,6 +172,49 @@ func (r *registry) pushLayout(t *testing.T, layoutTar, repo, tag string) {
 		do(http.MethodPut, loc.String(), "application/octet-stream", b, http.StatusCreated)
 	}
 	do(http.MethodPut, base+"/manifests/"+url.PathEscape(tag), mdesc.MediaType, manifest, http.StatusCreated)
+}
+
+// relabel adds the label io.nodekit.e2e.repository=repo to the image
+// config configDigest names, stores the new config in blobs, and returns
+// the manifest pointing at it, and the new config's digest.
+func relabel(t *testing.T, blobs map[string][]byte, manifest []byte, configDigest, repo string) ([]byte, string) {
+	t.Helper()
+	var cfg map[string]any
+	if err := json.Unmarshal(blobs[configDigest], &cfg); err != nil {
+		t.Fatalf("image config: %v", err)
+	}
+	inner, _ := cfg["config"].(map[string]any)
+	if inner == nil {
+		inner = map[string]any{}
+		cfg["config"] = inner
+	}
+	labels, _ := inner["Labels"].(map[string]any)
+	if labels == nil {
+		labels = map[string]any{}
+		inner["Labels"] = labels
+	}
+	labels["io.nodekit.e2e.repository"] = repo
+	newCfg, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(newCfg)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	blobs[digest] = newCfg
+	var man map[string]any
+	if err := json.Unmarshal(manifest, &man); err != nil {
+		t.Fatalf("manifest: %v", err)
+	}
+	c, _ := man["config"].(map[string]any)
+	if c == nil {
+		t.Fatal("manifest without a config")
+	}
+	c["digest"], c["size"] = digest, len(newCfg)
+	out, err := json.Marshal(man)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, digest
 }
 
 // dockerConfigJSON is a .dockerconfigjson document with one login for
