@@ -63,6 +63,21 @@ type resizes struct {
 	loaded  bool
 	alloc   map[types.UID]podmodel.Allocation
 	pending map[types.UID]v1.PodCondition
+	// dirty: allocations made at admission are not in the checkpoint
+	// yet; the next sync writes them (a pod admitted but never synced
+	// has run nothing, and is admitted again after a restart).
+	dirty bool
+	// asAllocated holds each pod as allocated (podmodel.WithAllocation),
+	// by pod object, until its allocation changes: admission sees every
+	// active pod as allocated at every admission, and the same objects
+	// let the admission checks add only the pods admitted since.
+	asAllocated map[types.UID]allocatedPod
+}
+
+// allocatedPod is a pod as allocated: out is pod with its allocation.
+type allocatedPod struct {
+	pod, out *v1.Pod
+	changed  bool
 }
 
 // allocationCheckpoint is the checkpoint file's content.
@@ -110,10 +125,17 @@ func (r *resizes) storeLocked() {
 	if r.path == "" {
 		return
 	}
+	r.dirty = false
 	for uid := range r.alloc {
 		if r.known != nil && !r.known(uid) {
 			delete(r.alloc, uid)
 			delete(r.pending, uid)
+			delete(r.asAllocated, uid)
+		}
+	}
+	for uid := range r.asAllocated {
+		if r.known != nil && !r.known(uid) {
+			delete(r.asAllocated, uid)
 		}
 	}
 	data, err := json.Marshal(allocationCheckpoint{Version: 1, Pods: r.alloc})
@@ -137,7 +159,21 @@ func (r *resizes) allocated(pod *v1.Pod) (*v1.Pod, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.loadLocked()
-	return podmodel.WithAllocation(pod, r.alloc[pod.UID])
+	if a, ok := r.asAllocated[pod.UID]; ok && a.pod == pod {
+		return a.out, a.changed
+	}
+	out, changed := podmodel.WithAllocation(pod, r.alloc[pod.UID])
+	if r.asAllocated == nil {
+		r.asAllocated = map[types.UID]allocatedPod{}
+	}
+	r.asAllocated[pod.UID] = allocatedPod{pod: pod, out: out, changed: changed}
+	return out, changed
+}
+
+// setAllocLocked records the pod's allocation.
+func (r *resizes) setAllocLocked(uid types.UID, a podmodel.Allocation) {
+	r.alloc[uid] = a
+	delete(r.asAllocated, uid)
 }
 
 // admit wraps the admission checks: they see the pod and the active pods
@@ -156,8 +192,8 @@ func (r *resizes) admit(hs []admission.Handler) admission.Handler {
 		if res.Admit {
 			r.mu.Lock()
 			if _, ok := r.alloc[pod.UID]; !ok {
-				r.alloc[pod.UID] = podmodel.AllocationOf(pod)
-				r.storeLocked()
+				r.setAllocLocked(pod.UID, podmodel.AllocationOf(pod))
+				r.dirty = true
 			}
 			r.mu.Unlock()
 		}
@@ -175,9 +211,12 @@ func (r *resizes) resolve(pod *v1.Pod) *v1.Pod {
 		defer r.mu.Unlock()
 		if _, ok := r.alloc[pod.UID]; ok {
 			delete(r.pending, pod.UID)
+			if r.dirty {
+				r.storeLocked()
+			}
 			return pod
 		}
-		r.alloc[pod.UID] = podmodel.AllocationOf(pod)
+		r.setAllocLocked(pod.UID, podmodel.AllocationOf(pod))
 		delete(r.pending, pod.UID)
 		r.storeLocked()
 		return pod
@@ -196,7 +235,7 @@ func (r *resizes) resolve(pod *v1.Pod) *v1.Pod {
 	if !ok {
 		// Admitted before the checkpoint knew it (or by another path):
 		// allocated as asked.
-		r.alloc[pod.UID] = podmodel.AllocationOf(pod)
+		r.setAllocLocked(pod.UID, podmodel.AllocationOf(pod))
 		delete(r.pending, pod.UID)
 		r.storeLocked()
 		return pod
@@ -215,7 +254,7 @@ func (r *resizes) resolve(pod *v1.Pod) *v1.Pod {
 	}
 	reason, msg := podmodel.DecideResize(pod, allocated, others, allocatable)
 	if reason == "" {
-		r.alloc[pod.UID] = podmodel.AllocationOf(pod)
+		r.setAllocLocked(pod.UID, podmodel.AllocationOf(pod))
 		delete(r.pending, pod.UID)
 		r.storeLocked()
 		r.log.V(1).Info("Pod resize allocated", "pod", podmodel.FullName(pod), "podUID", pod.UID)
