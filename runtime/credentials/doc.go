@@ -1,7 +1,8 @@
 // Package credentials turns a pod's imagePullSecrets into the registry
 // credentials of an image pull, with the kubelet's docker-config rules
-// (k8s.io/kubernetes/pkg/credentialprovider and its secrets package,
-// v1.37).
+// (the kubelet v1.37's credential provider keyring and its pull-secret
+// parsing, rewritten here: nodekit does not depend on the kubelet's
+// code).
 //
 // # Usage
 //
