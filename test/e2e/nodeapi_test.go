@@ -104,11 +104,30 @@ func (k kubectlRunner) ok(args ...string) string {
 // channel until stop is called (which waits for kubectl to exit).
 func (k kubectlRunner) lines(args ...string) (<-chan string, func()) {
 	k.t.Helper()
+	_, ch, stop := k.start(false, args...)
+	return ch, stop
+}
+
+// interactive is lines with kubectl's standard input kept open: what the
+// test writes to the returned writer reaches kubectl as typed.
+func (k kubectlRunner) interactive(args ...string) (io.WriteCloser, <-chan string, func()) {
+	k.t.Helper()
+	return k.start(true, args...)
+}
+
+func (k kubectlRunner) start(withStdin bool, args ...string) (io.WriteCloser, <-chan string, func()) {
+	k.t.Helper()
 	ctx, cancel := context.WithCancel(k.t.Context())
 	cmd := k.command(ctx, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		k.t.Fatal(err)
+	}
+	var in io.WriteCloser
+	if withStdin {
+		if in, err = cmd.StdinPipe(); err != nil {
+			k.t.Fatal(err)
+		}
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -130,7 +149,7 @@ func (k kubectlRunner) lines(args ...string) (<-chan string, func()) {
 		}
 	}()
 	var once sync.Once
-	return ch, func() {
+	return in, ch, func() {
 		once.Do(func() {
 			cancel()
 			wg.Wait()
@@ -165,7 +184,8 @@ func waitLine(t *testing.T, ch <-chan string, re *regexp.Regexp) string {
 // metrics and stats through the API server's node proxy, parsed with the
 // Prometheus text parser and the kubelet's stats types; and 401/403
 // straight to the agent's port. debug runs an ephemeral container in the
-// PID namespace of the pod's container.
+// PID namespace of the pod's container, then one whose stdin is typed into
+// through the node API's attach.
 func TestNodeAPIKubectl(t *testing.T) {
 	c := newCluster(t, false)
 	kubectl := kubectlRunner{t: t, bin: kubectlPath(t), kubeconfig: c.kubeconfig, ns: c.ns}
@@ -448,5 +468,19 @@ func TestNodeAPIKubectl(t *testing.T) {
 		if logs := kubectl.ok("logs", "talker", "-c", "debugger"); logs != "sees-target\n" {
 			t.Errorf("kubectl logs of the debugger = %q, want sees-target", logs)
 		}
+		// kubectl debug -i attaches to the new container's stdin: a line
+		// typed is read by the container, whose answer comes back. (The
+		// input stays open until the answer is in: at end of input, an
+		// attach to a container that is not stdinOnce ends, as with the
+		// kubelet.)
+		in, lines, stop := kubectl.interactive("debug", "-i", "talker", "--image="+busyboxImage, "--image-pull-policy=IfNotPresent",
+			"--target=main", "-c", "asker", "--", "sh", "-c", "read x; echo got $x")
+		defer stop()
+		if _, err := io.WriteString(in, "hello\n"); err != nil {
+			t.Fatal(err)
+		}
+		waitLine(t, lines, regexp.MustCompile(`^got hello$`))
+		in.Close()
+		stop()
 	})
 }
