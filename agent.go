@@ -150,7 +150,9 @@ func New(opts Options) (*Agent, error) {
 	rmOpts := opts.RuntimeManager
 	rmOpts.CPUCFSQuotaPeriod = opts.Cgroups.CPUCFSQuotaPeriod
 	a.wireRuntime(&rmOpts)
-	a.wirePullSecrets(&rmOpts)
+	if err := a.wirePullSecrets(&rmOpts, log); err != nil {
+		return nil, err
+	}
 	a.setUpRuntimeClasses(&rmOpts)
 	if rmOpts.Logger.GetSink() == nil {
 		rmOpts.Logger = log

@@ -130,9 +130,10 @@
 //     FailedToRetrieveImagePullSecret event comes with a pull. A malformed
 //     docker config fails the pull with ErrImagePull and a message naming
 //     the Secret, and backs off as a failed pull (the kubelet fails with
-//     the JSON error as the reason, without back-off). Node-wide docker
-//     config files and credential-provider plugins are not read (node-wide
-//     logins come from ManagerOptions.NodeCredentials). The image pull
+//     the JSON error as the reason, without back-off). The node's logins
+//     (ManagerOptions.NodeCredentials: the kubelet's node docker config
+//     files and credential-provider plugins, package runtime/credentials)
+//     are read at the pull, as the kubelet's. The image pull
 //     credential verification (KubeletEnsureSecretPulledImages, on by
 //     default since 1.35) follows its default policy,
 //     NeverVerifyPreloadedImages, with its records in

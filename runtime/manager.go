@@ -100,11 +100,15 @@ type ManagerOptions struct {
 	// read (a FailedToRetrieveImagePullSecret event) and its images are
 	// pulled without credentials.
 	Secrets nkobjects.SecretGetter
-	// NodeCredentials are node-wide registry logins (the kubelet's
-	// node docker configs), tried after those of the pod's Secrets. An
-	// image pulled with one may be used by every pod. Defaults to nil:
-	// none.
-	NodeCredentials *credentials.Keyring
+	// NodeCredentials gives the registry logins that are not the pod's
+	// Secrets, tried after those: a *credentials.Keyring of the caller's
+	// logins, credentials.NodeFiles (the kubelet's node docker config
+	// files), *credentials.Plugins (the kubelet's credential-provider
+	// plugins), or a credentials.Providers of them. An image pulled with
+	// a node-wide login may be used by every pod; one pulled with a
+	// plugin's login for a service account token, by the pods of that
+	// service account. Defaults to nil: none.
+	NodeCredentials credentials.Provider
 }
 
 // EnvResolver resolves the environment of container c of pod, whose

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -183,7 +184,10 @@ func (p *puller) pullWithCredentials(ctx context.Context, spec *runtimeapi.Image
 // left out; a Secret whose docker config does not parse fails it (a
 // *credentials.ConfigError).
 func (m *Manager) imageCredentials(ctx context.Context, pod *v1.Pod, image string) ([]credentials.Credential, error) {
-	node := m.opts.NodeCredentials.Lookup(image)
+	var node []credentials.Credential
+	if m.opts.NodeCredentials != nil {
+		node = m.opts.NodeCredentials.Credentials(ctx, pod, image)
+	}
 	if len(pod.Spec.ImagePullSecrets) == 0 {
 		return node, nil
 	}
@@ -252,6 +256,9 @@ type repoRecord struct {
 	// nodeWide: pulled without credentials, any pod may use it.
 	nodeWide bool
 	secrets  []secretRecord
+	// serviceAccounts pulled it with the logins a credential-provider
+	// plugin gave for their tokens: their pods may use it.
+	serviceAccounts []credentials.ServiceAccountRef
 }
 
 type secretRecord struct {
@@ -291,11 +298,14 @@ func (r *pullRecords) pulled(image, ref string, cred *credentials.Credential) {
 		rr = &repoRecord{}
 		rec.repos[repo] = rr
 	}
-	if cred == nil || cred.Source == nil {
-		rr.nodeWide, rr.secrets = true, nil
-		return
+	switch {
+	case cred != nil && cred.ServiceAccount != nil:
+		rr.addServiceAccount(*cred.ServiceAccount)
+	case cred == nil || cred.Source == nil:
+		rr.nodeWide, rr.secrets, rr.serviceAccounts = true, nil, nil
+	default:
+		rr.add(secretRecord{ref: *cred.Source, hash: cred.Hash()})
 	}
-	rr.add(secretRecord{ref: *cred.Source, hash: cred.Hash()})
 }
 
 // The records as the file holds them.
@@ -305,8 +315,14 @@ type (
 		Images map[string]map[string]repoFile `json:"images"`
 	}
 	repoFile struct {
-		NodeWide bool         `json:"nodeWide,omitempty"`
-		Secrets  []secretFile `json:"secrets,omitempty"`
+		NodeWide        bool                 `json:"nodeWide,omitempty"`
+		Secrets         []secretFile         `json:"secrets,omitempty"`
+		ServiceAccounts []serviceAccountFile `json:"serviceAccounts,omitempty"`
+	}
+	serviceAccountFile struct {
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+		UID       string `json:"uid,omitempty"`
 	}
 	secretFile struct {
 		Namespace string `json:"namespace"`
@@ -346,6 +362,9 @@ func (r *pullRecords) loadLocked() {
 					hash: s.Hash,
 				})
 			}
+			for _, sa := range rf.ServiceAccounts {
+				rr.serviceAccounts = append(rr.serviceAccounts, credentials.ServiceAccountRef{Namespace: sa.Namespace, Name: sa.Name, UID: types.UID(sa.UID)})
+			}
 			rec.repos[repo] = rr
 		}
 		r.byRef[ref] = rec
@@ -365,6 +384,9 @@ func (r *pullRecords) saveLocked() {
 			rf := repoFile{NodeWide: rr.nodeWide}
 			for _, s := range rr.secrets {
 				rf.Secrets = append(rf.Secrets, secretFile{Namespace: s.ref.Namespace, Name: s.ref.Name, UID: string(s.ref.UID), Hash: s.hash})
+			}
+			for _, sa := range rr.serviceAccounts {
+				rf.ServiceAccounts = append(rf.ServiceAccounts, serviceAccountFile{Namespace: sa.Namespace, Name: sa.Name, UID: string(sa.UID)})
 			}
 			repos[repo] = rf
 		}
@@ -401,6 +423,16 @@ func (rr *repoRecord) add(s secretRecord) {
 	}
 }
 
+// addServiceAccount records sa.
+func (rr *repoRecord) addServiceAccount(sa credentials.ServiceAccountRef) {
+	if rr.nodeWide || slices.Contains(rr.serviceAccounts, sa) {
+		return
+	}
+	if len(rr.serviceAccounts) < maxRecordedSecrets {
+		rr.serviceAccounts = append(rr.serviceAccounts, sa)
+	}
+}
+
 // mustVerify tells whether a pod must pull image, present as image ID
 // ref, with its own credentials (podCreds, called at most once) before
 // using it. A matching Secret that the record does not hold yet (another
@@ -429,7 +461,7 @@ func (r *pullRecords) mustVerify(image, ref string, podCreds func() ([]credentia
 	case rr.nodeWide:
 		r.mu.Unlock()
 		return false, nil
-	case len(rr.secrets) == 0:
+	case len(rr.secrets) == 0 && len(rr.serviceAccounts) == 0:
 		r.mu.Unlock()
 		return true, nil
 	}
@@ -441,6 +473,9 @@ func (r *pullRecords) mustVerify(image, ref string, podCreds func() ([]credentia
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range creds {
+		if c.ServiceAccount != nil && slices.Contains(rr.serviceAccounts, *c.ServiceAccount) {
+			return false, nil
+		}
 		if c.Source == nil {
 			continue
 		}

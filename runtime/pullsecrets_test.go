@@ -407,3 +407,42 @@ func TestPullRecordsPersist(t *testing.T) {
 		t.Errorf("logged %q", logged)
 	}
 }
+
+// TestPullRecordsServiceAccount: an image pulled with the login a
+// credential-provider plugin gave for a service account's token serves the
+// pods of that service account (same UID) without a pull, across a
+// restart; another service account's pods must pull it with their own.
+func TestPullRecordsServiceAccount(t *testing.T) {
+	dir := t.TempDir()
+	puller := credentials.ServiceAccountRef{Namespace: "ns", Name: "puller", UID: "sa-1"}
+	viaSA := func(sa credentials.ServiceAccountRef) func() ([]credentials.Credential, error) {
+		return func() ([]credentials.Credential, error) {
+			return []credentials.Credential{{Username: "u", Password: "p", ServiceAccount: &sa}}, nil
+		}
+	}
+	p1 := newPuller(nil, 1).persistIn(dir, logr.Discard())
+	p1.records.pulled(privateImage, "sha256:1", &credentials.Credential{Username: "u", Password: "p", ServiceAccount: &puller})
+
+	p2 := newPuller(nil, 1).persistIn(dir, logr.Discard())
+	recreated := puller
+	recreated.UID = "sa-2"
+	for _, tc := range []struct {
+		name  string
+		creds func() ([]credentials.Credential, error)
+		want  bool
+	}{
+		{"the same service account", viaSA(puller), false},
+		{"no credentials", noCredentials, true},
+		{"a service account of the same name, recreated", viaSA(recreated), true},
+		{"another service account", viaSA(credentials.ServiceAccountRef{Namespace: "ns", Name: "other", UID: "sa-3"}), true},
+	} {
+		if must, err := p2.records.mustVerify(privateImage, "sha256:1", tc.creds); err != nil || must != tc.want {
+			t.Errorf("%s: mustVerify = %v, %v; want %v", tc.name, must, err, tc.want)
+		}
+	}
+	// Pulled later without credentials, the image is node-wide.
+	p2.records.pulled(privateImage, "sha256:1", nil)
+	if must, _ := p2.records.mustVerify(privateImage, "sha256:1", noCredentials); must {
+		t.Error("an image pulled without credentials must still be verified")
+	}
+}
