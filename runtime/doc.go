@@ -137,11 +137,13 @@
 //     credential verification (KubeletEnsureSecretPulledImages, on by
 //     default since 1.35) follows its default policy,
 //     NeverVerifyPreloadedImages, with its records in
-//     <RootDir>/image_manager/pulled.json (in memory without a RootDir),
-//     but for two points: the pulls under way are not recorded on disk (an
-//     image whose pull a restart of the agent cut short counts as
-//     preloaded), and records of removed images are not pruned (a few
-//     hundred bytes per image pulled).
+//     <RootDir>/image_manager/pulled.json (in memory without a RootDir):
+//     the pulls under way are written there too (an image whose pull a
+//     restart of the agent cut short is not taken as preloaded), and the
+//     records of images no longer present are pruned after each listing of
+//     the image garbage collector (Manager.PruneImageRecords). The kubelet
+//     keeps one file per record; nodekit one file for all, rewritten at
+//     each change (pulls are rare, and one file is one write).
 //   - The security context goes to CRI as the kubelet sends it (users and
 //     groups, the supplemental groups policy, capabilities, privileged,
 //     read-only root, no-new-privileges, seccomp with Localhost profiles

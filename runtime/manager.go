@@ -232,6 +232,14 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 	}, nil
 }
 
+// PruneImageRecords forgets the image pull records of the image IDs not
+// in present, a list of the runtime's images taken at listedAt (the
+// kubelet's pruning of unknown records, after its image manager lists
+// the images). The agent calls it from its image garbage collector.
+func (m *Manager) PruneImageRecords(listedAt time.Time, present []string) {
+	m.pulls.records.prune(listedAt, present)
+}
+
 // RuntimeName is the runtime's name as reported by Version ("containerd"),
 // the prefix of container IDs in the API status; "cri" until a call to the
 // runtime (Status, GetPods, GetPodStatus) learned it.

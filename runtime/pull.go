@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -74,7 +75,7 @@ type flight struct {
 
 func newPuller(is ImageService, limit int) *puller {
 	return &puller{is: is, sem: make(chan struct{}, max(limit, 1)), flights: map[pullKey]*flight{},
-		records: pullRecords{byRef: map[string]*pullRecord{}, intents: map[string]int{}}}
+		records: pullRecords{byRef: map[string]*pullRecord{}, intents: map[string]int{}, interrupted: map[string]bool{}, now: time.Now}}
 }
 
 // pull pulls the image, or waits for the pull of it already under way,
@@ -238,10 +239,15 @@ type pullRecords struct {
 	// file keeps the records across restarts ("": memory only).
 	file string
 	log  logr.Logger
+	now  func() time.Time
 
 	mu     sync.Mutex
 	loaded bool
 	byRef  map[string]*pullRecord
+	// interrupted are the images whose pull was under way when the
+	// records were last written (by an earlier run of the agent): until
+	// the Manager pulls one again, it is not taken as preloaded.
+	interrupted map[string]bool
 	// intents counts the pulls under way per image as written: an image
 	// present while the Manager pulls it counts as pulled by the Manager.
 	intents map[string]int
@@ -250,6 +256,8 @@ type pullRecords struct {
 // pullRecord is what pulled one image ID, per repository.
 type pullRecord struct {
 	repos map[string]*repoRecord
+	// at is when the record was last written (zero: read from the file).
+	at time.Time
 }
 
 type repoRecord struct {
@@ -266,11 +274,47 @@ type secretRecord struct {
 	hash string
 }
 
+// intend counts a pull of image starting (d = 1) or ended (d = -1). The
+// images being pulled are written with the records, so that a pull a
+// restart of the agent cuts short is known, as the kubelet's pull
+// intents.
 func (r *pullRecords) intend(image string, d int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.loadLocked()
+	before := r.intents[image]
 	if r.intents[image] += d; r.intents[image] <= 0 {
 		delete(r.intents, image)
+	}
+	switch after := r.intents[image]; {
+	case before == 0 && after > 0:
+		r.saveLocked()
+	case before > 0 && after == 0:
+		delete(r.interrupted, image)
+		r.saveLocked()
+	}
+}
+
+// prune forgets the records of image IDs absent from present, a list
+// taken at listedAt; a record written since is kept (its image may have
+// been pulled after the list).
+func (r *pullRecords) prune(listedAt time.Time, present []string) {
+	keep := make(map[string]bool, len(present))
+	for _, id := range present {
+		keep[id] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loadLocked()
+	changed := false
+	for ref, rec := range r.byRef {
+		if !keep[ref] && rec.at.Before(listedAt) {
+			delete(r.byRef, ref)
+			changed = true
+		}
+	}
+	if changed {
+		r.saveLocked()
 	}
 }
 
@@ -293,6 +337,10 @@ func (r *pullRecords) pulled(image, ref string, cred *credentials.Credential) {
 		rec = &pullRecord{repos: map[string]*repoRecord{}}
 		r.byRef[ref] = rec
 	}
+	rec.at = time.Now()
+	if r.now != nil {
+		rec.at = r.now()
+	}
 	rr := rec.repos[repo]
 	if rr == nil {
 		rr = &repoRecord{}
@@ -313,6 +361,8 @@ type (
 	recordsFile struct {
 		// Images by image ID, then by repository.
 		Images map[string]map[string]repoFile `json:"images"`
+		// Pulling are the images being pulled when the file was written.
+		Pulling []string `json:"pulling,omitempty"`
 	}
 	repoFile struct {
 		NodeWide        bool                 `json:"nodeWide,omitempty"`
@@ -352,6 +402,12 @@ func (r *pullRecords) loadLocked() {
 		r.log.Error(err, "cannot read the image pull records; starting without them", "path", r.file)
 		return
 	}
+	for _, image := range f.Pulling {
+		if r.interrupted == nil {
+			r.interrupted = map[string]bool{}
+		}
+		r.interrupted[image] = true
+	}
 	for ref, repos := range f.Images {
 		rec := &pullRecord{repos: map[string]*repoRecord{}}
 		for repo, rf := range repos {
@@ -378,6 +434,15 @@ func (r *pullRecords) saveLocked() {
 		return
 	}
 	f := recordsFile{Images: map[string]map[string]repoFile{}}
+	for image := range r.intents {
+		f.Pulling = append(f.Pulling, image)
+	}
+	for image := range r.interrupted {
+		if r.intents[image] == 0 {
+			f.Pulling = append(f.Pulling, image)
+		}
+	}
+	slices.Sort(f.Pulling)
 	for ref, rec := range r.byRef {
 		repos := map[string]repoFile{}
 		for repo, rr := range rec.repos {
@@ -449,7 +514,7 @@ func (r *pullRecords) mustVerify(image, ref string, podCreds func() ([]credentia
 	if rec == nil {
 		// Not pulled by the Manager: preloaded, used as it is; unless a
 		// pull of it is under way.
-		pulling := r.intents[image] > 0
+		pulling := r.intents[image] > 0 || r.interrupted[image]
 		r.mu.Unlock()
 		return pulling, nil
 	}
