@@ -13,7 +13,6 @@ const (
 	ResizeMessageStaticPod  = "In-place resize of static-pods is not supported"
 	ResizeMessageQOSChange  = "Pod QOS Class may not change as a result of resizing"
 	ResizeMessageOnlyCPUMem = "only cpu and memory resources are mutable"
-	ResizeMessageInit       = "In-place resize of init containers is not supported"
 )
 
 // Allocation is the resources allocated to a pod's containers, by
@@ -67,9 +66,9 @@ func WithAllocation(pod *v1.Pod, alloc Allocation) (*v1.Pod, bool) {
 // else the PodResizePending reason and message.
 //
 // Infeasible (never allocated as asked): a static pod; a change of QoS
-// class, of a resource other than cpu and memory, or of an init
-// container's resources (the API server refuses the first three for the
-// pods it serves, the agent for pods of its other sources); requests
+// class or of a resource other than cpu and memory (the API server refuses
+// both for the pods it serves, the agent for pods of its other sources);
+// requests
 // beyond the node's allocatable resources ("Node didn't have enough
 // capacity: memory, requested: 4718592000, capacity: 4294967296", memory
 // checked first). Deferred (allocated once room is made): the requests do
@@ -83,20 +82,19 @@ func DecideResize(pod, allocated *v1.Pod, others []*v1.Pod, allocatable v1.Resou
 	if QOSClass(pod) != QOSClass(allocated) {
 		return v1.PodReasonInfeasible, ResizeMessageQOSChange
 	}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if a := FindContainer(allocated, c.Name); a != nil && !apiequality.Semantic.DeepEqual(c.Resources, a.Resources) {
-			return v1.PodReasonInfeasible, ResizeMessageInit
-		}
-	}
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		a := FindContainer(allocated, c.Name)
-		if a == nil {
-			continue
-		}
-		if !sameBeyondCPUMemory(c.Resources.Requests, a.Resources.Requests) || !sameBeyondCPUMemory(c.Resources.Limits, a.Resources.Limits) {
-			return v1.PodReasonInfeasible, ResizeMessageOnlyCPUMem
+	// Init containers, restartable (sidecars) or not, resize as app
+	// containers do (InPlacePodVerticalScalingInitContainers, on and
+	// locked in 1.37).
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			c := &list[i]
+			a := FindContainer(allocated, c.Name)
+			if a == nil {
+				continue
+			}
+			if !sameBeyondCPUMemory(c.Resources.Requests, a.Resources.Requests) || !sameBeyondCPUMemory(c.Resources.Limits, a.Resources.Limits) {
+				return v1.PodReasonInfeasible, ResizeMessageOnlyCPUMem
+			}
 		}
 	}
 

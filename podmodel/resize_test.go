@@ -27,12 +27,28 @@ func resizeTestPod(uid string, cpuReq, cpuLim, memReq, memLim string) *v1.Pod {
 	}
 }
 
+// withInit adds an init container "init" (a sidecar when sidecar) with
+// the given cpu and memory requests.
+func withInit(p *v1.Pod, sidecar bool, cpu, mem string) *v1.Pod {
+	c := v1.Container{Name: "init", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
+		v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem),
+	}}}
+	if sidecar {
+		always := v1.ContainerRestartPolicyAlways
+		c.RestartPolicy = &always
+	}
+	p.Spec.InitContainers = append(p.Spec.InitContainers, c)
+	return p
+}
+
 // TestDecideResize holds the kubelet's rules for a resize (allocation
 // manager tests: TestHandlePodResourcesResize): static pods and QoS
 // changes are infeasible, requests beyond the node's allocatable
 // resources are infeasible (memory reported first), requests that do not
 // fit beside the other pods' allocations are deferred (cpu reported
-// first), the rest is allocated.
+// first), the rest is allocated. Init containers, sidecars or not, resize
+// as app containers do (InPlacePodVerticalScalingInitContainers, locked
+// on in 1.37).
 func TestDecideResize(t *testing.T) {
 	allocatable := v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("4Gi")}
 	other := resizeTestPod("other", "2", "", "2Gi", "")
@@ -119,6 +135,38 @@ func TestDecideResize(t *testing.T) {
 				return p
 			}(),
 			allocated:   resizeTestPod("p", "1", "", "1Gi", ""),
+			wantReason:  v1.PodReasonInfeasible,
+			wantMessage: ResizeMessageOnlyCPUMem,
+		},
+		{
+			name:      "sidecar cpu increase that fits: allocated",
+			pod:       withInit(resizeTestPod("p", "1", "", "1Gi", ""), true, "1", "256Mi"),
+			allocated: withInit(resizeTestPod("p", "1", "", "1Gi", ""), true, "500m", "256Mi"),
+			others:    []*v1.Pod{other},
+		},
+		{
+			// A sidecar's requests add to the app containers': 1 + 1.5
+			// beside the other pod's 2 is more than 4.
+			name:        "sidecar cpu increase beside other pods: deferred",
+			pod:         withInit(resizeTestPod("p", "1", "", "1Gi", ""), true, "1500m", "256Mi"),
+			allocated:   withInit(resizeTestPod("p", "1", "", "1Gi", ""), true, "500m", "256Mi"),
+			others:      []*v1.Pod{other},
+			wantReason:  v1.PodReasonDeferred,
+			wantMessage: "Node didn't have enough resource: cpu, requested: 2500, used: 2000, capacity: 4000",
+		},
+		{
+			name:      "regular init container memory increase: allocated",
+			pod:       withInit(resizeTestPod("p", "1", "", "1Gi", ""), false, "1", "2Gi"),
+			allocated: withInit(resizeTestPod("p", "1", "", "1Gi", ""), false, "1", "1Gi"),
+		},
+		{
+			name: "init container's other resource changed: infeasible",
+			pod: func() *v1.Pod {
+				p := withInit(resizeTestPod("p", "1", "", "1Gi", ""), true, "1", "256Mi")
+				p.Spec.InitContainers[0].Resources.Limits = v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("1Gi")}
+				return p
+			}(),
+			allocated:   withInit(resizeTestPod("p", "1", "", "1Gi", ""), true, "1", "256Mi"),
 			wantReason:  v1.PodReasonInfeasible,
 			wantMessage: ResizeMessageOnlyCPUMem,
 		},
