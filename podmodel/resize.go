@@ -1,6 +1,7 @@
 package podmodel
 
 import (
+	"encoding/json"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -140,4 +141,53 @@ func sameBeyondCPUMemory(a, b v1.ResourceList) bool {
 		}
 	}
 	return true
+}
+
+// The kubelet's event reasons of a resize (pkg/kubelet/events): Normal
+// ResizeStarted when a resize is allocated and ResizeCompleted when the
+// runtime has it; Warning ResizeDeferred or ResizeInfeasible when it is
+// not allocated, and ResizeError when actuating it failed.
+const (
+	EventResizeStarted    = "ResizeStarted"
+	EventResizeCompleted  = "ResizeCompleted"
+	EventResizeDeferred   = "ResizeDeferred"
+	EventResizeInfeasible = "ResizeInfeasible"
+	EventResizeError      = "ResizeError"
+)
+
+// resizeContainer and resizeSummary are the JSON of a resize event's
+// message, as the kubelet writes it.
+type resizeContainer struct {
+	Name      string                  `json:"name"`
+	Resources v1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+type resizeSummary struct {
+	InitContainers []resizeContainer `json:"initContainers,omitempty"`
+	Containers     []resizeContainer `json:"containers,omitempty"`
+	Generation     int64             `json:"generation"`
+	Error          string            `json:"error,omitempty"`
+}
+
+// ResizeEventMessage is the message of a resize event as the kubelet
+// words it: the prefix ("Pod resize started", "Pod resize completed",
+// "Pod resize error", "Pod resize Deferred", "Pod resize Infeasible"),
+// then the resources of the pod's init and app containers, the pod
+// generation the event is about and, when not empty, the error (the
+// pending reason's message, the failed attempt's error) as JSON:
+//
+//	Pod resize started: {"containers":[{"name":"app","resources":{"limits":{"cpu":"2"},"requests":{"cpu":"2"}}}],"generation":2}
+func ResizeEventMessage(prefix string, pod *v1.Pod, generation int64, errorMessage string) string {
+	s := resizeSummary{Generation: generation, Error: errorMessage}
+	for _, c := range pod.Spec.InitContainers {
+		s.InitContainers = append(s.InitContainers, resizeContainer{Name: c.Name, Resources: c.Resources})
+	}
+	for _, c := range pod.Spec.Containers {
+		s.Containers = append(s.Containers, resizeContainer{Name: c.Name, Resources: c.Resources})
+	}
+	data, err := json.Marshal(s)
+	if err != nil {
+		return prefix
+	}
+	return prefix + ": " + string(data)
 }

@@ -203,3 +203,32 @@ func TestWithAllocation(t *testing.T) {
 		t.Errorf("the pod was modified: cpu %s", q.String())
 	}
 }
+
+// TestResizeEventMessage: the kubelet's resize event messages, the
+// prefix then the containers' resources, the generation and the error as
+// JSON (as kubectl describe shows them from a kubelet).
+func TestResizeEventMessage(t *testing.T) {
+	pod := withInit(resizeTestPod("p", "2", "2", "1Gi", "1Gi"), true, "100m", "64Mi")
+	tests := []struct {
+		prefix, errMsg string
+		want           string
+	}{
+		{
+			prefix: "Pod resize started",
+			want: `Pod resize started: {"initContainers":[{"name":"init","resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}],` +
+				`"containers":[{"name":"c","resources":{"limits":{"cpu":"2","memory":"1Gi"},"requests":{"cpu":"2","memory":"1Gi"}}}],"generation":2}`,
+		},
+		{
+			prefix: "Pod resize Deferred",
+			errMsg: "Node didn't have enough resource: cpu, requested: 6000, used: 3950, capacity: 8000",
+			want: `Pod resize Deferred: {"initContainers":[{"name":"init","resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}],` +
+				`"containers":[{"name":"c","resources":{"limits":{"cpu":"2","memory":"1Gi"},"requests":{"cpu":"2","memory":"1Gi"}}}],"generation":2,` +
+				`"error":"Node didn't have enough resource: cpu, requested: 6000, used: 3950, capacity: 8000"}`,
+		},
+	}
+	for _, tt := range tests {
+		if got := ResizeEventMessage(tt.prefix, pod, 2, tt.errMsg); got != tt.want {
+			t.Errorf("ResizeEventMessage(%q) =\n%s\nwant\n%s", tt.prefix, got, tt.want)
+		}
+	}
+}
