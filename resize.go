@@ -62,9 +62,16 @@ type PodResizes interface {
 // its pods with the resources it allocated (not whatever their spec asks
 // for now), and the pods' pending resizes. The pod workers run the pods
 // as allocated (podmodel.WithAllocation); a pod whose spec asks for other
-// resources is resized when podmodel.DecideResize allows it. It is safe
-// for concurrent use: one mutex orders the decisions, so two resizes
-// never both take the last free resources.
+// resources is resized when podmodel.DecideResize allows it, at its sync.
+// A deferred resize is decided again, as the kubelet's allocation manager
+// does, when another pod's update asks for a resize, when pods are added
+// that ask for one or removed, when a pod terminates, and every
+// retryDelay (Run); the pod is synced at once when its resize was
+// allocated or its PodResizePending changed. The events are the kubelet's
+// (reasons and messages): ResizeStarted, ResizeDeferred, ResizeInfeasible,
+// ResizeCompleted (once the runtime reports the allocated resources) and
+// ResizeError. It is safe for concurrent use: one mutex orders the
+// decisions, so two resizes never both take the last free resources.
 type resizes struct {
 	path string // "" keeps the allocations in memory only
 	log  logr.Logger
