@@ -339,8 +339,9 @@ func (r *resizes) decide(pod *v1.Pod) (*v1.Pod, bool) {
 	}
 	prev, had := r.pending[pod.UID]
 	cond := v1.PodCondition{Type: v1.PodResizePending, Status: v1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: pod.Generation}
+	// Pending since the condition became True (its LastTransitionTime).
 	since := r.now()
-	if had && prev.cond.Reason == reason {
+	if had {
 		since = prev.since
 	}
 	r.pending[pod.UID] = pendingResize{cond: cond, since: since}
