@@ -14,20 +14,31 @@ const (
 	ResizeMessageStaticPod  = "In-place resize of static-pods is not supported"
 	ResizeMessageQOSChange  = "Pod QOS Class may not change as a result of resizing"
 	ResizeMessageOnlyCPUMem = "only cpu and memory resources are mutable"
+	// ResizeMessagePodLevel: a resize of the pod-level resources
+	// (spec.resources), refused as a kubelet with
+	// InPlacePodLevelResourcesVerticalScaling off refuses it.
+	ResizeMessagePodLevel = "InPlacePodLevelResourcesVerticalScaling is disabled"
 )
 
 // Allocation is the resources allocated to a pod's containers, by
-// container name: the resources the pod was admitted, or last resized,
-// with.
+// container name, and to the pod (spec.resources, under PodLevelKey): the
+// resources the pod was admitted, or last resized, with.
 type Allocation map[string]v1.ResourceRequirements
+
+// PodLevelKey is the key of the pod-level resources in an Allocation; no
+// container has an empty name.
+const PodLevelKey = ""
 
 // AllocationOf is the pod's allocation as its spec asks for it.
 func AllocationOf(pod *v1.Pod) Allocation {
-	a := make(Allocation, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+	a := make(Allocation, len(pod.Spec.InitContainers)+len(pod.Spec.Containers)+1)
 	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
 			a[list[i].Name] = *list[i].Resources.DeepCopy()
 		}
+	}
+	if r := pod.Spec.Resources; r != nil {
+		a[PodLevelKey] = *r.DeepCopy()
 	}
 	return a
 }
@@ -55,6 +66,18 @@ func WithAllocation(pod *v1.Pod, alloc Allocation) (*v1.Pod, bool) {
 	}
 	apply(func(p *v1.Pod) []v1.Container { return p.Spec.InitContainers })
 	apply(func(p *v1.Pod) []v1.Container { return p.Spec.Containers })
+	if r, ok := alloc[PodLevelKey]; ok {
+		var have v1.ResourceRequirements
+		if pod.Spec.Resources != nil {
+			have = *pod.Spec.Resources
+		}
+		if !apiequality.Semantic.DeepEqual(have, r) {
+			if out == nil {
+				out = pod.DeepCopy()
+			}
+			out.Spec.Resources = r.DeepCopy()
+		}
+	}
 	if out == nil {
 		return pod, false
 	}
@@ -66,10 +89,13 @@ func WithAllocation(pod *v1.Pod, alloc Allocation) (*v1.Pod, bool) {
 // allocation, WithAllocation): "" when the resize is allocated at once;
 // else the PodResizePending reason and message.
 //
-// Infeasible (never allocated as asked): a static pod; a change of QoS
-// class or of a resource other than cpu and memory (the API server refuses
-// both for the pods it serves, the agent for pods of its other sources);
-// requests
+// Infeasible (never allocated as asked): a static pod; a change of the
+// pod-level resources (spec.resources: the agent resizes as a kubelet with
+// InPlacePodLevelResourcesVerticalScaling off, and its Node does not
+// declare the feature, so the API server refuses such a resize of the
+// pods it serves); a change of QoS class or of a resource other than cpu
+// and memory (the API server refuses both for the pods it serves, the
+// agent for pods of its other sources); requests
 // beyond the node's allocatable resources ("Node didn't have enough
 // capacity: memory, requested: 4718592000, capacity: 4294967296", memory
 // checked first). Deferred (allocated once room is made): the requests do
@@ -79,6 +105,9 @@ func WithAllocation(pod *v1.Pod, alloc Allocation) (*v1.Pod, bool) {
 func DecideResize(pod, allocated *v1.Pod, others []*v1.Pod, allocatable v1.ResourceList) (reason, message string) {
 	if IsStatic(pod) {
 		return v1.PodReasonInfeasible, ResizeMessageStaticPod
+	}
+	if !apiequality.Semantic.DeepEqual(pod.Spec.Resources, allocated.Spec.Resources) {
+		return v1.PodReasonInfeasible, ResizeMessagePodLevel
 	}
 	if QOSClass(pod) != QOSClass(allocated) {
 		return v1.PodReasonInfeasible, ResizeMessageQOSChange

@@ -139,6 +139,21 @@ func TestDecideResize(t *testing.T) {
 			wantMessage: ResizeMessageOnlyCPUMem,
 		},
 		{
+			name: "pod-level resources changed: infeasible",
+			pod: func() *v1.Pod {
+				p := resizeTestPod("p", "1", "", "1Gi", "")
+				p.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("3")}}
+				return p
+			}(),
+			allocated: func() *v1.Pod {
+				p := resizeTestPod("p", "1", "", "1Gi", "")
+				p.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}}
+				return p
+			}(),
+			wantReason:  v1.PodReasonInfeasible,
+			wantMessage: ResizeMessagePodLevel,
+		},
+		{
 			name:      "sidecar cpu increase that fits: allocated",
 			pod:       withInit(resizeTestPod("p", "1", "", "1Gi", ""), true, "1", "256Mi"),
 			allocated: withInit(resizeTestPod("p", "1", "", "1Gi", ""), true, "500m", "256Mi"),
@@ -181,8 +196,8 @@ func TestDecideResize(t *testing.T) {
 	}
 }
 
-// TestWithAllocation: the pod's containers take their allocated
-// resources, in a copy only when one differs.
+// TestWithAllocation: the pod's containers, and the pod (spec.resources),
+// take their allocated resources, in a copy only when one differs.
 func TestWithAllocation(t *testing.T) {
 	pod := resizeTestPod("p", "2", "", "1Gi", "")
 	if got, changed := WithAllocation(pod, AllocationOf(pod)); changed || got != pod {
@@ -201,6 +216,24 @@ func TestWithAllocation(t *testing.T) {
 	}
 	if q := pod.Spec.Containers[0].Resources.Requests[v1.ResourceCPU]; q.Cmp(resource.MustParse("2")) != 0 {
 		t.Errorf("the pod was modified: cpu %s", q.String())
+	}
+
+	// Pod-level resources are allocated too: a pod asking for others
+	// runs with those allocated.
+	withPodLevel := func(cpu string) *v1.Pod {
+		p := resizeTestPod("p", "1", "", "1Gi", "")
+		p.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}}
+		return p
+	}
+	got, changed = WithAllocation(withPodLevel("3"), AllocationOf(withPodLevel("2")))
+	if !changed {
+		t.Fatal("a pod-level change was not seen")
+	}
+	if q := got.Spec.Resources.Limits[v1.ResourceCPU]; q.Cmp(resource.MustParse("2")) != 0 {
+		t.Errorf("allocated pod-level cpu %s, want 2", q.String())
+	}
+	if _, changed := WithAllocation(withPodLevel("2"), AllocationOf(withPodLevel("2"))); changed {
+		t.Error("same pod-level resources seen as a change")
 	}
 }
 

@@ -127,10 +127,16 @@
 //     runtime that reports none is not resized in place; its containers
 //     take the allocation when they start); a running regular init
 //     container keeps its resources until it exits, its next start taking
-//     the allocation, since it runs to completion before any app
-//     container. Not yet done: a pod-level resources (spec.resources)
-//     resize (InPlacePodLevelResourcesVerticalScaling, beta and on since
-//     1.36).
+//     the allocation, since it runs to completion before any app container
+//     (the API server takes such a resize only for a Node that declares
+//     InPlacePodVerticalScalingInitContainers). A resize of the pod-level
+//     resources (spec.resources, InPlacePodLevelResourcesVerticalScaling,
+//     on since 1.36) is not done: the agent's Node does not declare that
+//     feature (NodeDeclaredFeatures), so the API server refuses such a
+//     resize of the pods it serves (the pods of the agent's other sources
+//     are static, their resizes all Infeasible); one that reaches the
+//     agent all the same is Infeasible with the message of a kubelet with
+//     the feature off, the pod run as allocated.
 //   - Image pull secrets (ManagerOptions.Secrets; package
 //     runtime/credentials has the docker-config rules) are read when an
 //     image is pulled or its access checked, not at every sync: the
