@@ -93,7 +93,10 @@ type resizes struct {
 	// resizeError is the message of the pod's last failed resize in
 	// place (runtime.Manager.ResizeError), nil when unknown.
 	resizeError func(types.UID) (string, bool)
-	clock       clock.Clock // defaults to the real clock
+	// cached is the pod's runtime status as the sync last read it (the
+	// pod status cache), nil when unknown.
+	cached func(types.UID) *runtime.PodStatus
+	clock  clock.Clock // defaults to the real clock
 	// kick tells Run that a retry ran, so that the next periodic one is
 	// next (under mu) later.
 	kick chan struct{}
@@ -375,8 +378,8 @@ func (r *resizes) emit(pod *v1.Pod, eventtype, reason, message string) {
 // progress; once they match, a resize that was is completed
 // (ResizeCompleted, with the generation it was allocated at).
 func (r *resizes) observe(pod *v1.Pod, ps *runtime.PodStatus) {
-	if ps == nil {
-		return
+	if ps == nil || len(ps.SandboxStatuses) == 0 && len(ps.ContainerStatuses) == 0 {
+		return // nothing known of the pod
 	}
 	inProgress := status.ResizeInProgress(pod, ps)
 	r.mu.Lock()
@@ -638,6 +641,11 @@ func (s resizingSyncFuncs) SyncPod(ctx context.Context, updateType podworker.Upd
 	s.r.observe(pod, podStatus)
 	terminal, err := s.SyncFuncs.SyncPod(ctx, updateType, pod, podStatus)
 	s.r.observeError(pod)
+	// The status the sync read after its work: a resize it finished is
+	// completed now, as the pod's status says, not at the next sync.
+	if s.r.cached != nil {
+		s.r.observe(pod, s.r.cached(pod.UID))
+	}
 	return terminal, err
 }
 
@@ -716,6 +724,16 @@ func (a *Agent) newResizes() *resizes {
 			if a.workers != nil {
 				a.workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodSync, Pod: pod})
 			}
+		},
+		cached: func(uid types.UID) *runtime.PodStatus {
+			if a.cache == nil {
+				return nil
+			}
+			st, err := a.cache.Get(uid)
+			if err != nil {
+				return nil
+			}
+			return st
 		},
 		resizeError: func(uid types.UID) (string, bool) {
 			if a.runtime == nil {

@@ -480,3 +480,56 @@ func TestResizesCompletedAndError(t *testing.T) {
 		t.Errorf("events of a completed resize (-want +got):\n%s", d)
 	}
 }
+
+// syncOnly is a pod sync whose SyncPod calls do.
+type syncOnly struct {
+	podworker.SyncFuncs
+	do func(pod *v1.Pod)
+}
+
+func (s syncOnly) SyncPod(_ context.Context, _ podworker.UpdateType, pod *v1.Pod, _ *runtime.PodStatus) (bool, error) {
+	s.do(pod)
+	return false, nil
+}
+
+// TestResizesCompletedInTheSync: a sync that actuates a resize, and reads
+// the runtime's status after its work, completes the resize at once
+// (ResizeCompleted), not at the next sync.
+func TestResizesCompletedInTheSync(t *testing.T) {
+	e := &resizeEnv{}
+	r := newEnvResizes(t, e)
+	pod := apiPodWithCPU("a", "1")
+	admitAll(t, r, e, pod)
+	running := func(cpu string) *runtime.PodStatus {
+		q := resource.MustParse(cpu)
+		return &runtime.PodStatus{
+			SandboxStatuses: []*runtimeapi.PodSandboxStatus{{Id: "sb", State: runtimeapi.PodSandboxState_SANDBOX_READY}},
+			ContainerStatuses: []*runtime.ContainerStatus{{
+				Name: "c", State: runtime.ContainerStateRunning, SandboxID: "sb",
+				Resources: &runtime.ContainerResources{CPURequest: &q},
+			}},
+		}
+	}
+	var (
+		mu    sync.Mutex
+		cache = running("1")
+	)
+	r.cached = func(types.UID) *runtime.PodStatus { mu.Lock(); defer mu.Unlock(); return cache }
+	sf := r.wrap(syncOnly{do: func(p *v1.Pod) {
+		mu.Lock()
+		defer mu.Unlock()
+		cache = running(cpuOf(p)) // the runtime took the allocated cpu
+	}})
+	resized := apiPodWithCPU("a", "2")
+	e.set(resized)
+	if _, err := sf.SyncPod(t.Context(), podworker.SyncPodUpdate, resized, running("1")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"Normal ResizeStarted " + podmodel.ResizeEventMessage("Pod resize started", resized, 2, ""),
+		"Normal ResizeCompleted " + podmodel.ResizeEventMessage("Pod resize completed", resized, 2, ""),
+	}
+	if d := cmp.Diff(want, e.takeEvents()); d != "" {
+		t.Errorf("events of one sync (-want +got):\n%s", d)
+	}
+}
