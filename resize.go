@@ -105,7 +105,8 @@ type resizes struct {
 	loaded  bool
 	alloc   map[types.UID]podmodel.Allocation
 	pending map[types.UID]pendingResize
-	// queued are pods whose resize the next retry decides first.
+	// queued are pods asking for a resize not yet decided, which the
+	// next retry decides with the deferred ones.
 	queued map[types.UID]bool
 	// inProgress holds, for each pod with a resize allocated and not yet
 	// in the runtime, the generation it was allocated at; lastError the
