@@ -291,6 +291,7 @@ func New(opts Options) (*Agent, error) {
 	}
 
 	var h syncloop.SyncHandler = a.handler
+	h = a.resizes.wrapHandler(h) // retries deferred resizes (resize.go)
 	if opts.WrapHandler != nil {
 		h = opts.WrapHandler(h)
 	}
@@ -430,6 +431,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("probes", a.probes.Run)
 	run("status manager", a.statuses.Run)
 	run("pod workers", a.workers.Run)
+	run("pod resizes", a.resizes.Run)
 	a.runRuntimeClasses(run)
 	run("sources", a.config.Run)
 	if a.node != nil {
