@@ -62,6 +62,21 @@ func serveCRI(sock string) int {
 // connected to it. Both stop at the end of the benchmark.
 func criProcess(b *testing.B) (*cri.Client, int) {
 	b.Helper()
+	sock, pid := criServer(b)
+	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Second)
+	defer cancel()
+	c, err := cri.New(ctx, "unix://"+sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c, pid
+}
+
+// criServer starts the fake CRI server process and returns its socket and
+// process ID once it serves. It stops at the end of the benchmark.
+func criServer(b *testing.B) (string, int) {
+	b.Helper()
 	dir, err := os.MkdirTemp("", "nodekit-cri-")
 	if err != nil {
 		b.Fatal(err)
@@ -94,12 +109,7 @@ func criProcess(b *testing.B) (*cri.Client, int) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	c, err := cri.New(ctx, "unix://"+sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	return c, cmd.Process.Pid
+	return sock, cmd.Process.Pid
 }
 
 // procCPU is the CPU time (user+system) of process pid so far.

@@ -1,0 +1,302 @@
+// Command benchagent is the agent process of the root package's memory
+// benchmark (BenchmarkMemory): an agent alone in its process, as a user's
+// binary would hold it, over a CRI socket served by another process. The
+// benchmark builds and starts it; it is not meant to be run by hand.
+//
+// It starts the agent with no pods and reports its settled memory (the
+// base), hands it -pods generated pods (one busybox container each), waits
+// until all of them run, and reports its settled memory again. Each report
+// is one line on standard output:
+//
+//	base rss=<bytes> anon=<bytes> heap=<bytes> goroutines=<n> stacks=<bytes>
+//	running ms=<ms> cpu-ns=<ns>
+//	pods rss=<bytes> anon=<bytes> heap=<bytes> goroutines=<n> stacks=<bytes>
+//
+// Settled memory is what a long-running agent holds once its work is
+// done: after a garbage collection (which the Go runtime forces at least
+// every two minutes) and once the runtime's background scavenger has
+// returned the freed memory it does not keep, as it does by itself,
+// without debug.FreeOSMemory; rss is the largest resident set seen over
+// the following window, while the idle agent goes on allocating, and anon
+// its anonymous part (the rest are the pages of the binary it touched).
+// heap is the live heap of that collection.
+//
+// It exits when its standard input closes.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	sysruntime "runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/sources"
+)
+
+func main() {
+	endpoint := flag.String("endpoint", "", "CRI endpoint of the runtime")
+	n := flag.Int("pods", 1000, "pods to run")
+	generic := flag.Bool("generic", false, "relist every second instead of following the runtime's events")
+	root := flag.String("root", "", "the agent's root directory")
+	logs := flag.String("logs", "", "the pods' log directory")
+	window := flag.Duration("window", 5*time.Second, "how long settled memory is watched")
+	heapProfile := flag.String("heapprofile", "", "write the heap profile with the pods running to this file")
+	profileRate := flag.Int("memprofilerate", 0, "runtime.MemProfileRate for -heapprofile (default: the Go runtime's)")
+	flag.BoolVar(&verbose, "v", false, "write the Go runtime's memory classes to standard error at each report")
+	flag.Parse()
+	if *profileRate > 0 {
+		sysruntime.MemProfileRate = *profileRate
+	}
+	if err := run(*endpoint, *n, *generic, *root, *logs, *window, *heapProfile); err != nil {
+		fmt.Fprintln(os.Stderr, "benchagent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(endpoint string, n int, generic bool, root, logs string, window time.Duration, heapProfile string) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // the benchmark ended or died
+		io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	client, err := cri.New(ctx, endpoint)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	var running atomic.Int64
+	allRunning := make(chan struct{})
+	seen := make(map[types.UID]bool, n)
+	src := make(podSource, 1)
+	opts := nodekit.Options{
+		NodeName:       "bench",
+		Sources:        []nodekit.NamedSource{{Name: "bench", Source: src}},
+		Runtime:        client,
+		MaxPods:        n,
+		RuntimeManager: runtime.ManagerOptions{PodLogsDir: logs},
+		RootDir:        root,
+		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
+		OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
+			// Called serially; seen is only touched here.
+			if s.Phase == v1.PodRunning && !seen[pod.UID] {
+				seen[pod.UID] = true
+				if running.Add(1) == int64(n) {
+					close(allRunning)
+				}
+			}
+		},
+	}
+	if generic {
+		opts.PLEG = func(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
+			return pleg.NewGeneric(rt, st, c, pleg.GenericOptions{Logger: log})
+		}
+	}
+	agent, err := nodekit.New(opts)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx) }()
+	stop := func() error {
+		cancel()
+		return <-done
+	}
+	// Let the agent start (first relist, sources) before the base.
+	if !sleep(ctx, time.Second) {
+		return stop()
+	}
+	report("base", settle(window))
+
+	cpu0 := cpuTime()
+	start := time.Now()
+	src <- pods(n)
+	select {
+	case <-allRunning:
+	case <-ctx.Done():
+		return stop()
+	case err := <-done:
+		if err == nil {
+			err = errors.New("the agent stopped")
+		}
+		return err
+	}
+	fmt.Printf("running ms=%d cpu-ns=%d\n", time.Since(start).Milliseconds(), int64(cpuTime()-cpu0))
+	if !sleep(ctx, 3*time.Second) {
+		return stop()
+	}
+	report("pods", settle(window))
+	if heapProfile != "" {
+		if err := writeHeapProfile(heapProfile); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	return stop()
+}
+
+// memory is one settled measure.
+type memory struct {
+	rss, anon, heap, stacks int64
+	goroutines              int
+}
+
+// verbose is set by -v.
+var verbose bool
+
+func report(what string, m memory) {
+	fmt.Printf("%s rss=%d anon=%d heap=%d goroutines=%d stacks=%d\n", what, m.rss, m.anon, m.heap, m.goroutines, m.stacks)
+	if !verbose {
+		return
+	}
+	var samples []metrics.Sample
+	for _, d := range metrics.All() {
+		if strings.HasPrefix(d.Name, "/memory/classes/") || strings.HasPrefix(d.Name, "/gc/heap/goal") {
+			samples = append(samples, metrics.Sample{Name: d.Name})
+		}
+	}
+	metrics.Read(samples)
+	for _, s := range samples {
+		fmt.Fprintf(os.Stderr, "%s %s %d KiB\n", what, s.Name, s.Value.Uint64()>>10)
+	}
+	if data, err := os.ReadFile("/proc/self/smaps_rollup"); err == nil {
+		fmt.Fprintf(os.Stderr, "%s smaps_rollup:\n%s", what, data)
+	}
+}
+
+// settle collects garbage, waits until the runtime's scavenger stops
+// returning memory to the system, and returns the live heap and the
+// largest resident set seen over window after that.
+func settle(window time.Duration) memory {
+	sysruntime.GC()
+	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	metrics.Read(samples)
+	m := memory{heap: int64(samples[0].Value.Uint64()), stacks: int64(samples[1].Value.Uint64()), goroutines: sysruntime.NumGoroutine()}
+	prev, _ := rss()
+	for range 60 {
+		time.Sleep(500 * time.Millisecond)
+		cur, _ := rss()
+		if prev-cur < 256<<10 {
+			break
+		}
+		prev = cur
+	}
+	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if r, anon := rss(); r > m.rss {
+			m.rss, m.anon = r, anon
+		}
+	}
+	return m
+}
+
+// rss is the process's resident set size (VmRSS) and its anonymous part
+// (RssAnon).
+func rss() (total, anon int64) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := bytes.Fields(sc.Bytes())
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(string(f[1]), 10, 64)
+		switch string(f[0]) {
+		case "VmRSS:":
+			total = kb << 10
+		case "RssAnon:":
+			anon = kb << 10
+		}
+	}
+	return total, anon
+}
+
+// cpuTime is the process's CPU time so far (user + system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	sysruntime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// pods returns n static pods of one busybox container each, as the root
+// package's benchmarks run.
+func pods(n int) []*v1.Pod {
+	pods := make([]*v1.Pod, n)
+	for i := range pods {
+		p := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), Namespace: "default", UID: types.UID(fmt.Sprintf("uid-%d", i))},
+			Spec: v1.PodSpec{Containers: []v1.Container{{
+				Name: "app", Image: "busybox:1.36", ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sleep", "3600"},
+			}}},
+		}
+		sources.SetDefaults(p)
+		pods[i] = p
+	}
+	return pods
+}
+
+// podSource hands the agent each slice of pods sent on it.
+type podSource chan []*v1.Pod
+
+func (c podSource) Run(ctx context.Context, out chan<- []*v1.Pod) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case pods := <-c:
+			select {
+			case out <- pods:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
