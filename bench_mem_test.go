@@ -21,13 +21,16 @@ const heapProfileEnv = "NODEKIT_BENCH_HEAPPROFILE"
 // packages and nothing of the test framework), over a CRI unix socket to
 // the in-memory runtime in a third process. It reports, from that
 // process's settled memory (see test/benchagent: after a collection, once
-// the Go runtime's scavenger returned what it does not keep by itself, the
-// largest resident set over the next seconds):
+// the Go runtime's scavenger returned what it does not keep by itself):
 //   - base-rss-MiB, base-anon-MiB and base-heap-MiB: the agent running
 //     with no pods (its resident set, the anonymous part of it, without the
 //     pages of the binary, and its live heap);
 //   - rss-KiB/pod and heap-KiB/pod: the growth of the resident set and of
 //     the live heap with the N pods running, per pod;
+//   - peak-rss-KiB/pod: the same for the largest resident set over the
+//     next seconds, as the idle agent allocates towards its next
+//     collection (it depends on what the agent allocates when idle, and
+//     on GOGC);
 //   - goroutines/pod and stack-KiB/pod: the goroutines (and their stacks)
 //     the pods added, per pod;
 //   - ms-to-all-running and cpu-ms/pod: the start of the N pods, as in
@@ -109,6 +112,7 @@ func benchmarkMemory(b *testing.B, bin string, n int, mode string) {
 	b.ReportMetric(float64(base.anon)/(1<<20)/runs, "base-anon-MiB")
 	b.ReportMetric(float64(base.heap)/(1<<20)/runs, "base-heap-MiB")
 	b.ReportMetric(float64(pods.rss-base.rss)/1024/per, "rss-KiB/pod")
+	b.ReportMetric(float64(pods.peak-base.peak)/1024/per, "peak-rss-KiB/pod")
 	b.ReportMetric(float64(pods.heap-base.heap)/1024/per, "heap-KiB/pod")
 	b.ReportMetric(float64(pods.goroutines-base.goroutines)/per, "goroutines/pod")
 	b.ReportMetric(float64(pods.stacks-base.stacks)/1024/per, "stack-KiB/pod")
@@ -118,11 +122,12 @@ func benchmarkMemory(b *testing.B, bin string, n int, mode string) {
 }
 
 // benchAgentMemory sums the settled memory reports of benchagent.
-type benchAgentMemory struct{ rss, anon, heap, stacks, goroutines int64 }
+type benchAgentMemory struct{ rss, anon, peak, heap, stacks, goroutines int64 }
 
 func (m *benchAgentMemory) add(kv map[string]int64) {
 	m.rss += kv["rss"]
 	m.anon += kv["anon"]
+	m.peak += kv["peak"]
 	m.heap += kv["heap"]
 	m.stacks += kv["stacks"]
 	m.goroutines += kv["goroutines"]

@@ -5,21 +5,23 @@
 //
 // It starts the agent with no pods and reports its settled memory (the
 // base), hands it -pods generated pods (one busybox container each), waits
-// until all of them run, and reports its settled memory again. Each report
+// until all of them run and the agent is calm (under a tenth of a core
+// for two seconds), and reports its settled memory again. Each report
 // is one line on standard output:
 //
-//	base rss=<bytes> anon=<bytes> heap=<bytes> goroutines=<n> stacks=<bytes>
+//	base rss=<bytes> anon=<bytes> peak=<bytes> heap=<bytes> goroutines=<n> stacks=<bytes>
 //	running ms=<ms> cpu-ns=<ns>
-//	pods rss=<bytes> anon=<bytes> heap=<bytes> goroutines=<n> stacks=<bytes>
+//	pods rss=<bytes> anon=<bytes> peak=<bytes> heap=<bytes> goroutines=<n> stacks=<bytes>
 //
 // Settled memory is what a long-running agent holds once its work is
-// done: after a garbage collection (which the Go runtime forces at least
-// every two minutes) and once the runtime's background scavenger has
-// returned the freed memory it does not keep, as it does by itself,
-// without debug.FreeOSMemory; rss is the largest resident set seen over
-// the following window, while the idle agent goes on allocating, and anon
-// its anonymous part (the rest are the pages of the binary it touched).
-// heap is the live heap of that collection.
+// done: rss is the resident set after a garbage collection (which the Go
+// runtime forces at least every two minutes) once the runtime's
+// background scavenger has returned the freed memory it does not keep, as
+// it does by itself, without debug.FreeOSMemory; anon is its anonymous
+// part (the rest are the pages of the binary the agent touched). peak is
+// the largest resident set over the following window, while the idle
+// agent goes on allocating towards its next collection. heap is the live
+// heap of the collection.
 //
 // It exits when its standard input closes.
 package main
@@ -144,8 +146,19 @@ func run(endpoint string, n int, generic bool, root, logs string, window time.Du
 		return err
 	}
 	fmt.Printf("running ms=%d cpu-ns=%d\n", time.Since(start).Milliseconds(), int64(cpuTime()-cpu0))
-	if !sleep(ctx, 3*time.Second) {
-		return stop()
+	// The start's work goes on after the last pod runs (the PLEG's events,
+	// the statuses): wait until the agent used less than a tenth of a core
+	// over two seconds in a row (or for a minute).
+	for calm, t0 := 0, time.Now(); calm < 2 && time.Since(t0) < time.Minute; {
+		c0 := cpuTime()
+		if !sleep(ctx, time.Second) {
+			return stop()
+		}
+		if cpuTime()-c0 < 100*time.Millisecond {
+			calm++
+		} else {
+			calm = 0
+		}
 	}
 	report("pods", settle(window))
 	if heapProfile != "" {
@@ -159,15 +172,15 @@ func run(endpoint string, n int, generic bool, root, logs string, window time.Du
 
 // memory is one settled measure.
 type memory struct {
-	rss, anon, heap, stacks int64
-	goroutines              int
+	rss, anon, peak, heap, stacks int64
+	goroutines                    int
 }
 
 // verbose is set by -v.
 var verbose bool
 
 func report(what string, m memory) {
-	fmt.Printf("%s rss=%d anon=%d heap=%d goroutines=%d stacks=%d\n", what, m.rss, m.anon, m.heap, m.goroutines, m.stacks)
+	fmt.Printf("%s rss=%d anon=%d peak=%d heap=%d goroutines=%d stacks=%d\n", what, m.rss, m.anon, m.peak, m.heap, m.goroutines, m.stacks)
 	if !verbose {
 		return
 	}
@@ -187,26 +200,33 @@ func report(what string, m memory) {
 }
 
 // settle collects garbage, waits until the runtime's scavenger stops
-// returning memory to the system, and returns the live heap and the
-// largest resident set seen over window after that.
+// returning memory to the system, and returns the live heap, the resident
+// set then, and the largest resident set seen over window after that.
 func settle(window time.Duration) memory {
+	start := time.Now()
 	sysruntime.GC()
 	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
 	metrics.Read(samples)
 	m := memory{heap: int64(samples[0].Value.Uint64()), stacks: int64(samples[1].Value.Uint64()), goroutines: sysruntime.NumGoroutine()}
-	prev, _ := rss()
-	for range 60 {
+	// The scavenger is done when the resident set shrank by less than
+	// 256 KiB over two half-seconds in a row (or after 30s).
+	m.rss, m.anon = rss()
+	for still := 0; still < 2 && time.Since(start) < 30*time.Second; {
 		time.Sleep(500 * time.Millisecond)
-		cur, _ := rss()
-		if prev-cur < 256<<10 {
-			break
+		cur, anon := rss()
+		if m.rss-cur < 256<<10 {
+			still++
+		} else {
+			still = 0
 		}
-		prev = cur
+		if cur < m.rss {
+			m.rss, m.anon = cur, anon
+		}
 	}
+	m.peak = m.rss
 	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if r, anon := rss(); r > m.rss {
-			m.rss, m.anon = r, anon
-		}
+		r, _ := rss()
+		m.peak = max(m.peak, r)
 	}
 	return m
 }
