@@ -17,7 +17,9 @@
 // done: rss is the resident set after a garbage collection (which the Go
 // runtime forces at least every two minutes) once the runtime's
 // background scavenger has returned the freed memory it does not keep, as
-// it does by itself, without debug.FreeOSMemory; anon is its anonymous
+// it does by itself, without debug.FreeOSMemory (the smallest of three
+// such collections a second apart, so that a periodic pass of the agent
+// under way at one of them does not count); anon is its anonymous
 // part (the rest are the pages of the binary the agent touched). peak is
 // the largest resident set over the following window, while the idle
 // agent goes on allocating towards its next collection. heap is the live
@@ -199,10 +201,34 @@ func report(what string, m memory) {
 	}
 }
 
-// settle collects garbage, waits until the runtime's scavenger stops
-// returning memory to the system, and returns the live heap, the resident
-// set then, and the largest resident set seen over window after that.
+// settle returns the agent's memory at rest and its peak: it collects
+// garbage and waits for the scavenger three times, a second apart, and
+// keeps the smallest resident set (a periodic pass of the agent, such as
+// the container collector listing every container, may be under way at
+// one collection), then watches the resident set over window for the
+// peak.
 func settle(window time.Duration) memory {
+	var m memory
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(time.Second)
+		}
+		if c := collect(); i == 0 || c.rss < m.rss {
+			m = c
+		}
+	}
+	m.peak = m.rss
+	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		r, _ := rss()
+		m.peak = max(m.peak, r)
+	}
+	return m
+}
+
+// collect collects garbage, waits until the runtime's scavenger stops
+// returning memory to the system, and returns the live heap and the
+// resident set then.
+func collect() memory {
 	start := time.Now()
 	sysruntime.GC()
 	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
@@ -222,11 +248,6 @@ func settle(window time.Duration) memory {
 		if cur < m.rss {
 			m.rss, m.anon = cur, anon
 		}
-	}
-	m.peak = m.rss
-	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		r, _ := rss()
-		m.peak = max(m.peak, r)
 	}
 	return m
 }
