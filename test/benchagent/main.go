@@ -68,18 +68,18 @@ func main() {
 	window := flag.Duration("window", 5*time.Second, "how long settled memory is watched")
 	heapProfile := flag.String("heapprofile", "", "write the heap profile with the pods running to this file")
 	profileRate := flag.Int("memprofilerate", 0, "runtime.MemProfileRate for -heapprofile (default: the Go runtime's)")
-	flag.BoolVar(&verbose, "v", false, "write the Go runtime's memory classes to standard error at each report")
+	verbose := flag.Bool("v", false, "write the Go runtime's memory classes to standard error at each report")
 	flag.Parse()
 	if *profileRate > 0 {
 		sysruntime.MemProfileRate = *profileRate
 	}
-	if err := run(*endpoint, *n, *generic, *root, *logs, *window, *heapProfile); err != nil {
+	if err := run(*endpoint, *n, *generic, *root, *logs, *window, *heapProfile, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "benchagent:", err)
 		os.Exit(1)
 	}
 }
 
-func run(endpoint string, n int, generic bool, root, logs string, window time.Duration, heapProfile string) error {
+func run(endpoint string, n int, generic bool, root, logs string, window time.Duration, heapProfile string, verbose bool) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { // the benchmark ended or died
@@ -132,7 +132,7 @@ func run(endpoint string, n int, generic bool, root, logs string, window time.Du
 	if !sleep(ctx, time.Second) {
 		return stop()
 	}
-	report("base", settle(window))
+	report("base", settle(window), verbose)
 
 	cpu0 := cpuTime()
 	start := time.Now()
@@ -162,7 +162,7 @@ func run(endpoint string, n int, generic bool, root, logs string, window time.Du
 			calm = 0
 		}
 	}
-	report("pods", settle(window))
+	report("pods", settle(window), verbose)
 	if heapProfile != "" {
 		if err := writeHeapProfile(heapProfile); err != nil {
 			return err
@@ -178,10 +178,9 @@ type memory struct {
 	goroutines                    int
 }
 
-// verbose is set by -v.
-var verbose bool
-
-func report(what string, m memory) {
+// report writes a memory report line, and with verbose the Go runtime's
+// memory classes and the process's memory map totals to standard error.
+func report(what string, m memory, verbose bool) {
 	fmt.Printf("%s rss=%d anon=%d peak=%d heap=%d goroutines=%d stacks=%d\n", what, m.rss, m.anon, m.peak, m.heap, m.goroutines, m.stacks)
 	if !verbose {
 		return
