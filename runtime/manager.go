@@ -105,6 +105,11 @@ type ManagerOptions struct {
 	// image pulled with one may be used by every pod. Defaults to nil:
 	// none.
 	NodeCredentials *credentials.Keyring
+	// UserNamespaces gives each pod's sandbox and containers their user
+	// namespace (package userns: the kubelet's ID mappings for
+	// hostUsers: false). Defaults to nil: no user namespace is sent, and
+	// a hostUsers: false pod fails with ErrUserNamespaces.
+	UserNamespaces UserNamespaces
 }
 
 // EnvResolver resolves the environment of container c of pod, whose
