@@ -118,6 +118,8 @@ type Manager struct {
 	ready  bool
 	pool   pool
 	usedBy map[types.UID]Mapping
+	// initErr is the last failure to get ready that Run logged.
+	initErr string
 }
 
 // New checks opts and returns a Manager. It does no I/O: the ID range is
@@ -180,8 +182,14 @@ func (m *Manager) housekeeping(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.ready {
-		if err := m.initLocked(ctx); err != nil {
+		err := m.initLocked(ctx)
+		if err != nil && err.Error() != m.initErr {
+			// Once per distinct error, not at every period.
 			m.log.Error(err, "User namespace manager not ready; pods with hostUsers: false cannot start")
+		}
+		m.initErr = ""
+		if err != nil {
+			m.initErr = err.Error()
 		}
 		return
 	}

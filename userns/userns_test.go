@@ -16,6 +16,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
@@ -626,4 +627,41 @@ func TestConcurrentPods(t *testing.T) {
 		}
 		seen[h] = true
 	}
+}
+
+// TestRunNotReady: a range the kubelet would refuse is logged once, not
+// at every period, and the pods fail with the error meanwhile.
+func TestRunNotReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var lines []string
+		log := funcr.New(func(prefix, args string) {
+			mu.Lock()
+			lines = append(lines, args)
+			mu.Unlock()
+		}, funcr.Options{})
+		m := newManager(t, Options{Runtime: supporting(""), Range: &Range{65536 + 1, 65536 * 200}, Logger: log})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- m.Run(ctx) }()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		_, err := m.PodUserNamespace(ctx, userPod("a", ptr(false)), "")
+		if !errors.Is(err, ErrRange) {
+			t.Errorf("pod: %v, want ErrRange", err)
+		}
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, l := range lines {
+			if strings.Contains(l, "is not a multiple of 65536") {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("the range error logged %d times over 5 periods, want once: %q", n, lines)
+		}
+	})
 }
