@@ -153,7 +153,9 @@ func New(opts Options) (*Agent, error) {
 	rmOpts := opts.RuntimeManager
 	rmOpts.CPUCFSQuotaPeriod = opts.Cgroups.CPUCFSQuotaPeriod
 	a.wireRuntime(&rmOpts)
-	a.wirePullSecrets(&rmOpts)
+	if err := a.wirePullSecrets(&rmOpts, log); err != nil {
+		return nil, err
+	}
 	a.setUpRuntimeClasses(&rmOpts)
 	if err := a.wireUserNamespaces(&rmOpts); err != nil {
 		return nil, err
@@ -295,6 +297,7 @@ func New(opts Options) (*Agent, error) {
 	}
 
 	var h syncloop.SyncHandler = a.handler
+	h = a.resizes.wrapHandler(h) // retries deferred resizes (resize.go)
 	if opts.WrapHandler != nil {
 		h = opts.WrapHandler(h)
 	}
@@ -434,6 +437,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("probes", a.probes.Run)
 	run("status manager", a.statuses.Run)
 	run("pod workers", a.workers.Run)
+	run("pod resizes", a.resizes.Run)
 	a.runRuntimeClasses(run)
 	run("sources", a.config.Run)
 	if a.node != nil {

@@ -633,6 +633,10 @@ func TestNewValidatesOptions(t *testing.T) {
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, RuntimeManager: runtime.ManagerOptions{CPUCFSQuotaPeriod: 50 * time.Millisecond}}},
 		{"relative allowed host path", `allowed host path "data" is not`,
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Volumes: volume.Options{AllowedHostPaths: []volume.AllowedHostPath{{PathPrefix: "data"}}}}},
+		{"credential provider config alone", "ImageCredentialProviderConfig and ImageCredentialProviderBinDir go together",
+			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, ImageCredentialProviderConfig: "/etc/providers.yaml"}},
+		{"credential provider bin dir missing", "image credential providers: plugin binary directory /nonexistent did not exist",
+			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, ImageCredentialProviderConfig: "/etc/providers.yaml", ImageCredentialProviderBinDir: "/nonexistent"}},
 		{"pleg fails", "no events here",
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, PLEG: func(runtime.RuntimeService, pleg.StatusGetter, pleg.Cache, logr.Logger) (pleg.EventGenerator, error) {
 				return nil, errors.New("no events here")
