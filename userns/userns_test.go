@@ -568,6 +568,8 @@ func TestRunReleasesRemovedPods(t *testing.T) {
 		defer cancel()
 		done := make(chan error)
 		go func() { done <- m.Run(ctx) }()
+		// Run's first housekeeping is done before the pods come.
+		synctest.Wait()
 		for _, uid := range []string{"a", "b"} {
 			if _, err := m.PodUserNamespace(ctx, userPod(uid, ptr(false)), ""); err != nil {
 				t.Fatal(err)
