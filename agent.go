@@ -351,6 +351,9 @@ func (a *Agent) joinCluster() error {
 		nodeOpts.Logger = a.opts.Logger // the node package names the node itself
 	}
 	a.nodeAliveNodeOptions(&nodeOpts)
+	if nodeOpts.DeclaredFeatures == nil {
+		nodeOpts.DeclaredFeatures = declaredFeatures() // declaredfeatures.go
+	}
 	if nodeOpts.Health == nil {
 		// Ready as the kubelet: the runtime answers and the PLEG relists.
 		nodeOpts.Health = func() error { return a.runtimeHealthy(nil) }

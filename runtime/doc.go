@@ -198,6 +198,11 @@
 //     written at each container start, as the kubelet does.
 //   - Old stopped sandboxes of a running pod are left to package gc (the
 //     agent runs its collector); RemovePod removes them with the pod.
+//   - A PodStatus keeps a compact copy of each sandbox's status (ID,
+//     metadata, state, creation time, network, namespace options, runtime
+//     handler), where the kubelet's keeps the runtime's answer whole: the
+//     PLEG's cache holds one for every pod, and the sandbox's labels and
+//     annotations maps would weigh more than the rest of it.
 //
 // # Agents sharing a runtime
 //

@@ -459,7 +459,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		if st == nil {
 			return nil, fmt.Errorf("runtime: status of sandbox %s of pod %s is empty", s.GetId(), uid)
 		}
-		ps.SandboxStatuses = append(ps.SandboxStatuses, st)
+		ps.SandboxStatuses = append(ps.SandboxStatuses, compactSandboxStatus(st))
 		if i == 0 && st.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
 			ps.IPs = sandboxIPs(st)
 		}
