@@ -25,6 +25,7 @@ import (
 	"github.com/nodekit/nodekit/sources/apiserver"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/userns"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/downwardapi"
 	"github.com/nodekit/nodekit/volume/emptydir"
@@ -71,6 +72,8 @@ type Agent struct {
 	ran        atomic.Bool
 
 	runtimeClasses runtimeClasses // RuntimeClass look-ups (runtimeclass.go)
+
+	userns *userns.Manager // nil when disabled (userns.go)
 }
 
 type errBox struct{ err error }
@@ -154,6 +157,9 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a.setUpRuntimeClasses(&rmOpts)
+	if err := a.wireUserNamespaces(&rmOpts); err != nil {
+		return nil, err
+	}
 	if rmOpts.Logger.GetSink() == nil {
 		rmOpts.Logger = log
 	}
@@ -445,6 +451,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.runNodeAlive(run)
 	a.runServiceLinks(run)
+	a.runUserNamespaces(run)
 	run("sync loop", a.loop.Run)
 	err := g.Wait()
 	a.log.Info("Node agent stopped")

@@ -109,6 +109,11 @@ type ManagerOptions struct {
 	// plugin's login for a service account token, by the pods of that
 	// service account. Defaults to nil: none.
 	NodeCredentials credentials.Provider
+	// UserNamespaces gives each pod's sandbox and containers their user
+	// namespace (package userns: the kubelet's ID mappings for
+	// hostUsers: false). Defaults to nil: no user namespace is sent, and
+	// a hostUsers: false pod fails with ErrUserNamespaces.
+	UserNamespaces UserNamespaces
 }
 
 // EnvResolver resolves the environment of container c of pod, whose
