@@ -137,15 +137,17 @@
 //     from those the pod-level resources give it, SyncPod moves the pod
 //     cgroup to them with the containers' updates in the same order
 //     (raised before the containers, lowered after), restarting no
-//     container: resizePolicy is a container's field, and the kubelet
-//     applies none to the pod cgroup. PodResizeInProgress holds until the
+//     container for it (resizePolicy is a container's field, applied to
+//     the containers' own changes). PodResizeInProgress holds until the
 //     pod cgroup, as read, has them; status.allocatedResources and
 //     status.resources give the pod's allocated requests and its
 //     pod-level resources as the cgroup has them. On purpose, as for
 //     containers: the actual values are read from the pod cgroup, not
 //     from a checkpoint of what was written (cpu shares compare as cgroup
-//     v2 weights, the value cgroup v2 keeps), and the two status fields
-//     are filled only for pods with pod-level resources.
+//     v2 weights, the value cgroup v2 keeps). Not yet done: the two status
+//     fields are filled only for pods with pod-level resources (the API
+//     documents status.allocatedResources as the containers' total
+//     requests for the others).
 //   - Image pull secrets (ManagerOptions.Secrets; package
 //     runtime/credentials has the docker-config rules) are read when an
 //     image is pulled or its access checked, not at every sync: the
