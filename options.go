@@ -168,6 +168,9 @@ type Options struct {
 	// agent's.
 	Probes probe.Options
 
+	// UserNamespaces configures the user namespaces of hostUsers: false
+	// pods (on by default, as the kubelet's; see UserNamespacesOptions).
+	UserNamespaces UserNamespacesOptions
 	// RuntimeManager configures the pod-level runtime manager (container
 	// restart back-off 10s doubling to 300s, log directory, ...).
 	RuntimeManager runtime.ManagerOptions

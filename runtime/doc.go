@@ -172,9 +172,19 @@
 //     groups, the supplemental groups policy, capabilities, privileged,
 //     read-only root, no-new-privileges, seccomp with Localhost profiles
 //     under <RootDir>/seccomp, AppArmor, SELinux options, procMount's
-//     masked and read-only paths, sysctls), but for hostUsers: false:
-//     nodekit does not allocate user-namespace ID mappings, so such a pod
-//     fails to get a sandbox with ErrUserNamespaces on every runtime.
+//     masked and read-only paths, sysctls). User namespaces are the
+//     kubelet's (UserNamespacesSupport, on by default): with
+//     ManagerOptions.UserNamespaces (the agent gives package userns's
+//     manager), the sandbox and every container of a pod get its user
+//     namespace in their namespace options, as namespacesForPod does:
+//     mode NODE, or for hostUsers: false mode POD with the pod's own ID
+//     mappings, asked for the pod's runtime handler; a failure (a handler
+//     that does not report the UserNamespaces feature, the ID range used
+//     up, hostNetwork/hostPID/hostIPC with hostUsers: false) fails the
+//     sandbox with FailedCreatePodSandBox and the kubelet's message.
+//     Without it, a hostUsers: false pod fails with ErrUserNamespaces.
+//     Package userns lists where its allocation differs on purpose (no ID
+//     range reaching 2^32-1; a bad mapping file fails its pod only).
 //   - A container killed without its pod (an orphan after a restart of the
 //     agent) gets its preStop hook and grace period as the kubelet: both
 //     are recorded on the container (AnnotationPreStopHandler, with its
@@ -199,6 +209,11 @@
 //     written at each container start, as the kubelet does.
 //   - Old stopped sandboxes of a running pod are left to package gc (the
 //     agent runs its collector); RemovePod removes them with the pod.
+//   - A PodStatus keeps a compact copy of each sandbox's status (ID,
+//     metadata, state, creation time, network, namespace options, runtime
+//     handler), where the kubelet's keeps the runtime's answer whole: the
+//     PLEG's cache holds one for every pod, and the sandbox's labels and
+//     annotations maps would weigh more than the rest of it.
 //
 // # Agents sharing a runtime
 //

@@ -109,6 +109,11 @@ type ManagerOptions struct {
 	// plugin's login for a service account token, by the pods of that
 	// service account. Defaults to nil: none.
 	NodeCredentials credentials.Provider
+	// UserNamespaces gives each pod's sandbox and containers their user
+	// namespace (package userns: the kubelet's ID mappings for
+	// hostUsers: false). Defaults to nil: no user namespace is sent, and
+	// a hostUsers: false pod fails with ErrUserNamespaces.
+	UserNamespaces UserNamespaces
 }
 
 // EnvResolver resolves the environment of container c of pod, whose
@@ -454,7 +459,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		if st == nil {
 			return nil, fmt.Errorf("runtime: status of sandbox %s of pod %s is empty", s.GetId(), uid)
 		}
-		ps.SandboxStatuses = append(ps.SandboxStatuses, st)
+		ps.SandboxStatuses = append(ps.SandboxStatuses, compactSandboxStatus(st))
 		if i == 0 && st.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
 			ps.IPs = sandboxIPs(st)
 		}
