@@ -131,8 +131,10 @@
 //     (the API server takes such a resize only for a Node that declares
 //     InPlacePodVerticalScalingInitContainers). A resize of the pod-level
 //     resources (spec.resources, InPlacePodLevelResourcesVerticalScaling,
-//     beta and on since 1.36) is the kubelet's too: allocated against the
-//     node as a container's (the pod-level requests are the pod's), and,
+//     beta and on since 1.36; the agent's Node declares it, which the API
+//     server requires of such a resize) is the kubelet's too: allocated
+//     against the node as a container's (the pod-level requests are the
+//     pod's), and,
 //     while the pod cgroup's cpu shares, CFS quota or memory limit differ
 //     from those the pod-level resources give it, SyncPod moves the pod
 //     cgroup to them with the containers' updates in the same order

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,25 +20,17 @@ import (
 // for the API server to take a resize of a pod's pod-level resources.
 const podLevelFeature = "InPlacePodLevelResourcesVerticalScaling"
 
-// declarePodLevelResize adds podLevelFeature to the Node's
-// status.declaredFeatures unless it is there.
-func (c *cluster) declarePodLevelResize() error {
+// declaresPodLevelResize returns nil once the Node's
+// status.declaredFeatures holds podLevelFeature.
+func (c *cluster) declaresPodLevelResize() error {
 	n, err := c.api.CoreV1().Nodes().Get(c.t.Context(), c.node, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	for _, f := range n.Status.DeclaredFeatures {
-		if f == podLevelFeature {
-			return nil
-		}
+	if !slices.Contains(n.Status.DeclaredFeatures, podLevelFeature) {
+		return fmt.Errorf("declared features %v", n.Status.DeclaredFeatures)
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{
-		"declaredFeatures": append(append([]string{}, n.Status.DeclaredFeatures...), podLevelFeature)}})
-	if err != nil {
-		return err
-	}
-	_, err = c.api.CoreV1().Nodes().Patch(c.t.Context(), c.node, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-	return err
+	return nil
 }
 
 // podLevelResized returns nil once the API server's status of the pod
@@ -130,7 +123,7 @@ func TestInPlaceResizePodLevel(t *testing.T) {
 	}
 	checkPodCgroup("initial", 64<<20, 20000, 102)
 
-	eventuallyNil(t, 30*time.Second, "the Node declaring "+podLevelFeature, c.declarePodLevelResize)
+	eventuallyNil(t, 30*time.Second, "the Node declaring "+podLevelFeature, c.declaresPodLevelResize)
 	for _, s := range []struct {
 		name               string
 		r                  v1.ResourceRequirements
@@ -143,13 +136,9 @@ func TestInPlaceResizePodLevel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventuallyNil(t, 30*time.Second, "the API server taking the pod-level resize "+s.name, func() error {
-			if err := c.declarePodLevelResize(); err != nil {
-				return err
-			}
-			_, err := c.api.CoreV1().Pods(c.ns).Patch(t.Context(), "pod-level", types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "resize")
-			return err
-		})
+		if _, err := c.api.CoreV1().Pods(c.ns).Patch(t.Context(), "pod-level", types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "resize"); err != nil {
+			t.Fatalf("patching the resize subresource of pod-level: %v", err)
+		}
 		took := eventuallyNil(t, 60*time.Second, "pod-level resize "+s.name+" shown in the pod's status", func() error {
 			var err error
 			got, err = c.podLevelResized("pod-level", s.r)

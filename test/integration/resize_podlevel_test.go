@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -24,31 +25,24 @@ import (
 // pod's pod-level resources.
 const podLevelResizeFeature = "InPlacePodLevelResourcesVerticalScaling"
 
-// declareFeature adds feature to the Node's status.declaredFeatures
-// unless it is there.
-func declareFeature(t *testing.T, c kubernetes.Interface, nodeName, feature string) error {
+// declares returns nil once the Node's status.declaredFeatures holds
+// feature.
+func declares(t *testing.T, c kubernetes.Interface, nodeName, feature string) error {
 	n, err := c.CoreV1().Nodes().Get(t.Context(), nodeName, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	for _, f := range n.Status.DeclaredFeatures {
-		if f == feature {
-			return nil
-		}
+	if !slices.Contains(n.Status.DeclaredFeatures, feature) {
+		return fmt.Errorf("declared features %v", n.Status.DeclaredFeatures)
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{
-		"declaredFeatures": append(append([]string{}, n.Status.DeclaredFeatures...), feature)}})
-	if err != nil {
-		return err
-	}
-	_, err = c.CoreV1().Nodes().Patch(t.Context(), nodeName, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-	return err
+	return nil
 }
 
 // TestResizeSubresourcePodLevel runs the agent on the in-memory runtime,
 // joined to the real API server, and resizes a pod's pod-level resources
-// (spec.resources) through the resize subresource, its Node declaring
-// InPlacePodLevelResourcesVerticalScaling: the pod's
+// (spec.resources) through the resize subresource, the agent's Node
+// declaring InPlacePodLevelResourcesVerticalScaling (without which the API
+// server refuses such a resize): the pod's
 // status.allocatedResources and status.resources follow and no resize
 // condition stays; a pod-level increase that does not fit beside another
 // pod gets PodResizePending/Deferred with the kubelet's message, the
@@ -75,6 +69,9 @@ func TestResizeSubresourcePodLevel(t *testing.T) {
 	}
 	runInBackground(t, "agent", agent.Run)
 	eventually(t, 30*time.Second, "the Node Ready", func() error { return nodeReady(t.Context(), c, nodeName) })
+	eventually(t, 30*time.Second, "the Node declaring "+podLevelResizeFeature, func() error {
+		return declares(t, c, nodeName, podLevelResizeFeature)
+	})
 
 	initial := requirements("500m", "1", "64Mi", "128Mi")
 	p := newPod(uniqueName("podresize"), nodeName)
@@ -122,13 +119,9 @@ func TestResizeSubresourcePodLevel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "the API server taking the pod-level resize", func() error {
-			if err := declareFeature(t, c, nodeName, podLevelResizeFeature); err != nil {
-				return err
-			}
-			_, err := c.CoreV1().Pods(pod.Namespace).Patch(t.Context(), pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "resize")
-			return err
-		})
+		if _, err := c.CoreV1().Pods(pod.Namespace).Patch(t.Context(), pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "resize"); err != nil {
+			t.Fatalf("patching the resize subresource of %s: %v", pod.Name, err)
+		}
 	}
 	bigger := requirements("1", "2", "128Mi", "256Mi")
 	resize(bigger)
