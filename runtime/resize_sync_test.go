@@ -291,3 +291,48 @@ func TestPodCgroupResized(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncPodPodLevelAndContainerResize: when a pod's pod-level resources
+// and a container's grow together, the pod cgroup is raised before the
+// container, and lowered after it when both shrink.
+func TestSyncPodPodLevelAndContainerResize(t *testing.T) {
+	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox:1.36"}})
+	defer rt.Close()
+	st := &steps{}
+	m, err := runtime.NewManager(&updateRecorder{Runtime: rt, steps: st}, rt, runtime.ManagerOptions{PodLogsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	pc := &fakePodCgroup{steps: st}
+	sync := func(pod *v1.Pod) {
+		t.Helper()
+		s, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.SyncPodWithOptions(ctx, pod, s, runtime.SyncPodOptions{PodCgroup: pc}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	both := func(podMem, ctrMem string) *v1.Pod {
+		p := podLevelPod("1", podMem)
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse(ctrMem)},
+		}
+		return p
+	}
+	pod := both("256Mi", "128Mi")
+	pc.cur = pc.Desired(pod)
+	sync(pod)
+	st.take()
+	sync(both("512Mi", "256Mi"))
+	if d := cmp.Diff([]string{"pod memory=536870912", "container memory=268435456 quota=100000"}, st.take()); d != "" {
+		t.Errorf("increase (-want +got):\n%s", d)
+	}
+	sync(both("128Mi", "64Mi"))
+	if d := cmp.Diff([]string{"container memory=67108864 quota=100000", "pod memory=134217728"}, st.take()); d != "" {
+		t.Errorf("decrease (-want +got):\n%s", d)
+	}
+}
