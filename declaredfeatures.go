@@ -16,7 +16,10 @@ import (
 //     RestartAllContainers action (package runtime);
 //   - InPlacePodVerticalScalingInitContainers: resizes of init
 //     containers (sidecars in place; a regular init container gets its
-//     new resources at its next start, see runtime's doc).
+//     new resources at its next start, see runtime's doc);
+//   - InPlacePodLevelResourcesVerticalScaling: resizes of the pod-level
+//     resources (spec.resources), the pod cgroup resized in place (see
+//     runtime's doc).
 //
 // Not declared: ExtendWebSocketsToKubelet (the API server translates
 // WebSocket exec, attach and port-forward to SPDY for the node API, as for
@@ -28,6 +31,7 @@ func implementedFeatureGates() ndftypes.FeatureGateMap {
 	return ndftypes.FeatureGateMap{
 		"RestartAllContainersOnContainerExits":    true,
 		"InPlacePodVerticalScalingInitContainers": true,
+		"InPlacePodLevelResourcesVerticalScaling": true,
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // it as the scheduler matches one.
 func TestDeclaredFeatures(t *testing.T) {
 	got := declaredFeatures()
-	for _, want := range []string{"InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"} {
+	for _, want := range []string{"InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits", "InPlacePodLevelResourcesVerticalScaling"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("declared %v, want %s among them", got, want)
 		}

@@ -96,7 +96,10 @@ type resizes struct {
 	// cached is the pod's runtime status as the sync last read it (the
 	// pod status cache), nil when unknown.
 	cached func(types.UID) *runtime.PodStatus
-	clock  clock.Clock // defaults to the real clock
+	// podCgroup reads the pod cgroup of a pod with pod-level resources
+	// (podCgroupState), nil when unknown.
+	podCgroup func(*v1.Pod) *status.PodCgroupState
+	clock     clock.Clock // defaults to the real clock
 	// kick tells Run that a retry ran, so that the next periodic one is
 	// next (under mu) later.
 	kick chan struct{}
@@ -375,14 +378,18 @@ func (r *resizes) emit(pod *v1.Pod, eventtype, reason, message string) {
 
 // observe follows a pod's resize from the runtime's status before a sync
 // (pod as allocated), as the kubelet's SyncPod does: while a running
-// container's resources differ from its allocation the resize is in
-// progress; once they match, a resize that was is completed
+// container's resources differ from its allocation, or the pod cgroup's
+// from the pod-level resources allocated, the resize is in progress; once they match, a resize that was is completed
 // (ResizeCompleted, with the generation it was allocated at).
 func (r *resizes) observe(pod *v1.Pod, ps *runtime.PodStatus) {
 	if ps == nil || len(ps.SandboxStatuses) == 0 && len(ps.ContainerStatuses) == 0 {
 		return // nothing known of the pod
 	}
-	inProgress := status.ResizeInProgress(pod, ps)
+	var pc *status.PodCgroupState
+	if r.podCgroup != nil {
+		pc = r.podCgroup(pod)
+	}
+	inProgress := status.PodResizeInProgress(pod, ps, pc)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.loadLocked()
@@ -742,6 +749,12 @@ func (a *Agent) newResizes() *resizes {
 			}
 			return a.runtime.ResizeError(uid)
 		},
+		podCgroup: func(pod *v1.Pod) *status.PodCgroupState {
+			if a.cgroups == nil {
+				return nil
+			}
+			return podCgroupState(a.cgroups, pod)
+		},
 		clock: clock.RealClock{},
 		kick:  make(chan struct{}, 1),
 	}
@@ -792,4 +805,24 @@ func (p podCgroup) Desired(pod *v1.Pod) runtime.PodCgroupConfig {
 
 func (p podCgroup) Set(pod *v1.Pod, cfg runtime.PodCgroupConfig) error {
 	return p.r.SetPodConfig(pod, &cgroup.ResourceConfig{CPUShares: cfg.CPUShares, CPUQuota: cfg.CPUQuota, CPUPeriod: cfg.CPUPeriod, Memory: cfg.Memory})
+}
+
+// podCgroupState reads the pod cgroup of a pod with pod-level resources
+// (spec.resources, as allocated): its cpu and memory and those its
+// allocation gives it. Nil for a pod without pod-level resources, when
+// cgroups are off, or when the cgroup cannot be read (not created yet,
+// removed).
+func podCgroupState(c PodCgroups, pod *v1.Pod) *status.PodCgroupState {
+	if !podmodel.HasPodLevelResources(pod) {
+		return nil
+	}
+	pc := podCgroupFor(c)
+	if pc == nil {
+		return nil
+	}
+	cur, _, err := pc.Current(pod)
+	if err != nil {
+		return nil
+	}
+	return &status.PodCgroupState{Current: cur, Desired: pc.Desired(pod)}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -531,5 +532,61 @@ func TestResizesCompletedInTheSync(t *testing.T) {
 	}
 	if d := cmp.Diff(want, e.takeEvents()); d != "" {
 		t.Errorf("events of one sync (-want +got):\n%s", d)
+	}
+}
+
+// TestResizesPodLevel: a resize of the pod-level resources is allocated
+// (ResizeStarted) and kept in the checkpoint, so that a restarted agent
+// runs the pod with them; it is in progress while the pod cgroup lags the
+// allocation, even with every container as allocated, and completed
+// (ResizeCompleted) once the cgroup has it.
+func TestResizesPodLevel(t *testing.T) {
+	e := &resizeEnv{}
+	r := newEnvResizes(t, e)
+	r.path = filepath.Join(t.TempDir(), allocationCheckpointFile)
+	podLevel := func(cpu string) *v1.Pod {
+		p := apiPodWithCPU("a", "500m")
+		p.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}}
+		return p
+	}
+	admitAll(t, r, e, podLevel("1"))
+	resized := podLevel("2")
+	resized.Generation = 3
+	e.set(resized)
+	allocated := r.resolve(resized)
+	if q := allocated.Spec.Resources.Requests[v1.ResourceCPU]; q.String() != "2" {
+		t.Fatalf("pod-level cpu as allocated %s, want 2", q.String())
+	}
+	wantStarted := "Normal ResizeStarted " + podmodel.ResizeEventMessage("Pod resize started", resized, 3, "")
+	if d := cmp.Diff([]string{wantStarted}, e.takeEvents()); d != "" {
+		t.Errorf("events of the allocation (-want +got):\n%s", d)
+	}
+
+	restarted := newEnvResizes(t, &resizeEnv{})
+	restarted.path = r.path
+	if got, _ := restarted.allocated(podLevel("1")); got.Spec.Resources.Requests.Cpu().String() != "2" {
+		t.Errorf("after a restart the pod-level cpu is %s, want the allocated 2", got.Spec.Resources.Requests.Cpu().String())
+	}
+
+	shares := func(v uint64) runtime.PodCgroupConfig { return runtime.PodCgroupConfig{CPUShares: &v} }
+	cgroupShares := uint64(1024)
+	r.podCgroup = func(*v1.Pod) *status.PodCgroupState {
+		return &status.PodCgroupState{Current: shares(cgroupShares), Desired: shares(2048)}
+	}
+	ps := &runtime.PodStatus{
+		SandboxStatuses: []*runtimeapi.PodSandboxStatus{{Id: "sb", State: runtimeapi.PodSandboxState_SANDBOX_READY}},
+		ContainerStatuses: []*runtime.ContainerStatus{{
+			Name: "c", State: runtime.ContainerStateRunning, SandboxID: "sb",
+			Resources: &runtime.ContainerResources{CPURequest: resource.NewMilliQuantity(500, resource.DecimalSI)},
+		}}}
+	r.observe(allocated, ps)
+	if ev := e.takeEvents(); len(ev) != 0 {
+		t.Errorf("events while the pod cgroup lags: %v", ev)
+	}
+	cgroupShares = 2048
+	r.observe(allocated, ps)
+	wantDone := "Normal ResizeCompleted " + podmodel.ResizeEventMessage("Pod resize completed", allocated, 3, "")
+	if d := cmp.Diff([]string{wantDone}, e.takeEvents()); d != "" {
+		t.Errorf("events once the pod cgroup has the resize (-want +got):\n%s", d)
 	}
 }

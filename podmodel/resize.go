@@ -14,10 +14,6 @@ const (
 	ResizeMessageStaticPod  = "In-place resize of static-pods is not supported"
 	ResizeMessageQOSChange  = "Pod QOS Class may not change as a result of resizing"
 	ResizeMessageOnlyCPUMem = "only cpu and memory resources are mutable"
-	// ResizeMessagePodLevel: a resize of the pod-level resources
-	// (spec.resources), refused as a kubelet with
-	// InPlacePodLevelResourcesVerticalScaling off refuses it.
-	ResizeMessagePodLevel = "InPlacePodLevelResourcesVerticalScaling is disabled"
 )
 
 // Allocation is the resources allocated to a pod's containers, by
@@ -89,13 +85,15 @@ func WithAllocation(pod *v1.Pod, alloc Allocation) (*v1.Pod, bool) {
 // allocation, WithAllocation): "" when the resize is allocated at once;
 // else the PodResizePending reason and message.
 //
-// Infeasible (never allocated as asked): a static pod; a change of the
-// pod-level resources (spec.resources: the agent resizes as a kubelet with
-// InPlacePodLevelResourcesVerticalScaling off, and its Node does not
-// declare the feature, so the API server refuses such a resize of the
-// pods it serves); a change of QoS class or of a resource other than cpu
-// and memory (the API server refuses both for the pods it serves, the
-// agent for pods of its other sources); requests
+// The pod-level resources (spec.resources) resize as the containers' do
+// (InPlacePodLevelResourcesVerticalScaling, beta and on since 1.36): their
+// requests count in the pod's (podmodel.Requests), so that a pod-level
+// increase is checked against the node as a container's is.
+//
+// Infeasible (never allocated as asked): a static pod; a change of QoS
+// class or of a resource other than cpu and memory, of a container or of
+// the pod (the API server refuses both for the pods it serves, the agent
+// for pods of its other sources); requests
 // beyond the node's allocatable resources ("Node didn't have enough
 // capacity: memory, requested: 4718592000, capacity: 4294967296", memory
 // checked first). Deferred (allocated once room is made): the requests do
@@ -106,11 +104,20 @@ func DecideResize(pod, allocated *v1.Pod, others []*v1.Pod, allocatable v1.Resou
 	if IsStatic(pod) {
 		return v1.PodReasonInfeasible, ResizeMessageStaticPod
 	}
-	if !apiequality.Semantic.DeepEqual(pod.Spec.Resources, allocated.Spec.Resources) {
-		return v1.PodReasonInfeasible, ResizeMessagePodLevel
-	}
 	if QOSClass(pod) != QOSClass(allocated) {
 		return v1.PodReasonInfeasible, ResizeMessageQOSChange
+	}
+	if !apiequality.Semantic.DeepEqual(pod.Spec.Resources, allocated.Spec.Resources) {
+		var want, have v1.ResourceRequirements
+		if pod.Spec.Resources != nil {
+			want = *pod.Spec.Resources
+		}
+		if allocated.Spec.Resources != nil {
+			have = *allocated.Spec.Resources
+		}
+		if !sameBeyondCPUMemory(want.Requests, have.Requests) || !sameBeyondCPUMemory(want.Limits, have.Limits) {
+			return v1.PodReasonInfeasible, ResizeMessageOnlyCPUMem
+		}
 	}
 	// Init containers, restartable (sidecars) or not, resize as app
 	// containers do (InPlacePodVerticalScalingInitContainers, on and

@@ -41,6 +41,12 @@ func withInit(p *v1.Pod, sidecar bool, cpu, mem string) *v1.Pod {
 	return p
 }
 
+// withPodLevel sets the pod's pod-level resources (spec.resources).
+func withPodLevel(p *v1.Pod, cpuReq, cpuLim, memReq, memLim string) *v1.Pod {
+	p.Spec.Resources = resizeTestPod("x", cpuReq, cpuLim, memReq, memLim).Spec.Containers[0].Resources.DeepCopy()
+	return p
+}
+
 // TestDecideResize holds the kubelet's rules for a resize (allocation
 // manager tests: TestHandlePodResourcesResize): static pods and QoS
 // changes are infeasible, requests beyond the node's allocatable
@@ -139,19 +145,64 @@ func TestDecideResize(t *testing.T) {
 			wantMessage: ResizeMessageOnlyCPUMem,
 		},
 		{
-			name: "pod-level resources changed: infeasible",
-			pod: func() *v1.Pod {
-				p := resizeTestPod("p", "1", "", "1Gi", "")
-				p.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("3")}}
-				return p
-			}(),
-			allocated: func() *v1.Pod {
-				p := resizeTestPod("p", "1", "", "1Gi", "")
-				p.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}}
-				return p
-			}(),
+			name:      "pod-level cpu limit increase: allocated",
+			pod:       withPodLevel(resizeTestPod("p", "1", "", "1Gi", ""), "1", "3", "1Gi", ""),
+			allocated: withPodLevel(resizeTestPod("p", "1", "", "1Gi", ""), "1", "2", "1Gi", ""),
+			others:    []*v1.Pod{other},
+		},
+		{
+			// The pod-level requests are the pod's: 1500m beside the
+			// other pod's 2 fits in 4, whatever the containers ask.
+			name:      "pod-level cpu request increase that fits: allocated",
+			pod:       withPodLevel(resizeTestPod("p", "1", "", "1Gi", ""), "1500m", "", "1Gi", ""),
+			allocated: withPodLevel(resizeTestPod("p", "1", "", "1Gi", ""), "1", "", "1Gi", ""),
+			others:    []*v1.Pod{other},
+		},
+		{
+			name:        "pod-level cpu request increase beside other pods: deferred",
+			pod:         withPodLevel(resizeTestPod("p", "1", "", "1Gi", ""), "2500m", "", "1Gi", ""),
+			allocated:   withPodLevel(resizeTestPod("p", "1", "", "1Gi", ""), "1", "", "1Gi", ""),
+			others:      []*v1.Pod{other},
+			wantReason:  v1.PodReasonDeferred,
+			wantMessage: "Node didn't have enough resource: cpu, requested: 2500, used: 2000, capacity: 4000",
+		},
+		{
+			name:        "pod-level memory request beyond the node: infeasible",
+			pod:         withPodLevel(resizeTestPod("p", "1", "", "1Gi", ""), "1", "", "5Gi", ""),
+			allocated:   withPodLevel(resizeTestPod("p", "1", "", "1Gi", ""), "1", "", "1Gi", ""),
 			wantReason:  v1.PodReasonInfeasible,
-			wantMessage: ResizeMessagePodLevel,
+			wantMessage: "Node didn't have enough capacity: memory, requested: 5368709120, capacity: 4294967296",
+		},
+		{
+			name: "pod-level resize of a static pod: infeasible",
+			pod: func() *v1.Pod {
+				p := withPodLevel(resizeTestPod("p", "1", "", "1Gi", ""), "1", "3", "1Gi", "")
+				p.Annotations[AnnotationSource] = "file"
+				return p
+			}(),
+			allocated:   withPodLevel(resizeTestPod("p", "1", "", "1Gi", ""), "1", "2", "1Gi", ""),
+			wantReason:  v1.PodReasonInfeasible,
+			wantMessage: ResizeMessageStaticPod,
+		},
+		{
+			// Pod-level requests equal to limits make the pod
+			// Guaranteed; raising the limit alone makes it Burstable.
+			name:        "pod-level QoS class change: infeasible",
+			pod:         withPodLevel(resizeTestPod("p", "", "", "", ""), "1", "2", "1Gi", "1Gi"),
+			allocated:   withPodLevel(resizeTestPod("p", "", "", "", ""), "1", "1", "1Gi", "1Gi"),
+			wantReason:  v1.PodReasonInfeasible,
+			wantMessage: ResizeMessageQOSChange,
+		},
+		{
+			name: "pod-level hugepages changed: infeasible",
+			pod: func() *v1.Pod {
+				p := withPodLevel(resizeTestPod("p", "1", "", "1Gi", ""), "1", "2", "1Gi", "")
+				p.Spec.Resources.Limits["hugepages-2Mi"] = resource.MustParse("4Mi")
+				return p
+			}(),
+			allocated:   withPodLevel(resizeTestPod("p", "1", "", "1Gi", ""), "1", "2", "1Gi", ""),
+			wantReason:  v1.PodReasonInfeasible,
+			wantMessage: ResizeMessageOnlyCPUMem,
 		},
 		{
 			name:      "sidecar cpu increase that fits: allocated",

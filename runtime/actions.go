@@ -338,6 +338,11 @@ func computePodActions(pod *v1.Pod, status *PodStatus, opts SyncPodOptions) podA
 		// Sidecars alone do not keep a pod alive.
 		a.InitContainersToStart = nil
 	}
+	if !a.KillPod && ResizeAllowed(pod) && podCgroupResizeNeeded(pod, opts.PodCgroup) {
+		// A resize of the pod-level resources: the pod cgroup moves
+		// to them, in order with any container's update.
+		a.UpdatePodResources = true
+	}
 	return a
 }
 

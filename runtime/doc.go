@@ -131,12 +131,25 @@
 //     (the API server takes such a resize only for a Node that declares
 //     InPlacePodVerticalScalingInitContainers). A resize of the pod-level
 //     resources (spec.resources, InPlacePodLevelResourcesVerticalScaling,
-//     on since 1.36) is not done: the agent's Node does not declare that
-//     feature (NodeDeclaredFeatures), so the API server refuses such a
-//     resize of the pods it serves (the pods of the agent's other sources
-//     are static, their resizes all Infeasible); one that reaches the
-//     agent all the same is Infeasible with the message of a kubelet with
-//     the feature off, the pod run as allocated.
+//     beta and on since 1.36; the agent's Node declares it, which the API
+//     server requires of such a resize) is the kubelet's too: allocated
+//     against the node as a container's (the pod-level requests are the
+//     pod's), and,
+//     while the pod cgroup's cpu shares, CFS quota or memory limit differ
+//     from those the pod-level resources give it, SyncPod moves the pod
+//     cgroup to them with the containers' updates in the same order
+//     (raised before the containers, lowered after), restarting no
+//     container for it (resizePolicy is a container's field, applied to
+//     the containers' own changes). PodResizeInProgress holds until the
+//     pod cgroup, as read, has them; status.allocatedResources and
+//     status.resources give the pod's allocated requests and its
+//     pod-level resources as the cgroup has them. On purpose, as for
+//     containers: the actual values are read from the pod cgroup, not
+//     from a checkpoint of what was written (cpu shares compare as cgroup
+//     v2 weights, the value cgroup v2 keeps). Not yet done: the two status
+//     fields are filled only for pods with pod-level resources (the API
+//     documents status.allocatedResources as the containers' total
+//     requests for the others).
 //   - Image pull secrets (ManagerOptions.Secrets; package
 //     runtime/credentials has the docker-config rules) are read when an
 //     image is pulled or its access checked, not at every sync: the

@@ -338,6 +338,69 @@ func (m *Manager) doPodResizeAction(ctx context.Context, pod *v1.Pod, a podActio
 	return nil
 }
 
+// podCgroupResizeNeeded reports whether the pod has pod-level resources
+// (spec.resources, as allocated) that its cgroup does not have yet: a
+// resize of the pod-level resources (InPlacePodLevelResourcesVerticalScaling)
+// not yet actuated. A pod cgroup that cannot be read has nothing to resize
+// now; the next sync reads it again.
+func podCgroupResizeNeeded(pod *v1.Pod, pc PodCgroup) bool {
+	if pc == nil || !podmodel.HasPodLevelResources(pod) {
+		return false
+	}
+	cur, _, err := pc.Current(pod)
+	if err != nil {
+		return false
+	}
+	return PodCgroupResized(cur, pc.Desired(pod))
+}
+
+// PodCgroupResized reports whether the pod cgroup's cpu and memory as read
+// (cur) differ from those its allocated resources give it (want): its
+// resize is not done. A field unknown on either side is not compared. CPU
+// shares compare as cgroup v2 weights, the only value cgroup v2 keeps;
+// CPU quotas compare as millicores of their period, a quota at or below
+// the smallest effective limit as any other such.
+func PodCgroupResized(cur, want PodCgroupConfig) bool {
+	if cur.Memory != nil && want.Memory != nil && limitValue(cur.Memory) != limitValue(want.Memory) {
+		return true
+	}
+	if cur.CPUShares != nil && want.CPUShares != nil && sharesToWeight(*cur.CPUShares) != sharesToWeight(*want.CPUShares) {
+		return true
+	}
+	if cur.CPUQuota != nil && want.CPUQuota != nil {
+		c, w := quotaMilli(cur.CPUQuota, cur.CPUPeriod), quotaMilli(want.CPUQuota, want.CPUPeriod)
+		if c != w && !(c <= minMilliCPULimit && w <= minMilliCPULimit) {
+			return true
+		}
+	}
+	return false
+}
+
+// quotaMilli is a CFS quota in millicores of its period (100ms when
+// unknown); no limit is the largest value.
+func quotaMilli(quota *int64, period *uint64) int64 {
+	if *quota < 0 {
+		return math.MaxInt64
+	}
+	p := uint64(100000)
+	if period != nil && *period > 0 {
+		p = *period
+	}
+	return *quota * 1000 / int64(p)
+}
+
+// sharesToWeight is the cgroup v2 cpu.weight of cpu.shares (the runc and
+// kubelet conversion).
+func sharesToWeight(shares uint64) uint64 {
+	if shares == 0 {
+		return 0
+	}
+	if shares <= minShares {
+		return 1
+	}
+	return 1 + ((shares-minShares)*9999)/262142
+}
+
 // limitValue orders limits: no limit (-1 or unknown) above any value.
 func limitValue(p *int64) int64 {
 	if p == nil || *p < 0 {

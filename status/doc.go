@@ -61,7 +61,12 @@
 // runtime reports (memory requests as allocated, values at or below the
 // kubelet's minimums as allocated). PodResizeInProgress is True while a
 // running app container's or sidecar's reported resources differ from its
-// allocation,
+// allocation, or, for a pod with pod-level resources
+// (InPlacePodLevelResourcesVerticalScaling), while its cgroup as read
+// (Input.PodCgroup) differs from them; such a pod reports its allocated
+// requests as status.allocatedResources and its pod-level resources, cpu
+// and memory as its cgroup has them, as status.resources. The condition
+// comes
 // with reason Error and the runtime's message when the last attempt failed
 // (ResizeErrors, found on Input.Waiting); PodResizePending is
 // Input.ResizePending (Infeasible or Deferred, podmodel.DecideResize). The

@@ -79,6 +79,11 @@ type Input struct {
 	// Deferred); nil when none is pending. The agent decides it
 	// (podmodel.DecideResize). Pod then holds the allocated resources.
 	ResizePending *v1.PodCondition
+	// PodCgroup is the pod cgroup's cpu and memory as read and as the
+	// allocated resources give them, for a pod with pod-level resources;
+	// nil when unknown. From it come PodResizeInProgress for a resize of
+	// the pod-level resources and the pod's status.resources.
+	PodCgroup *PodCgroupState
 }
 
 // ResizeErrors tell the message of a pod's last failed resize in place.
@@ -123,6 +128,7 @@ func Generate(in Input) v1.PodStatus {
 		s.HostIP = s.HostIPs[0].IP
 	}
 	s.QOSClass = podmodel.QOSClass(pod)
+	s.AllocatedResources, s.Resources = podLevelResources(pod, in.PodCgroup)
 	restarting := ShouldAllContainersRestart(pod, rs, old)
 	conv := converter{in: &in, rs: rs, hasInit: len(pod.Spec.InitContainers) > 0, restarting: restarting}
 	s.InitContainerStatuses = conv.statuses(pod.Spec.InitContainers, old.InitContainerStatuses, true)

@@ -1,7 +1,10 @@
 package status
 
 import (
+	"math"
+
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/runtime"
@@ -110,7 +113,7 @@ func resizeConditions(in Input, rs *runtime.PodStatus, phase v1.PodPhase) []v1.P
 		c.Type, c.Status = v1.PodResizePending, v1.ConditionTrue
 		out = append(out, c)
 	}
-	if !ResizeInProgress(pod, rs) {
+	if !PodResizeInProgress(pod, rs, in.PodCgroup) {
 		return out
 	}
 	c := v1.PodCondition{Type: v1.PodResizeInProgress, Status: v1.ConditionTrue, ObservedGeneration: pod.Generation}
@@ -120,6 +123,63 @@ func resizeConditions(in Input, rs *runtime.PodStatus, phase v1.PodPhase) []v1.P
 		}
 	}
 	return append(out, c)
+}
+
+// PodCgroupState is a pod cgroup's cpu and memory as read (Current) and as
+// the pod's allocated resources give them (Desired: the kubelet's
+// ResourceConfigForPod).
+type PodCgroupState struct {
+	Current, Desired runtime.PodCgroupConfig
+}
+
+// PodResizeInProgress reports whether a resize of the pod is not yet
+// actuated: a container's (ResizeInProgress), or that of the pod-level
+// resources (spec.resources, as allocated) while the pod cgroup, as read
+// (pc, nil when unknown), does not have them.
+func PodResizeInProgress(pod *v1.Pod, rs *runtime.PodStatus, pc *PodCgroupState) bool {
+	if ResizeInProgress(pod, rs) {
+		return true
+	}
+	return pc != nil && runtime.ResizeAllowed(pod) && podmodel.HasPodLevelResources(pod) &&
+		runtime.PodCgroupResized(pc.Current, pc.Desired)
+}
+
+// podLevelResources are the pod's status.allocatedResources and
+// status.resources, as the kubelet fills them for a pod with pod-level
+// resources (InPlacePodLevelResourcesVerticalScaling): the requests
+// allocated to the pod (its pod-level requests, podmodel.Requests); and
+// the pod-level resources allocated, their cpu and memory limits and cpu
+// request as the pod cgroup has them (pc, when read; the allocated values
+// where the cgroup's differ from them only below the kernel's
+// granularity: cgroup v2 weights, the smallest quota). Nil for a pod
+// without pod-level resources.
+func podLevelResources(pod *v1.Pod, pc *PodCgroupState) (v1.ResourceList, *v1.ResourceRequirements) {
+	if !podmodel.HasPodLevelResources(pod) {
+		return nil, nil
+	}
+	alloc := podmodel.Requests(pod)
+	res := pod.Spec.Resources.DeepCopy()
+	if pc == nil {
+		return alloc, res
+	}
+	cur, want := pc.Current, pc.Desired
+	if q, ok := res.Limits[v1.ResourceMemory]; ok && cur.Memory != nil && *cur.Memory >= 0 && q.Value() != *cur.Memory {
+		res.Limits[v1.ResourceMemory] = *resource.NewQuantity(*cur.Memory, resource.BinarySI)
+	}
+	if _, ok := res.Limits[v1.ResourceCPU]; ok && cur.CPUQuota != nil && *cur.CPUQuota > 0 &&
+		runtime.PodCgroupResized(runtime.PodCgroupConfig{CPUQuota: cur.CPUQuota, CPUPeriod: cur.CPUPeriod}, runtime.PodCgroupConfig{CPUQuota: want.CPUQuota, CPUPeriod: want.CPUPeriod}) {
+		period := int64(100000)
+		if cur.CPUPeriod != nil && *cur.CPUPeriod > 0 {
+			period = int64(*cur.CPUPeriod)
+		}
+		res.Limits[v1.ResourceCPU] = *resource.NewMilliQuantity(*cur.CPUQuota*1000/period, resource.DecimalSI)
+	}
+	if _, ok := res.Requests[v1.ResourceCPU]; ok && cur.CPUShares != nil &&
+		runtime.PodCgroupResized(runtime.PodCgroupConfig{CPUShares: cur.CPUShares}, runtime.PodCgroupConfig{CPUShares: want.CPUShares}) {
+		m := int64(math.Ceil(float64(*cur.CPUShares*1000) / 1024))
+		res.Requests[v1.ResourceCPU] = *resource.NewMilliQuantity(m, resource.DecimalSI)
+	}
+	return alloc, res
 }
 
 // ResizeInProgress reports whether a running app container or

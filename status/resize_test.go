@@ -139,3 +139,79 @@ func TestResizeInProgressSidecar(t *testing.T) {
 		})
 	}
 }
+
+// TestGeneratePodLevelResize: a pod with pod-level resources reports
+// them as status.allocatedResources (its requests) and status.resources
+// (cpu and memory as its cgroup has them), with PodResizeInProgress while
+// its cgroup lags the allocation; a pod without pod-level resources
+// reports neither.
+func TestGeneratePodLevelResize(t *testing.T) {
+	q := resource.MustParse
+	i64 := func(v int64) *int64 { return &v }
+	u64 := func(v uint64) *uint64 { return &v }
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid", Generation: 2},
+		Spec: v1.PodSpec{
+			Containers: []v1.Container{{Name: "app"}},
+			Resources: &v1.ResourceRequirements{
+				Requests: v1.ResourceList{v1.ResourceCPU: q("500m"), v1.ResourceMemory: q("128Mi")},
+				Limits:   v1.ResourceList{v1.ResourceCPU: q("1"), v1.ResourceMemory: q("256Mi")},
+			},
+		},
+	}
+	desired := runtime.PodCgroupConfig{CPUShares: u64(512), CPUQuota: i64(100000), CPUPeriod: u64(100000), Memory: i64(256 << 20)}
+	// The cgroup read back on cgroup v2: the weight's shares (500m is
+	// 512 shares, weight 20, read back as 501).
+	matching := runtime.PodCgroupConfig{CPUShares: u64(501), CPUQuota: i64(100000), CPUPeriod: u64(100000), Memory: i64(256 << 20)}
+	lagging := runtime.PodCgroupConfig{CPUShares: u64(256), CPUQuota: i64(50000), CPUPeriod: u64(100000), Memory: i64(128 << 20)}
+	cs := running("app", 0)
+	cs.SandboxID = readySandbox().GetId()
+	cs.Hash = runtime.HashContainer(&pod.Spec.Containers[0])
+	rs := readyPodStatus(cs)
+	inProgress := func(s v1.PodStatus) bool {
+		for _, c := range s.Conditions {
+			if c.Type == v1.PodResizeInProgress {
+				return true
+			}
+		}
+		return false
+	}
+	alloc := v1.ResourceList{v1.ResourceCPU: q("500m"), v1.ResourceMemory: q("128Mi")}
+	tests := []struct {
+		name         string
+		pc           *PodCgroupState
+		wantRes      *v1.ResourceRequirements
+		wantProgress bool
+	}{
+		{"cgroup matches", &PodCgroupState{Current: matching, Desired: desired}, pod.Spec.Resources, false},
+		{"cgroup unknown", nil, pod.Spec.Resources, false},
+		{"cgroup lags", &PodCgroupState{Current: lagging, Desired: desired}, &v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: q("250m"), v1.ResourceMemory: q("128Mi")},
+			Limits:   v1.ResourceList{v1.ResourceCPU: q("500m"), v1.ResourceMemory: q("128Mi")},
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := Generate(Input{Pod: pod, Runtime: rs, RuntimeName: "cri", PodCgroup: tt.pc})
+			if d := cmp.Diff(alloc, s.AllocatedResources, cmpQuantity); d != "" {
+				t.Errorf("allocatedResources (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tt.wantRes, s.Resources, cmpQuantity); d != "" {
+				t.Errorf("resources (-want +got):\n%s", d)
+			}
+			if got := inProgress(s); got != tt.wantProgress {
+				t.Errorf("PodResizeInProgress = %v, want %v", got, tt.wantProgress)
+			}
+		})
+	}
+
+	plain := pod.DeepCopy()
+	plain.Spec.Resources = nil
+	s := Generate(Input{Pod: plain, Runtime: rs, RuntimeName: "cri", PodCgroup: &PodCgroupState{Current: lagging, Desired: desired}})
+	if s.AllocatedResources != nil || s.Resources != nil || inProgress(s) {
+		t.Errorf("pod without pod-level resources: allocatedResources %v, resources %v, in progress %v", s.AllocatedResources, s.Resources, inProgress(s))
+	}
+}
+
+// cmpQuantity compares quantities by value.
+var cmpQuantity = cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
