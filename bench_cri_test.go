@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -208,9 +209,11 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 		cpu += rusage() - ru0
 		srvCPU += procCPU(b, pid) - srv0
 		time.Sleep(3 * time.Second)
+		stopProfile := idleProfile(b)
 		i0 := rusage()
 		time.Sleep(idle)
 		idleCPU += rusage() - i0
+		stopProfile()
 		goruntime.GC()
 		rssGrowth += rssBytes(b) - rss0
 		heapGrowth += heapBytes() - heap0
@@ -258,6 +261,32 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 	b.ReportMetric(100*float64(relistCPU)/float64(relists*time.Second)/runs, "relist-floor-%")
 	b.ReportMetric(float64(unaryCPU.Nanoseconds())/1000/unary/runs, "unary-floor-us")
 	b.ReportMetric(0, "ns/op")
+}
+
+// idleProfileEnv, when set, names a file that receives a CPU profile of
+// the agent's idle window alone (go test's -cpuprofile covers the whole
+// benchmark, start-up included).
+const idleProfileEnv = "NODEKIT_BENCH_IDLE_CPUPROFILE"
+
+// idleProfile starts the idle window's CPU profile when idleProfileEnv
+// is set, and returns the function that stops it.
+func idleProfile(b *testing.B) func() {
+	path := os.Getenv(idleProfileEnv)
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // heapBytes is the live heap after the last GC.
