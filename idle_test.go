@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -17,10 +18,15 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podworker"
+	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
+	"github.com/nodekit/nodekit/sources"
+	"github.com/nodekit/nodekit/status"
+	"github.com/nodekit/nodekit/volume"
 )
 
 // countingWorkers are pod workers that count the questions asked of
@@ -324,3 +330,135 @@ func TestCachedContainers(t *testing.T) {
 		t.Fatal("Unwrap does not give the runtime")
 	}
 }
+
+// countingRuntime counts the pod syncs that reach the runtime manager.
+type countingPodRuntime struct {
+	*runtime.Manager
+	mu    sync.Mutex
+	syncs int
+}
+
+func (r *countingPodRuntime) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, st *runtime.PodStatus, opts runtime.SyncPodOptions) runtime.SyncResult {
+	r.mu.Lock()
+	r.syncs++
+	r.mu.Unlock()
+	return r.Manager.SyncPodWithOptions(ctx, pod, st, opts)
+}
+
+func (r *countingPodRuntime) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.syncs
+}
+
+// TestPeriodicSyncSkippedWhenSettled: a periodic sync of a pod whose
+// last sync found nothing to do is skipped while its inputs are the same;
+// a change of its spec, runtime status or API status, an update, an
+// active deadline and the full resync bound each make it sync in full.
+func TestPeriodicSyncSkippedWhenSettled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		dir := t.TempDir()
+		rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox:1.36"}})
+		defer rt.Close()
+		rm, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{PodLogsDir: filepath.Join(dir, "logs")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		crt := &countingPodRuntime{Manager: rm}
+		statuses := status.NewManager(status.Options{})
+		volumes, err := volume.NewManager(volume.Options{RootDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		probes, err := probe.NewManager(probe.Options{Runtime: rt, Statuses: statuses.GetPodStatus})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cgroups, err := cgroup.NewPodManager(cgroup.PodManagerOptions{Disabled: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := NewPodSyncer(PodSyncerConfig{
+			Runtime: crt, Volumes: volumes, Cgroups: cgroups, Probes: probes,
+			Statuses: statuses, Cache: pleg.NewCache(), Queue: podworker.NewQueue(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { _ = volumes.Run(vctx); close(done) }()
+		defer func() { stop(); <-done }()
+
+		pod := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-p"},
+			Spec: v1.PodSpec{Containers: []v1.Container{{
+				Name: "app", Image: "busybox:1.36", ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sleep", "3600"},
+			}}},
+		}
+		sources.SetDefaults(pod)
+		volumes.AddPod(pod)
+		read := func() *runtime.PodStatus {
+			t.Helper()
+			st, err := rm.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		sync := func(what string, ut podworker.UpdateType, p *v1.Pod, st *runtime.PodStatus, want int) {
+			t.Helper()
+			if _, err := s.SyncPod(ctx, ut, p, st); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if got := crt.count(); got != want {
+				t.Fatalf("%s: %d syncs reached the runtime, want %d", what, got, want)
+			}
+		}
+		sync("create", podworker.SyncPodCreate, pod, read(), 1)
+		st := read()
+		sync("first sync of the running pod", podworker.SyncPodSync, pod, st, 2)
+		sync("periodic sync, nothing changed", podworker.SyncPodSync, pod, st, 2)
+		sync("again", podworker.SyncPodSync, pod, st, 2)
+		sync("an update", podworker.SyncPodUpdate, pod, st, 3)
+		sync("periodic sync after the update", podworker.SyncPodSync, pod, st, 3)
+
+		st = read()
+		sync("new runtime status", podworker.SyncPodSync, pod, st, 4)
+		sync("settled on it", podworker.SyncPodSync, pod, st, 4)
+
+		edited := pod.DeepCopy()
+		edited.Labels = map[string]string{"a": "b"}
+		sync("new pod object", podworker.SyncPodSync, edited, st, 5)
+		sync("settled on it", podworker.SyncPodSync, edited, st, 5)
+		pod = edited
+
+		cur, _ := statuses.GetPodStatus(pod.UID)
+		cur.Message = "changed elsewhere"
+		statuses.SetPodStatus(pod, cur)
+		sync("API status changed", podworker.SyncPodSync, pod, st, 6)
+		sync("settled on it", podworker.SyncPodSync, pod, st, 6)
+
+		time.Sleep(fullResyncPeriod)
+		sync("full resync bound passed", podworker.SyncPodSync, pod, st, 7)
+		sync("settled again", podworker.SyncPodSync, pod, st, 7)
+
+		deadline := pod.DeepCopy()
+		deadline.Spec.ActiveDeadlineSeconds = ptrTo(int64(3600))
+		sync("pod with a deadline", podworker.SyncPodSync, deadline, st, 8)
+		sync("pod with a deadline, nothing changed", podworker.SyncPodSync, deadline, st, 9)
+
+		if err := s.SyncTerminatingPod(ctx, pod, st, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		n := len(s.settled)
+		s.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("%d pods settled after the pod terminated, want 0", n)
+		}
+	})
+}
+
+func ptrTo[T any](v T) *T { return &v }
