@@ -761,3 +761,59 @@ func TestOnRelist(t *testing.T) {
 		}
 	})
 }
+
+// TestRelistTrustsCacheAsListed: a pod whose cached status (read after a
+// sync, or on container events) shows its containers and sandboxes as
+// the relist lists them is not read again; its events are still sent.
+// One that the cache shows otherwise is read.
+func TestRelistTrustsCacheAsListed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inspected := map[types.UID]int{}
+		var f *fixture
+		read := runtimeStatus(nil)
+		getter := StatusGetterFunc(func(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error) {
+			inspected[uid]++
+			return read(ctx, uid, name, namespace)
+		})
+		f = newFixture(t, getter, GenericOptions{})
+		read = runtimeStatus(f.rt)
+		sbA := f.runSandbox("a")
+		ctrA := f.createContainer("a", sbA, "app", true)
+		sbB := f.runSandbox("b")
+		f.createContainer("b", sbB, "app", true)
+		// a's status as a sync would have read it; b's is older than its
+		// container.
+		for _, uid := range []types.UID{"a"} {
+			st, err := read(t.Context(), uid, string(uid), "ns")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.cache.Set(uid, st, nil, time.Now())
+		}
+		f.cache.Set("b", &runtime.PodStatus{ID: "b"}, nil, time.Now())
+
+		got := f.relist()
+		want := []Event{
+			{ID: "a", Type: ContainerStarted, Data: sbA}, {ID: "a", Type: ContainerStarted, Data: ctrA},
+			{ID: "b", Type: ContainerStarted, Data: sbB},
+		}
+		if len(got) != 4 {
+			t.Fatalf("events %v, want 4 (both pods' sandbox and container started)", got)
+		}
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				t.Errorf("event %v missing from %v", w, got)
+			}
+		}
+		if inspected["a"] != 0 || inspected["b"] != 1 {
+			t.Errorf("inspections %v; want a none (cached as listed), b once", inspected)
+		}
+		if err := f.rt.StopContainer(t.Context(), ctrA, 0); err != nil {
+			t.Fatal(err)
+		}
+		f.relist()
+		if inspected["a"] != 1 {
+			t.Errorf("a inspected %d times after its container stopped, want 1", inspected["a"])
+		}
+	})
+}
