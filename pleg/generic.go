@@ -283,10 +283,10 @@ func (g *Generic) syncPod(ctx context.Context, pod *podRecord) int {
 
 // cachedAsListed reports whether the cache holds a status of the pod, read
 // without error, whose containers and sandboxes are exactly those this
-// relist lists, each in the state listed (and the pod owes no failed
-// inspection). The agent reads a pod's status
-// after every sync that changed it, and the evented PLEG on every
-// container event: a relist after them need not read it again.
+// relist lists, each in the state listed, and the pod owes no failed
+// inspection. The agent reads a pod's status after every sync that
+// changed it, and the evented PLEG on every container event: a relist
+// after them need not read it again.
 func (g *Generic) cachedAsListed(pod *podRecord) bool {
 	if pod.owed&retryInspect != 0 {
 		return false
