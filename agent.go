@@ -25,6 +25,7 @@ import (
 	"github.com/nodekit/nodekit/sources/apiserver"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/userns"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/downwardapi"
 	"github.com/nodekit/nodekit/volume/emptydir"
@@ -71,6 +72,8 @@ type Agent struct {
 	ran        atomic.Bool
 
 	runtimeClasses runtimeClasses // RuntimeClass look-ups (runtimeclass.go)
+
+	userns *userns.Manager // nil when disabled (userns.go)
 }
 
 type errBox struct{ err error }
@@ -150,8 +153,13 @@ func New(opts Options) (*Agent, error) {
 	rmOpts := opts.RuntimeManager
 	rmOpts.CPUCFSQuotaPeriod = opts.Cgroups.CPUCFSQuotaPeriod
 	a.wireRuntime(&rmOpts)
-	a.wirePullSecrets(&rmOpts)
+	if err := a.wirePullSecrets(&rmOpts, log); err != nil {
+		return nil, err
+	}
 	a.setUpRuntimeClasses(&rmOpts)
+	if err := a.wireUserNamespaces(&rmOpts); err != nil {
+		return nil, err
+	}
 	if rmOpts.Logger.GetSink() == nil {
 		rmOpts.Logger = log
 	}
@@ -289,6 +297,7 @@ func New(opts Options) (*Agent, error) {
 	}
 
 	var h syncloop.SyncHandler = a.handler
+	h = a.resizes.wrapHandler(h) // retries deferred resizes (resize.go)
 	if opts.WrapHandler != nil {
 		h = opts.WrapHandler(h)
 	}
@@ -342,6 +351,9 @@ func (a *Agent) joinCluster() error {
 		nodeOpts.Logger = a.opts.Logger // the node package names the node itself
 	}
 	a.nodeAliveNodeOptions(&nodeOpts)
+	if nodeOpts.DeclaredFeatures == nil {
+		nodeOpts.DeclaredFeatures = declaredFeatures() // declaredfeatures.go
+	}
 	if nodeOpts.Health == nil {
 		// Ready as the kubelet: the runtime answers and the PLEG relists.
 		nodeOpts.Health = func() error { return a.runtimeHealthy(nil) }
@@ -428,6 +440,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("probes", a.probes.Run)
 	run("status manager", a.statuses.Run)
 	run("pod workers", a.workers.Run)
+	run("pod resizes", a.resizes.Run)
 	a.runRuntimeClasses(run)
 	run("sources", a.config.Run)
 	if a.node != nil {
@@ -438,6 +451,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.runNodeAlive(run)
 	a.runServiceLinks(run)
+	a.runUserNamespaces(run)
 	run("sync loop", a.loop.Run)
 	err := g.Wait()
 	a.log.Info("Node agent stopped")

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -81,7 +80,7 @@ func TestAgentNodeCgroupSizedToAllocatable(t *testing.T) {
 		}
 	}
 	for path, want := range files {
-		eventually(t, 10*time.Second, path+" = "+want, func() bool {
+		eventually(t, waitTimeout, path+" = "+want, func() bool {
 			b, err := os.ReadFile(path)
 			return err == nil && strings.TrimSpace(string(b)) == want
 		})

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -57,7 +56,7 @@ func TestAgentPodCgroups(t *testing.T) {
 	src <- []*v1.Pod{guaranteed, huge, negative}
 
 	podDir := filepath.Join(memRoot, root, "pod"+string(guaranteed.UID))
-	eventually(t, 10*time.Second, "the guaranteed pod Running", func() bool { return h.running("default/g") })
+	eventually(t, waitTimeout, "the guaranteed pod Running", func() bool { return h.running("default/g") })
 	b, err := os.ReadFile(filepath.Join(podDir, "memory.limit_in_bytes"))
 	if err != nil || strings.TrimSpace(string(b)) != "67108864" {
 		t.Errorf("pod memory.limit_in_bytes = %q (%v), want 67108864", b, err)
@@ -78,7 +77,7 @@ func TestAgentPodCgroups(t *testing.T) {
 	}
 
 	src <- []*v1.Pod{}
-	eventually(t, 20*time.Second, "the pod cgroup removed", func() bool {
+	eventually(t, waitTimeout, "the pod cgroup removed", func() bool {
 		_, err := os.Stat(podDir)
 		return os.IsNotExist(err)
 	})

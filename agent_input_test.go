@@ -54,7 +54,7 @@ func TestAgentBadManifests(t *testing.T) {
 	defer rt.Close()
 	logs := &logBuffer{}
 	h := startAgentWithLogs(t, rt, logs, nodekit.Options{Sources: []nodekit.NamedSource{fileSource(t, dir, logs.logger(t))}})
-	eventually(t, 10*time.Second, "good and dup Running", func() bool {
+	eventually(t, waitTimeout, "good and dup Running", func() bool {
 		return h.running("default/good-node1") && h.running("default/dup-node1")
 	})
 	for name := range bad {
@@ -136,7 +136,7 @@ func TestAgentHTTPSource(t *testing.T) {
 	rt := runtimetest.New(runtimetest.Options{})
 	defer rt.Close()
 	h := startAgentWithLogs(t, rt, logs, nodekit.Options{Sources: []nodekit.NamedSource{{Name: sources.HTTPSource, Source: src}}})
-	eventually(t, 10*time.Second, "remote Running", func() bool { return h.running("default/remote-node1") })
+	eventually(t, waitTimeout, "remote Running", func() bool { return h.running("default/remote-node1") })
 	first := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
 
 	for _, m := range []struct{ mode, log string }{
@@ -145,7 +145,7 @@ func TestAgentHTTPSource(t *testing.T) {
 		{"slow", "deadline"},
 	} {
 		mode.Store(m.mode)
-		eventually(t, 10*time.Second, "a log line for "+m.mode, func() bool { return h.logs.contains(srv.URL, m.log) })
+		eventually(t, waitTimeout, "a log line for "+m.mode, func() bool { return h.logs.contains(srv.URL, m.log) })
 		running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 		if len(running) != 1 || running[0].Id != first {
 			t.Fatalf("after %s: running %v, want the first container untouched", m.mode, running)
@@ -156,7 +156,7 @@ func TestAgentHTTPSource(t *testing.T) {
 	body = strings.ReplaceAll(body, "echo v1", "echo v2")
 	mu.Unlock()
 	mode.Store("ok")
-	eventually(t, 10*time.Second, "the edited pod to replace the first", func() bool {
+	eventually(t, waitTimeout, "the edited pod to replace the first", func() bool {
 		running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 		return len(running) == 1 && running[0].Id != first && h.running("default/remote-node1")
 	})

@@ -159,6 +159,12 @@ func checkLeaks(t *testing.T) {
 }
 
 // eventually polls cond every 10ms until it holds or timeout passes.
+// waitTimeout bounds the real-time waits of the tests whose agent works
+// on real files, sockets or cgroups (where testing/synctest cannot run):
+// each wait ends as soon as its condition holds, and the bound is generous
+// so that a loaded machine does not fail them.
+const waitTimeout = time.Minute
+
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -244,7 +250,7 @@ func TestAgentStaticPodLifecycle(t *testing.T) {
 	h := startAgent(t, rt, nodekit.Options{Sources: []nodekit.NamedSource{fileSource(t, dir, logr.Discard())}})
 
 	writeManifest(t, dir, "web.yaml", fmt.Sprintf(webManifest, "v1"))
-	eventually(t, 10*time.Second, "web Running", func() bool { return h.running("default/web-node1") })
+	eventually(t, waitTimeout, "web Running", func() bool { return h.running("default/web-node1") })
 	first := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 	if len(first) != 1 || first[0].Labels[runtime.LabelContainerName] != "app" {
 		t.Fatalf("running containers = %v, want the one app container", first)
@@ -262,7 +268,7 @@ func TestAgentStaticPodLifecycle(t *testing.T) {
 	// The runtime forgets a stop once the container is removed: catch it
 	// in between.
 	var stopTimeout int64 = -1
-	eventually(t, 10*time.Second, "the edited pod's container to replace the first", func() bool {
+	eventually(t, waitTimeout, "the edited pod's container to replace the first", func() bool {
 		if to, ok := rt.LastStopTimeout(first[0].Id); ok {
 			stopTimeout = to
 		}
@@ -272,7 +278,7 @@ func TestAgentStaticPodLifecycle(t *testing.T) {
 	if stopTimeout != 7 {
 		t.Errorf("old container stopped with timeout %d, want the pod's grace period 7", stopTimeout)
 	}
-	eventually(t, 10*time.Second, "the old pod's sandbox to be removed", func() bool { return len(h.sandboxes()) == 1 })
+	eventually(t, waitTimeout, "the old pod's sandbox to be removed", func() bool { return len(h.sandboxes()) == 1 })
 
 	// Removal: everything stops and goes.
 	second := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0]
@@ -280,7 +286,7 @@ func TestAgentStaticPodLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopTimeout = -1
-	eventually(t, 10*time.Second, "the container to be stopped", func() bool {
+	eventually(t, waitTimeout, "the container to be stopped", func() bool {
 		if to, ok := rt.LastStopTimeout(second.Id); ok {
 			stopTimeout = to
 		}
@@ -289,7 +295,7 @@ func TestAgentStaticPodLifecycle(t *testing.T) {
 	if stopTimeout != 7 {
 		t.Errorf("container stopped with timeout %d, want 7", stopTimeout)
 	}
-	eventually(t, 10*time.Second, "container and sandbox removed", func() bool {
+	eventually(t, waitTimeout, "container and sandbox removed", func() bool {
 		cs, _ := rt.ListContainers(t.Context(), nil)
 		return len(cs) == 0 && len(h.sandboxes()) == 0
 	})
@@ -627,6 +633,10 @@ func TestNewValidatesOptions(t *testing.T) {
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, RuntimeManager: runtime.ManagerOptions{CPUCFSQuotaPeriod: 50 * time.Millisecond}}},
 		{"relative allowed host path", `allowed host path "data" is not`,
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Volumes: volume.Options{AllowedHostPaths: []volume.AllowedHostPath{{PathPrefix: "data"}}}}},
+		{"credential provider config alone", "ImageCredentialProviderConfig and ImageCredentialProviderBinDir go together",
+			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, ImageCredentialProviderConfig: "/etc/providers.yaml"}},
+		{"credential provider bin dir missing", "image credential providers: plugin binary directory /nonexistent did not exist",
+			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, ImageCredentialProviderConfig: "/etc/providers.yaml", ImageCredentialProviderBinDir: "/nonexistent"}},
 		{"pleg fails", "no events here",
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, PLEG: func(runtime.RuntimeService, pleg.StatusGetter, pleg.Cache, logr.Logger) (pleg.EventGenerator, error) {
 				return nil, errors.New("no events here")

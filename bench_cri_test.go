@@ -1,7 +1,6 @@
 package nodekit_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -63,6 +62,21 @@ func serveCRI(sock string) int {
 // connected to it. Both stop at the end of the benchmark.
 func criProcess(b *testing.B) (*cri.Client, int) {
 	b.Helper()
+	sock, pid := criServer(b)
+	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Second)
+	defer cancel()
+	c, err := cri.New(ctx, "unix://"+sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c, pid
+}
+
+// criServer starts the fake CRI server process and returns its socket and
+// process ID once it serves. It stops at the end of the benchmark.
+func criServer(b *testing.B) (string, int) {
+	b.Helper()
 	dir, err := os.MkdirTemp("", "nodekit-cri-")
 	if err != nil {
 		b.Fatal(err)
@@ -95,12 +109,7 @@ func criProcess(b *testing.B) (*cri.Client, int) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	c, err := cri.New(ctx, "unix://"+sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	return c, cmd.Process.Pid
+	return sock, cmd.Process.Pid
 }
 
 // procCPU is the CPU time (user+system) of process pid so far.
@@ -128,11 +137,9 @@ const clockTicks = 100
 //     has a Running status;
 //   - cpu-ms/pod: the agent's CPU (user+system) until then, per pod;
 //   - runtime-cpu-ms/pod: the same for the in-memory runtime's process;
-//   - rss-KiB/pod: the growth of the agent's resident memory with its pods
-//     running (after settling and a GC), per pod; base-rss-MiB is the
-//     process's resident memory before the pods came; heap-KiB/pod is the
-//     growth of the live heap alone (the pods given to the agent, which
-//     the benchmark holds too, included: about 1.8 KiB a pod);
+//   - heap-KiB/pod: the growth of the live heap with the pods running
+//     (the pods given to the agent, which the benchmark holds too,
+//     included: about 1.8 KiB a pod);
 //   - idle-cpu-%: the agent's CPU over 10 s once its pods run and nothing
 //     changes, after 3 s of settling (NODEKIT_BENCH_SETTLE changes it), as
 //     a percentage of one core;
@@ -145,8 +152,10 @@ const clockTicks = 100
 //     relisting PLEG; what the agent spends above its relists), and
 //     pod-cpu/unary-floor: cpu-ms/pod in CRI round trips.
 //
-// The benchmark process also runs the test framework; its memory before
-// the pods came is in base-rss-MiB.
+// The benchmark process also runs the test framework, and reads its
+// memory right after a collection, before the Go runtime returned the
+// start's garbage: its resident set is not the agent's. BenchmarkMemory
+// measures that, with the agent alone in its process.
 func BenchmarkCRI(b *testing.B) {
 	for _, mode := range []string{"evented", "generic"} {
 		for _, n := range []int{110, 1000, 10000} {
@@ -158,7 +167,7 @@ func BenchmarkCRI(b *testing.B) {
 func benchmarkCRI(b *testing.B, n int, generic bool) {
 	pods := benchPods(n)
 	var cpu, srvCPU, idleCPU, relistCPU, unaryCPU time.Duration
-	var rssGrowth, heapGrowth, baseRSS int64
+	var heapGrowth int64
 	const idle = 10 * time.Second
 	const relists = 10
 	const unary = 1000
@@ -196,7 +205,6 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 		go func() { done <- agent.Run(ctx) }()
 		time.Sleep(200 * time.Millisecond)
 		goruntime.GC()
-		rss0 := rssBytes(b)
 		heap0 := heapBytes()
 		ru0 := rusage()
 		srv0 := procCPU(b, pid)
@@ -219,9 +227,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 		idleCPU += rusage() - i0
 		stopProfile()
 		goruntime.GC()
-		rssGrowth += rssBytes(b) - rss0
 		heapGrowth += heapBytes() - heap0
-		baseRSS += rss0
 		cancel()
 		if err := <-done; err != nil {
 			b.Fatal(err)
@@ -257,9 +263,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/runs, "ms-to-all-running")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/runs/float64(n), "cpu-ms/pod")
 	b.ReportMetric(float64(srvCPU.Microseconds())/1000/runs/float64(n), "runtime-cpu-ms/pod")
-	b.ReportMetric(float64(rssGrowth)/1024/runs/float64(n), "rss-KiB/pod")
 	b.ReportMetric(float64(heapGrowth)/1024/runs/float64(n), "heap-KiB/pod")
-	b.ReportMetric(float64(baseRSS)/(1<<20)/runs, "base-rss-MiB")
 	idlePct := 100 * float64(idleCPU) / float64(idle) / runs
 	b.ReportMetric(idlePct, "idle-cpu-%")
 	// relists happen once a second: their CPU over one second per relist.
@@ -327,26 +331,4 @@ func heapBytes() int64 {
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
-}
-
-// rssBytes is the process's resident set size (VmRSS).
-func rssBytes(b *testing.B) int64 {
-	b.Helper()
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		b.Skip("no /proc/self/status: ", err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		f := bytes.Fields(sc.Bytes())
-		if len(f) >= 2 && string(f[0]) == "VmRSS:" {
-			kb, err := strconv.ParseInt(string(f[1]), 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb * 1024
-		}
-	}
-	b.Fatal("no VmRSS in /proc/self/status")
-	return 0
 }

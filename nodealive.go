@@ -150,6 +150,9 @@ func (a *Agent) buildNodeAlive() error {
 		if io.Logger.GetSink() == nil {
 			io.Logger = a.log
 		}
+		if io.Listed == nil {
+			io.Listed = a.runtime.PruneImageRecords
+		}
 		c, err := gc.NewImageCollector(a.opts.Images, io)
 		if err != nil {
 			if io.FsStats != nil || io.ImageFsPath != "" {

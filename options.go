@@ -168,9 +168,22 @@ type Options struct {
 	// agent's.
 	Probes probe.Options
 
+	// UserNamespaces configures the user namespaces of hostUsers: false
+	// pods (on by default, as the kubelet's; see UserNamespacesOptions).
+	UserNamespaces UserNamespacesOptions
 	// RuntimeManager configures the pod-level runtime manager (container
 	// restart back-off 10s doubling to 300s, log directory, ...).
 	RuntimeManager runtime.ManagerOptions
+
+	// ImageCredentialProviderConfig and ImageCredentialProviderBinDir
+	// run the kubelet's credential-provider plugins for image pulls (its
+	// --image-credential-provider-config, a file or a directory of
+	// them, and --image-credential-provider-bin-dir); both or neither. A
+	// config that does not validate fails New. The node's docker config
+	// files (credentials.NodeFiles, RootDir first) are read in any case,
+	// as the kubelet reads them.
+	ImageCredentialProviderConfig string
+	ImageCredentialProviderBinDir string
 
 	// WrapHandler, when set, wraps the default sync handler (a *Handler):
 	// use it to observe or change how the loop's work is handled.

@@ -1,6 +1,7 @@
 package nodekit
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,17 +9,23 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/status"
+	"github.com/nodekit/nodekit/syncloop"
 )
 
 // allocationCheckpointFile is where the agent keeps the resources
@@ -26,11 +33,22 @@ import (
 // allocated_pods_state checkpoint).
 const allocationCheckpointFile = "checkpoints/allocated-pods.json"
 
-// The kubelet's events of a resize.
+// The kubelet's allocation manager retries the deferred resizes every
+// retryDelay, and initialRetryDelay after its start or after a retry that
+// found the pod sources not all ready.
 const (
-	eventResizeStarted    = "ResizeStarted"
-	eventResizeDeferred   = "ResizeDeferred"
-	eventResizeInfeasible = "ResizeInfeasible"
+	initialRetryDelay = 30 * time.Second
+	retryDelay        = 3 * time.Minute
+)
+
+// The triggers of a retry of the deferred resizes, as the kubelet names
+// them (logged with each retry).
+const (
+	triggerPodResized    = "pod_resized"
+	triggerPodsAdded     = "pods_added"
+	triggerPodsRemoved   = "pods_removed"
+	triggerPodTerminated = "pod_terminated"
+	triggerPeriodic      = "periodic_retry"
 )
 
 // PodResizes tell the pod sync the PodResizePending condition of a pod
@@ -44,9 +62,16 @@ type PodResizes interface {
 // its pods with the resources it allocated (not whatever their spec asks
 // for now), and the pods' pending resizes. The pod workers run the pods
 // as allocated (podmodel.WithAllocation); a pod whose spec asks for other
-// resources is resized when podmodel.DecideResize allows it. It is safe
-// for concurrent use: one mutex orders the decisions, so two resizes
-// never both take the last free resources.
+// resources is resized when podmodel.DecideResize allows it, at its sync.
+// A deferred resize is decided again, as the kubelet's allocation manager
+// does, when another pod's update asks for a resize, when pods are added
+// that ask for one or removed, when a pod terminates, and every
+// retryDelay (Run); the pod is synced at once when its resize was
+// allocated or its PodResizePending changed. The events are the kubelet's
+// (reasons and messages): ResizeStarted, ResizeDeferred, ResizeInfeasible,
+// ResizeCompleted (once the runtime reports the allocated resources) and
+// ResizeError. It is safe for concurrent use: one mutex orders the
+// decisions, so two resizes never both take the last free resources.
 type resizes struct {
 	path string // "" keeps the allocations in memory only
 	log  logr.Logger
@@ -58,11 +83,37 @@ type resizes struct {
 	// allocatable is the node's allocatable cpu and memory.
 	allocatable func() v1.ResourceList
 	event       func(pod *v1.Pod, eventtype, reason, message string)
+	// podByUID finds a pod the agent knows, sourcesReady reports whether
+	// every pod source delivered its pods, and triggerSync asks for a
+	// pod's sync: a retry of the deferred resizes needs them (none is
+	// done without podByUID).
+	podByUID     func(types.UID) (*v1.Pod, bool)
+	sourcesReady func() bool
+	triggerSync  func(*v1.Pod)
+	// resizeError is the message of the pod's last failed resize in
+	// place (runtime.Manager.ResizeError), nil when unknown.
+	resizeError func(types.UID) (string, bool)
+	// cached is the pod's runtime status as the sync last read it (the
+	// pod status cache), nil when unknown.
+	cached func(types.UID) *runtime.PodStatus
+	clock  clock.Clock // defaults to the real clock
+	// kick tells Run that a retry ran, so that the next periodic one is
+	// next (under mu) later.
+	kick chan struct{}
 
 	mu      sync.Mutex
 	loaded  bool
 	alloc   map[types.UID]podmodel.Allocation
-	pending map[types.UID]v1.PodCondition
+	pending map[types.UID]pendingResize
+	// queued are pods asking for a resize not yet decided, which the
+	// next retry decides with the deferred ones.
+	queued map[types.UID]bool
+	// inProgress holds, for each pod with a resize allocated and not yet
+	// in the runtime, the generation it was allocated at; lastError the
+	// message of its last failed resize in place.
+	inProgress map[types.UID]int64
+	lastError  map[types.UID]string
+	next       time.Duration
 	// dirty: allocations made at admission are not in the checkpoint
 	// yet; the next sync writes them (a pod admitted but never synced
 	// has run nothing, and is admitted again after a restart).
@@ -72,6 +123,13 @@ type resizes struct {
 	// active pod as allocated at every admission, and the same objects
 	// let the admission checks add only the pods admitted since.
 	asAllocated map[types.UID]allocatedPod
+}
+
+// pendingResize is a resize not allocated: its PodResizePending
+// condition, and since when it has been pending.
+type pendingResize struct {
+	cond  v1.PodCondition
+	since time.Time
 }
 
 // allocatedPod is a pod as allocated: out is pod with its allocation.
@@ -95,7 +153,10 @@ func (r *resizes) loadLocked() {
 	}
 	r.loaded = true
 	r.alloc = map[types.UID]podmodel.Allocation{}
-	r.pending = map[types.UID]v1.PodCondition{}
+	r.pending = map[types.UID]pendingResize{}
+	r.queued = map[types.UID]bool{}
+	r.inProgress = map[types.UID]int64{}
+	r.lastError = map[types.UID]string{}
 	if r.path == "" {
 		return
 	}
@@ -128,9 +189,7 @@ func (r *resizes) storeLocked() {
 	r.dirty = false
 	for uid := range r.alloc {
 		if r.known != nil && !r.known(uid) {
-			delete(r.alloc, uid)
-			delete(r.pending, uid)
-			delete(r.asAllocated, uid)
+			r.forgetLocked(uid)
 		}
 	}
 	for uid := range r.asAllocated {
@@ -151,6 +210,16 @@ func (r *resizes) storeLocked() {
 	if err != nil {
 		r.log.Error(err, "Writing the allocation checkpoint", "path", r.path)
 	}
+}
+
+// forgetLocked drops what the agent knows of a pod's resources.
+func (r *resizes) forgetLocked(uid types.UID) {
+	delete(r.alloc, uid)
+	delete(r.pending, uid)
+	delete(r.queued, uid)
+	delete(r.inProgress, uid)
+	delete(r.lastError, uid)
+	delete(r.asAllocated, uid)
 }
 
 // allocated is the pod as allocated, and whether its spec asks for other
@@ -204,6 +273,12 @@ func (r *resizes) admit(hs []admission.Handler) admission.Handler {
 // resolve decides the pod's resize, if its spec asks for one, and returns
 // the pod as allocated afterwards: the kubelet's handlePodResourcesResize.
 func (r *resizes) resolve(pod *v1.Pod) *v1.Pod {
+	out, _ := r.decide(pod)
+	return out
+}
+
+// decide is resolve, also reporting whether it allocated a resize.
+func (r *resizes) decide(pod *v1.Pod) (*v1.Pod, bool) {
 	// The other pods are listed (outside the lock: the list takes the
 	// pod manager's) only for a pod that asks for a resize.
 	if _, asks := r.allocated(pod); !asks {
@@ -211,15 +286,16 @@ func (r *resizes) resolve(pod *v1.Pod) *v1.Pod {
 		defer r.mu.Unlock()
 		if _, ok := r.alloc[pod.UID]; ok {
 			delete(r.pending, pod.UID)
+			delete(r.queued, pod.UID)
 			if r.dirty {
 				r.storeLocked()
 			}
-			return pod
+			return pod, false
 		}
 		r.setAllocLocked(pod.UID, podmodel.AllocationOf(pod))
 		delete(r.pending, pod.UID)
 		r.storeLocked()
-		return pod
+		return pod, false
 	}
 	var others []*v1.Pod
 	if r.active != nil {
@@ -231,6 +307,7 @@ func (r *resizes) resolve(pod *v1.Pod) *v1.Pod {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.queued, pod.UID)
 	alloc, ok := r.alloc[pod.UID]
 	if !ok {
 		// Admitted before the checkpoint knew it (or by another path):
@@ -238,12 +315,12 @@ func (r *resizes) resolve(pod *v1.Pod) *v1.Pod {
 		r.setAllocLocked(pod.UID, podmodel.AllocationOf(pod))
 		delete(r.pending, pod.UID)
 		r.storeLocked()
-		return pod
+		return pod, false
 	}
 	allocated, changed := podmodel.WithAllocation(pod, alloc)
 	if !changed {
 		delete(r.pending, pod.UID)
-		return pod
+		return pod, false
 	}
 	for i, p := range others {
 		others[i], _ = podmodel.WithAllocation(p, r.alloc[p.UID])
@@ -257,22 +334,37 @@ func (r *resizes) resolve(pod *v1.Pod) *v1.Pod {
 		r.setAllocLocked(pod.UID, podmodel.AllocationOf(pod))
 		delete(r.pending, pod.UID)
 		r.storeLocked()
+		// As the kubelet: a new resize clears the error of the last one.
+		r.inProgress[pod.UID] = pod.Generation
+		delete(r.lastError, pod.UID)
 		r.log.V(1).Info("Pod resize allocated", "pod", podmodel.FullName(pod), "podUID", pod.UID)
-		r.emit(pod, v1.EventTypeNormal, eventResizeStarted, "Pod resize started")
-		return pod
+		r.emit(pod, v1.EventTypeNormal, podmodel.EventResizeStarted, podmodel.ResizeEventMessage("Pod resize started", pod, pod.Generation, ""))
+		return pod, true
 	}
 	prev, had := r.pending[pod.UID]
 	cond := v1.PodCondition{Type: v1.PodResizePending, Status: v1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: pod.Generation}
-	r.pending[pod.UID] = cond
-	if !had || prev.Reason != reason || prev.Message != msg {
-		r.log.Info("Pod resize pending", "pod", podmodel.FullName(pod), "podUID", pod.UID, "reason", reason, "message", msg)
-		evt := eventResizeDeferred
-		if reason == v1.PodReasonInfeasible {
-			evt = eventResizeInfeasible
-		}
-		r.emit(pod, v1.EventTypeWarning, evt, "Pod resize "+reason+": "+msg)
+	// Pending since the condition became True (its LastTransitionTime).
+	since := r.now()
+	if had {
+		since = prev.since
 	}
-	return allocated
+	r.pending[pod.UID] = pendingResize{cond: cond, since: since}
+	if !had || prev.cond.Reason != reason || prev.cond.Message != msg || prev.cond.ObservedGeneration != cond.ObservedGeneration {
+		r.log.Info("Pod resize pending", "pod", podmodel.FullName(pod), "podUID", pod.UID, "reason", reason, "message", msg)
+		evt := podmodel.EventResizeDeferred
+		if reason == v1.PodReasonInfeasible {
+			evt = podmodel.EventResizeInfeasible
+		}
+		r.emit(pod, v1.EventTypeWarning, evt, podmodel.ResizeEventMessage("Pod resize "+reason, pod, pod.Generation, msg))
+	}
+	return allocated, false
+}
+
+func (r *resizes) now() time.Time {
+	if r.clock == nil {
+		return time.Now()
+	}
+	return r.clock.Now()
 }
 
 func (r *resizes) emit(pod *v1.Pod, eventtype, reason, message string) {
@@ -281,14 +373,256 @@ func (r *resizes) emit(pod *v1.Pod, eventtype, reason, message string) {
 	}
 }
 
+// observe follows a pod's resize from the runtime's status before a sync
+// (pod as allocated), as the kubelet's SyncPod does: while a running
+// container's resources differ from its allocation the resize is in
+// progress; once they match, a resize that was is completed
+// (ResizeCompleted, with the generation it was allocated at).
+func (r *resizes) observe(pod *v1.Pod, ps *runtime.PodStatus) {
+	if ps == nil || len(ps.SandboxStatuses) == 0 && len(ps.ContainerStatuses) == 0 {
+		return // nothing known of the pod
+	}
+	inProgress := status.ResizeInProgress(pod, ps)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loadLocked()
+	gen, was := r.inProgress[pod.UID]
+	switch {
+	case inProgress && !was:
+		r.inProgress[pod.UID] = pod.Generation
+	case !inProgress && was:
+		delete(r.inProgress, pod.UID)
+		delete(r.lastError, pod.UID)
+		r.log.V(1).Info("Pod resize completed", "pod", podmodel.FullName(pod), "podUID", pod.UID)
+		r.emit(pod, v1.EventTypeNormal, podmodel.EventResizeCompleted, podmodel.ResizeEventMessage("Pod resize completed", pod, gen, ""))
+	}
+}
+
+// observeError reports, after a sync, a failed resize in place whose
+// message is new (ResizeError), as the kubelet does when it sets the
+// PodResizeInProgress condition's reason Error.
+func (r *resizes) observeError(pod *v1.Pod) {
+	if r.resizeError == nil {
+		return
+	}
+	msg, failed := r.resizeError(pod.UID)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loadLocked()
+	if !failed {
+		delete(r.lastError, pod.UID)
+		return
+	}
+	if r.lastError[pod.UID] == msg {
+		return
+	}
+	r.lastError[pod.UID] = msg
+	gen, ok := r.inProgress[pod.UID]
+	if !ok {
+		gen = pod.Generation
+	}
+	r.emit(pod, v1.EventTypeWarning, podmodel.EventResizeError, podmodel.ResizeEventMessage("Pod resize error", pod, gen, msg))
+}
+
+// queue makes the next retry decide the resizes the pods ask for, first
+// of all; it reports whether one does.
+func (r *resizes) queue(pods []*v1.Pod) bool {
+	found := false
+	for _, p := range pods {
+		if _, asks := r.allocated(p); !asks {
+			continue
+		}
+		r.mu.Lock()
+		if _, ok := r.alloc[p.UID]; ok {
+			r.queued[p.UID] = true
+			found = true
+		}
+		r.mu.Unlock()
+	}
+	return found
+}
+
+// terminated forgets the resize state of a pod whose containers all
+// stopped for good (its allocation stays until the pod is gone).
+func (r *resizes) terminated(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loadLocked()
+	delete(r.pending, uid)
+	delete(r.queued, uid)
+	delete(r.inProgress, uid)
+	delete(r.lastError, uid)
+}
+
+// hasDeferred reports whether a resize is deferred or queued.
+func (r *resizes) hasDeferred() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loadLocked()
+	if len(r.queued) > 0 {
+		return true
+	}
+	for _, p := range r.pending {
+		if p.cond.Reason == v1.PodReasonDeferred {
+			return true
+		}
+	}
+	return false
+}
+
+// retryPending decides again the deferred (and queued) resizes, as the
+// kubelet's allocation manager does when a pod is resized, added or
+// removed, when one terminates, and periodically: in the kubelet's order
+// (those that ask for no more requests, then higher priority, then
+// Guaranteed pods, then the longest pending), each pod whose resize was
+// allocated or whose PodResizePending changed synced at once. Nothing is
+// retried until every pod source is ready, the other pods not all known.
+func (r *resizes) retryPending(trigger string) {
+	if r.podByUID == nil {
+		return
+	}
+	if r.sourcesReady != nil && !r.sourcesReady() {
+		r.log.V(4).Info("Not retrying pending resizes: the pod sources are not ready", "trigger", trigger)
+		r.schedule(initialRetryDelay)
+		return
+	}
+	r.schedule(retryDelay)
+	type candidate struct {
+		pod        *v1.Pod
+		increasing bool
+		since      time.Time // zero: not pending yet
+	}
+	r.mu.Lock()
+	r.loadLocked()
+	var uids []types.UID
+	for uid := range r.queued {
+		uids = append(uids, uid)
+	}
+	for uid, p := range r.pending {
+		if p.cond.Reason == v1.PodReasonDeferred && !r.queued[uid] {
+			uids = append(uids, uid)
+		}
+	}
+	r.mu.Unlock()
+	var cands []candidate
+	for _, uid := range uids {
+		pod, ok := r.podByUID(uid)
+		if !ok {
+			r.mu.Lock()
+			delete(r.pending, uid)
+			delete(r.queued, uid)
+			r.mu.Unlock()
+			continue
+		}
+		allocated, _ := r.allocated(pod)
+		want, had := podmodel.Requests(pod), podmodel.Requests(allocated)
+		c := candidate{pod: pod, increasing: want.Cpu().Cmp(*had.Cpu()) > 0 || want.Memory().Cmp(*had.Memory()) > 0}
+		r.mu.Lock()
+		if p, ok := r.pending[uid]; ok {
+			c.since = p.since
+		}
+		r.mu.Unlock()
+		cands = append(cands, c)
+	}
+	priority := func(p *v1.Pod) int32 {
+		if p.Spec.Priority == nil {
+			return 0
+		}
+		return *p.Spec.Priority
+	}
+	guaranteed := func(p *v1.Pod) bool { return podmodel.QOSClass(p) == v1.PodQOSGuaranteed }
+	slices.SortStableFunc(cands, func(a, b candidate) int {
+		if a.increasing != b.increasing {
+			if !a.increasing {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(priority(b.pod), priority(a.pod)); c != 0 {
+			return c
+		}
+		if ga, gb := guaranteed(a.pod), guaranteed(b.pod); ga != gb {
+			if ga {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case a.since.IsZero() && b.since.IsZero():
+			return 0
+		case a.since.IsZero():
+			return 1
+		case b.since.IsZero():
+			return -1
+		}
+		return a.since.Compare(b.since)
+	})
+	for _, c := range cands {
+		before := r.PendingResize(c.pod.UID)
+		_, allocated := r.decide(c.pod)
+		after := r.PendingResize(c.pod.UID)
+		if allocated || !apiequality.Semantic.DeepEqual(before, after) {
+			if allocated && before != nil && before.Reason == v1.PodReasonDeferred {
+				r.log.Info("Deferred pod resize allocated", "pod", podmodel.FullName(c.pod), "podUID", c.pod.UID, "trigger", trigger)
+			}
+			if r.triggerSync != nil {
+				r.triggerSync(c.pod)
+			}
+		}
+	}
+}
+
+// schedule sets the delay of the next periodic retry and tells Run.
+func (r *resizes) schedule(d time.Duration) {
+	r.mu.Lock()
+	r.next = d
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run retries the deferred resizes periodically (initialRetryDelay after
+// the start, then retryDelay after the last retry, whatever its trigger)
+// until ctx ends.
+func (r *resizes) Run(ctx context.Context) error {
+	clk := r.clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	t := clk.NewTimer(initialRetryDelay)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.kick:
+			if !t.Stop() {
+				select {
+				case <-t.C():
+				default:
+				}
+			}
+			r.mu.Lock()
+			next := r.next
+			r.mu.Unlock()
+			t.Reset(next)
+		case <-t.C():
+			r.retryPending(triggerPeriodic)
+		}
+	}
+}
+
 // PendingResize implements PodResizes.
 func (r *resizes) PendingResize(uid types.UID) *v1.PodCondition {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c, ok := r.pending[uid]
+	p, ok := r.pending[uid]
 	if !ok {
 		return nil
 	}
+	c := p.cond
 	return &c
 }
 
@@ -304,7 +638,16 @@ type resizingSyncFuncs struct {
 }
 
 func (s resizingSyncFuncs) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod *v1.Pod, podStatus *runtime.PodStatus) (bool, error) {
-	return s.SyncFuncs.SyncPod(ctx, updateType, s.r.resolve(pod), podStatus)
+	pod = s.r.resolve(pod)
+	s.r.observe(pod, podStatus)
+	terminal, err := s.SyncFuncs.SyncPod(ctx, updateType, pod, podStatus)
+	s.r.observeError(pod)
+	// The status the sync read after its work: a resize it finished is
+	// completed now, as the pod's status says, not at the next sync.
+	if s.r.cached != nil {
+		s.r.observe(pod, s.r.cached(pod.UID))
+	}
+	return terminal, err
 }
 
 func (s resizingSyncFuncs) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus, gracePeriod int64, edit func(*v1.PodStatus)) error {
@@ -312,9 +655,53 @@ func (s resizingSyncFuncs) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, 
 	return s.SyncFuncs.SyncTerminatingPod(ctx, pod, podStatus, gracePeriod, edit)
 }
 
+// SyncTerminatedPod runs once the pod's containers stopped: what it was
+// allocated is free, so the deferred resizes are retried (the kubelet's
+// pod_terminated trigger).
 func (s resizingSyncFuncs) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus) error {
-	pod, _ = s.r.allocated(pod)
-	return s.SyncFuncs.SyncTerminatedPod(ctx, pod, podStatus)
+	allocated, _ := s.r.allocated(pod)
+	err := s.SyncFuncs.SyncTerminatedPod(ctx, allocated, podStatus)
+	if err != nil {
+		return err
+	}
+	s.r.terminated(pod.UID)
+	if s.r.hasDeferred() {
+		s.r.retryPending(triggerPodTerminated)
+	}
+	return err
+}
+
+// wrapHandler makes the sync loop's handler retry the deferred resizes
+// on the kubelet's triggers: a pod update that asks for a resize, pods
+// added that ask for one (a restarted agent), pods removed.
+func (r *resizes) wrapHandler(h syncloop.SyncHandler) syncloop.SyncHandler {
+	return resizingHandler{SyncHandler: h, r: r}
+}
+
+type resizingHandler struct {
+	syncloop.SyncHandler
+	r *resizes
+}
+
+func (h resizingHandler) HandlePodAdditions(ctx context.Context, pods []*v1.Pod) {
+	h.SyncHandler.HandlePodAdditions(ctx, pods)
+	if h.r.queue(pods) {
+		h.r.retryPending(triggerPodsAdded)
+	}
+}
+
+func (h resizingHandler) HandlePodUpdates(ctx context.Context, pods []*v1.Pod) {
+	h.SyncHandler.HandlePodUpdates(ctx, pods)
+	if h.r.queue(pods) {
+		h.r.retryPending(triggerPodResized)
+	}
+}
+
+func (h resizingHandler) HandlePodRemoves(ctx context.Context, pods []*v1.Pod) {
+	h.SyncHandler.HandlePodRemoves(ctx, pods)
+	if h.r.hasDeferred() {
+		h.r.retryPending(triggerPodsRemoved)
+	}
 }
 
 // newResizes builds the agent's allocation manager.
@@ -332,6 +719,31 @@ func (a *Agent) newResizes() *resizes {
 		event: func(pod *v1.Pod, eventtype, reason, message string) {
 			a.recorder.Event(pod, eventtype, reason, message)
 		},
+		podByUID:     a.pods.GetPodByUID,
+		sourcesReady: a.config.SourcesReady,
+		triggerSync: func(pod *v1.Pod) {
+			if a.workers != nil {
+				a.workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodSync, Pod: pod})
+			}
+		},
+		cached: func(uid types.UID) *runtime.PodStatus {
+			if a.cache == nil {
+				return nil
+			}
+			st, err := a.cache.Get(uid)
+			if err != nil {
+				return nil
+			}
+			return st
+		},
+		resizeError: func(uid types.UID) (string, bool) {
+			if a.runtime == nil {
+				return "", false
+			}
+			return a.runtime.ResizeError(uid)
+		},
+		clock: clock.RealClock{},
+		kick:  make(chan struct{}, 1),
 	}
 	if a.opts.RootDir != "" {
 		r.path = filepath.Join(a.opts.RootDir, allocationCheckpointFile)

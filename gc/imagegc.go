@@ -60,6 +60,11 @@ type ImageOptions struct {
 	Clock clock.WithTicker
 	// Logger defaults to discarding.
 	Logger logr.Logger
+	// Listed, when set, is told the IDs of the images present at each
+	// detection, listed at listedAt (before the list call): the agent
+	// prunes its image pull records with it, as the kubelet's image
+	// manager does.
+	Listed func(listedAt time.Time, ids []string)
 }
 
 // ImageCollector removes unused images as the kubelet's image garbage
@@ -166,9 +171,17 @@ type ImageResult struct {
 }
 
 func (c *ImageCollector) detect(ctx context.Context) (map[string]bool, error) {
+	listedAt := c.opts.Clock.Now()
 	images, err := c.images.ListImages(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("gc: listing images: %w", err)
+	}
+	if c.opts.Listed != nil {
+		ids := make([]string, len(images))
+		for i, im := range images {
+			ids[i] = im.GetId()
+		}
+		c.opts.Listed(listedAt, ids)
 	}
 	containers, err := c.opts.Containers.ListContainers(ctx, nil)
 	if err != nil {

@@ -285,3 +285,37 @@ func TestImageCollectorDeleteUnused(t *testing.T) {
 		t.Errorf("removed (-want +got):\n%s", diff)
 	}
 }
+
+// TestImageCollectorListed: each detection tells Listed the images present
+// and when the list was asked for.
+func TestImageCollectorListed(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	imgs := &fakeImages{images: []*runtimeapi.Image{img("sha256:a", 10, "a:1"), img("sha256:b", 10)}}
+	var listedAt []time.Time
+	var listed [][]string
+	c, err := NewImageCollector(imgs, ImageOptions{
+		Containers: fakeContainers{},
+		FsStats:    func(context.Context) (FsStats, error) { return FsStats{Capacity: 100, Available: 99}, nil },
+		Clock:      clk,
+		Listed: func(at time.Time, ids []string) {
+			listedAt, listed = append(listedAt, at), append(listed, ids)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Collect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Minute)
+	imgs.images = imgs.images[:1]
+	if _, err := c.DeleteUnused(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([][]string{{"sha256:a", "sha256:b"}, {"sha256:a"}}, listed); diff != "" {
+		t.Errorf("listed (-want +got):\n%s", diff)
+	}
+	if len(listedAt) != 2 || !listedAt[0].Equal(t0) || !listedAt[1].Equal(t0.Add(time.Minute)) {
+		t.Errorf("listed at %v", listedAt)
+	}
+}

@@ -115,6 +115,14 @@ type Options struct {
 	// reaches it for logs, exec, port-forward and metrics. Defaults to 0:
 	// no API advertised.
 	KubeletPort int32
+	// DeclaredFeatures are the features the node declares in
+	// status.declaredFeatures (NodeDeclaredFeatures): names of
+	// k8s.io/component-helpers/nodedeclaredfeatures, which the API server
+	// and the scheduler match against what a pod or a pod update needs
+	// (an in-place resize of pod-level resources, RestartAllContainers
+	// rules, ...). The Agent sets the features nodekit implements.
+	// Defaults to none.
+	DeclaredFeatures []string
 	// StatusUpdateFrequency is how often the status is computed and compared
 	// with the Node's. Defaults to 10s.
 	StatusUpdateFrequency time.Duration

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -36,12 +37,18 @@ type facts struct {
 	addresses   []v1.NodeAddress
 	nodeInfo    v1.NodeSystemInfo
 	kubeletPort int32
+	declared    []string // sorted
 }
 
 // newFacts computes the facts of opts (defaults applied) on machine m, with
 // internalIP (nil for none).
 func newFacts(opts Options, m Machine, internalIP net.IP) facts {
 	f := facts{labels: maps.Clone(opts.Labels), kubeletPort: opts.KubeletPort}
+	if len(opts.DeclaredFeatures) > 0 {
+		f.declared = slices.Clone(opts.DeclaredFeatures)
+		slices.Sort(f.declared)
+		f.declared = slices.Compact(f.declared)
+	}
 	f.labels[LabelHostname] = opts.Hostname
 	f.labels[LabelOS] = m.OperatingSystem
 	f.labels[LabelArch] = m.Architecture
@@ -100,7 +107,7 @@ func (f facts) newNodeObserved(name string, taints []v1.Taint, obs observed, now
 
 // status returns old with the parts this controller owns replaced: the
 // capacity and allocatable resources it sets (others are kept), the
-// addresses, the nodeInfo, the kubelet endpoint's port, and the Ready, MemoryPressure, DiskPressure and
+// addresses, the nodeInfo, the kubelet endpoint's port, the declared features, and the Ready, MemoryPressure, DiskPressure and
 // PIDPressure conditions (others are kept). Every owned condition gets now
 // as its heartbeat; its transition time is now only when its status
 // changed.
@@ -129,6 +136,7 @@ func (f facts) statusOf(old v1.NodeStatus, obs observed, now time.Time) v1.NodeS
 	s.NodeInfo = f.nodeInfo
 	s.NodeInfo.ContainerRuntimeVersion = runtimeVersion
 	s.DaemonEndpoints.KubeletEndpoint.Port = f.kubeletPort
+	s.DeclaredFeatures = slices.Clone(f.declared)
 
 	if obs.images != nil {
 		s.Images = obs.images

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -235,5 +236,27 @@ func TestStatusKubeletEndpoint(t *testing.T) {
 	}
 	if statusChanged(s, f.status(s, "", nil, now)) {
 		t.Error("the same port is a change")
+	}
+}
+
+// TestStatusDeclaredFeatures: the declared features are reported sorted and
+// without duplicates, replace those of an older agent, and a Node that
+// already declares them is no change.
+func TestStatusDeclaredFeatures(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	old := v1.NodeStatus{DeclaredFeatures: []string{"Gone"}}
+	f := testFacts(t, Options{DeclaredFeatures: []string{"B", "A", "B"}})
+	s := f.status(old, "", nil, now)
+	if got := strings.Join(s.DeclaredFeatures, ","); got != "A,B" {
+		t.Errorf("declared %q, want A,B", got)
+	}
+	if !statusChanged(old, s) {
+		t.Error("new declared features are no change")
+	}
+	if statusChanged(s, f.status(s, "", nil, now)) {
+		t.Error("the same declared features are a change")
+	}
+	if got := testFacts(t, Options{}).status(s, "", nil, now).DeclaredFeatures; got != nil {
+		t.Errorf("without features: %v, want none", got)
 	}
 }

@@ -81,6 +81,9 @@ func (c *StatusCache) GetNewerThan(ctx context.Context, uid types.UID, minTime t
 		return nil, err
 	}
 	w := &waiter{minTime: minTime, ready: make(chan cacheEntry, 1)}
+	if c.waiters == nil {
+		c.waiters = make(map[types.UID][]*waiter)
+	}
 	c.waiters[uid] = append(c.waiters[uid], w)
 	c.mu.Unlock()
 
@@ -120,10 +123,20 @@ func (c *StatusCache) removeWaiterLocked(uid types.UID, w *waiter) {
 		ws = slices.Delete(ws, i, i+1)
 	}
 	if len(ws) == 0 {
-		delete(c.waiters, uid)
+		c.deleteWaitersLocked(uid)
 		return
 	}
 	c.waiters[uid] = ws
+}
+
+// deleteWaitersLocked forgets the pod's waiters. The map is dropped when
+// it empties: a burst of pod starts grows it to every pod, and a map never
+// gives back the room it grew.
+func (c *StatusCache) deleteWaitersLocked(uid types.UID) {
+	delete(c.waiters, uid)
+	if len(c.waiters) == 0 {
+		c.waiters = nil
+	}
 }
 
 // notifyLocked hands the pod's entry to every waiter it satisfies.
@@ -142,7 +155,7 @@ func (c *StatusCache) notifyLocked(uid types.UID) {
 	}
 	clear(ws[len(kept):])
 	if len(kept) == 0 {
-		delete(c.waiters, uid)
+		c.deleteWaitersLocked(uid)
 		return
 	}
 	c.waiters[uid] = kept

@@ -3,6 +3,7 @@ package pleg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -206,6 +207,48 @@ func TestCacheWaiterRemovedWhenContextEnds(t *testing.T) {
 		if len(c.waiters) != 0 {
 			t.Errorf("waiters left after their contexts ended: %v", c.waiters)
 		}
+	})
+}
+
+// A burst of waiters for many pods leaves no map behind once they are
+// served: a map keeps the room it grew to.
+func TestCacheWaitersMapDroppedWhenEmpty(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewCache()
+		var wg sync.WaitGroup
+		for i := range 100 {
+			uid := types.UID(fmt.Sprint("p", i))
+			wg.Go(func() {
+				if _, err := c.GetNewerThan(t.Context(), uid, at(1)); err != nil {
+					t.Errorf("GetNewerThan(%s) = %v", uid, err)
+				}
+			})
+		}
+		synctest.Wait()
+		for i := range 100 {
+			uid := types.UID(fmt.Sprint("p", i))
+			c.Set(uid, &runtime.PodStatus{ID: uid}, nil, at(2))
+		}
+		wg.Wait()
+		c.mu.Lock()
+		if c.waiters != nil {
+			t.Errorf("waiters = %v after every waiter was served, want the map dropped", c.waiters)
+		}
+		c.mu.Unlock()
+		// The cache still takes waiters.
+		wg.Go(func() {
+			if _, err := c.GetNewerThan(t.Context(), "p0", at(3)); err != nil {
+				t.Errorf("GetNewerThan after the drop = %v", err)
+			}
+		})
+		synctest.Wait()
+		c.mu.Lock()
+		if got := len(c.waiters["p0"]); got != 1 {
+			t.Errorf("%d waiters for p0 after the drop, want 1", got)
+		}
+		c.mu.Unlock()
+		c.Set("p0", &runtime.PodStatus{ID: "p0"}, nil, at(4))
+		wg.Wait()
 	})
 }
 

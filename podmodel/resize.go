@@ -1,6 +1,7 @@
 package podmodel
 
 import (
+	"encoding/json"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -13,21 +14,31 @@ const (
 	ResizeMessageStaticPod  = "In-place resize of static-pods is not supported"
 	ResizeMessageQOSChange  = "Pod QOS Class may not change as a result of resizing"
 	ResizeMessageOnlyCPUMem = "only cpu and memory resources are mutable"
-	ResizeMessageInit       = "In-place resize of init containers is not supported"
+	// ResizeMessagePodLevel: a resize of the pod-level resources
+	// (spec.resources), refused as a kubelet with
+	// InPlacePodLevelResourcesVerticalScaling off refuses it.
+	ResizeMessagePodLevel = "InPlacePodLevelResourcesVerticalScaling is disabled"
 )
 
 // Allocation is the resources allocated to a pod's containers, by
-// container name: the resources the pod was admitted, or last resized,
-// with.
+// container name, and to the pod (spec.resources, under PodLevelKey): the
+// resources the pod was admitted, or last resized, with.
 type Allocation map[string]v1.ResourceRequirements
+
+// PodLevelKey is the key of the pod-level resources in an Allocation; no
+// container has an empty name.
+const PodLevelKey = ""
 
 // AllocationOf is the pod's allocation as its spec asks for it.
 func AllocationOf(pod *v1.Pod) Allocation {
-	a := make(Allocation, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+	a := make(Allocation, len(pod.Spec.InitContainers)+len(pod.Spec.Containers)+1)
 	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
 			a[list[i].Name] = *list[i].Resources.DeepCopy()
 		}
+	}
+	if r := pod.Spec.Resources; r != nil {
+		a[PodLevelKey] = *r.DeepCopy()
 	}
 	return a
 }
@@ -55,6 +66,18 @@ func WithAllocation(pod *v1.Pod, alloc Allocation) (*v1.Pod, bool) {
 	}
 	apply(func(p *v1.Pod) []v1.Container { return p.Spec.InitContainers })
 	apply(func(p *v1.Pod) []v1.Container { return p.Spec.Containers })
+	if r, ok := alloc[PodLevelKey]; ok {
+		var have v1.ResourceRequirements
+		if pod.Spec.Resources != nil {
+			have = *pod.Spec.Resources
+		}
+		if !apiequality.Semantic.DeepEqual(have, r) {
+			if out == nil {
+				out = pod.DeepCopy()
+			}
+			out.Spec.Resources = r.DeepCopy()
+		}
+	}
 	if out == nil {
 		return pod, false
 	}
@@ -66,10 +89,13 @@ func WithAllocation(pod *v1.Pod, alloc Allocation) (*v1.Pod, bool) {
 // allocation, WithAllocation): "" when the resize is allocated at once;
 // else the PodResizePending reason and message.
 //
-// Infeasible (never allocated as asked): a static pod; a change of QoS
-// class, of a resource other than cpu and memory, or of an init
-// container's resources (the API server refuses the first three for the
-// pods it serves, the agent for pods of its other sources); requests
+// Infeasible (never allocated as asked): a static pod; a change of the
+// pod-level resources (spec.resources: the agent resizes as a kubelet with
+// InPlacePodLevelResourcesVerticalScaling off, and its Node does not
+// declare the feature, so the API server refuses such a resize of the
+// pods it serves); a change of QoS class or of a resource other than cpu
+// and memory (the API server refuses both for the pods it serves, the
+// agent for pods of its other sources); requests
 // beyond the node's allocatable resources ("Node didn't have enough
 // capacity: memory, requested: 4718592000, capacity: 4294967296", memory
 // checked first). Deferred (allocated once room is made): the requests do
@@ -80,23 +106,25 @@ func DecideResize(pod, allocated *v1.Pod, others []*v1.Pod, allocatable v1.Resou
 	if IsStatic(pod) {
 		return v1.PodReasonInfeasible, ResizeMessageStaticPod
 	}
+	if !apiequality.Semantic.DeepEqual(pod.Spec.Resources, allocated.Spec.Resources) {
+		return v1.PodReasonInfeasible, ResizeMessagePodLevel
+	}
 	if QOSClass(pod) != QOSClass(allocated) {
 		return v1.PodReasonInfeasible, ResizeMessageQOSChange
 	}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if a := FindContainer(allocated, c.Name); a != nil && !apiequality.Semantic.DeepEqual(c.Resources, a.Resources) {
-			return v1.PodReasonInfeasible, ResizeMessageInit
-		}
-	}
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		a := FindContainer(allocated, c.Name)
-		if a == nil {
-			continue
-		}
-		if !sameBeyondCPUMemory(c.Resources.Requests, a.Resources.Requests) || !sameBeyondCPUMemory(c.Resources.Limits, a.Resources.Limits) {
-			return v1.PodReasonInfeasible, ResizeMessageOnlyCPUMem
+	// Init containers, restartable (sidecars) or not, resize as app
+	// containers do (InPlacePodVerticalScalingInitContainers, on and
+	// locked in 1.37).
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			c := &list[i]
+			a := FindContainer(allocated, c.Name)
+			if a == nil {
+				continue
+			}
+			if !sameBeyondCPUMemory(c.Resources.Requests, a.Resources.Requests) || !sameBeyondCPUMemory(c.Resources.Limits, a.Resources.Limits) {
+				return v1.PodReasonInfeasible, ResizeMessageOnlyCPUMem
+			}
 		}
 	}
 
@@ -142,4 +170,53 @@ func sameBeyondCPUMemory(a, b v1.ResourceList) bool {
 		}
 	}
 	return true
+}
+
+// The kubelet's event reasons of a resize (pkg/kubelet/events): Normal
+// ResizeStarted when a resize is allocated and ResizeCompleted when the
+// runtime has it; Warning ResizeDeferred or ResizeInfeasible when it is
+// not allocated, and ResizeError when actuating it failed.
+const (
+	EventResizeStarted    = "ResizeStarted"
+	EventResizeCompleted  = "ResizeCompleted"
+	EventResizeDeferred   = "ResizeDeferred"
+	EventResizeInfeasible = "ResizeInfeasible"
+	EventResizeError      = "ResizeError"
+)
+
+// resizeContainer and resizeSummary are the JSON of a resize event's
+// message, as the kubelet writes it.
+type resizeContainer struct {
+	Name      string                  `json:"name"`
+	Resources v1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+type resizeSummary struct {
+	InitContainers []resizeContainer `json:"initContainers,omitempty"`
+	Containers     []resizeContainer `json:"containers,omitempty"`
+	Generation     int64             `json:"generation"`
+	Error          string            `json:"error,omitempty"`
+}
+
+// ResizeEventMessage is the message of a resize event as the kubelet
+// words it: the prefix ("Pod resize started", "Pod resize completed",
+// "Pod resize error", "Pod resize Deferred", "Pod resize Infeasible"),
+// then the resources of the pod's init and app containers, the pod
+// generation the event is about and, when not empty, the error (the
+// pending reason's message, the failed attempt's error) as JSON:
+//
+//	Pod resize started: {"containers":[{"name":"app","resources":{"limits":{"cpu":"2"},"requests":{"cpu":"2"}}}],"generation":2}
+func ResizeEventMessage(prefix string, pod *v1.Pod, generation int64, errorMessage string) string {
+	s := resizeSummary{Generation: generation, Error: errorMessage}
+	for _, c := range pod.Spec.InitContainers {
+		s.InitContainers = append(s.InitContainers, resizeContainer{Name: c.Name, Resources: c.Resources})
+	}
+	for _, c := range pod.Spec.Containers {
+		s.Containers = append(s.Containers, resizeContainer{Name: c.Name, Resources: c.Resources})
+	}
+	data, err := json.Marshal(s)
+	if err != nil {
+		return prefix
+	}
+	return prefix + ": " + string(data)
 }

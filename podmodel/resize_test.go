@@ -27,12 +27,28 @@ func resizeTestPod(uid string, cpuReq, cpuLim, memReq, memLim string) *v1.Pod {
 	}
 }
 
+// withInit adds an init container "init" (a sidecar when sidecar) with
+// the given cpu and memory requests.
+func withInit(p *v1.Pod, sidecar bool, cpu, mem string) *v1.Pod {
+	c := v1.Container{Name: "init", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
+		v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem),
+	}}}
+	if sidecar {
+		always := v1.ContainerRestartPolicyAlways
+		c.RestartPolicy = &always
+	}
+	p.Spec.InitContainers = append(p.Spec.InitContainers, c)
+	return p
+}
+
 // TestDecideResize holds the kubelet's rules for a resize (allocation
 // manager tests: TestHandlePodResourcesResize): static pods and QoS
 // changes are infeasible, requests beyond the node's allocatable
 // resources are infeasible (memory reported first), requests that do not
 // fit beside the other pods' allocations are deferred (cpu reported
-// first), the rest is allocated.
+// first), the rest is allocated. Init containers, sidecars or not, resize
+// as app containers do (InPlacePodVerticalScalingInitContainers, locked
+// on in 1.37).
 func TestDecideResize(t *testing.T) {
 	allocatable := v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("4Gi")}
 	other := resizeTestPod("other", "2", "", "2Gi", "")
@@ -122,6 +138,53 @@ func TestDecideResize(t *testing.T) {
 			wantReason:  v1.PodReasonInfeasible,
 			wantMessage: ResizeMessageOnlyCPUMem,
 		},
+		{
+			name: "pod-level resources changed: infeasible",
+			pod: func() *v1.Pod {
+				p := resizeTestPod("p", "1", "", "1Gi", "")
+				p.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("3")}}
+				return p
+			}(),
+			allocated: func() *v1.Pod {
+				p := resizeTestPod("p", "1", "", "1Gi", "")
+				p.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}}
+				return p
+			}(),
+			wantReason:  v1.PodReasonInfeasible,
+			wantMessage: ResizeMessagePodLevel,
+		},
+		{
+			name:      "sidecar cpu increase that fits: allocated",
+			pod:       withInit(resizeTestPod("p", "1", "", "1Gi", ""), true, "1", "256Mi"),
+			allocated: withInit(resizeTestPod("p", "1", "", "1Gi", ""), true, "500m", "256Mi"),
+			others:    []*v1.Pod{other},
+		},
+		{
+			// A sidecar's requests add to the app containers': 1 + 1.5
+			// beside the other pod's 2 is more than 4.
+			name:        "sidecar cpu increase beside other pods: deferred",
+			pod:         withInit(resizeTestPod("p", "1", "", "1Gi", ""), true, "1500m", "256Mi"),
+			allocated:   withInit(resizeTestPod("p", "1", "", "1Gi", ""), true, "500m", "256Mi"),
+			others:      []*v1.Pod{other},
+			wantReason:  v1.PodReasonDeferred,
+			wantMessage: "Node didn't have enough resource: cpu, requested: 2500, used: 2000, capacity: 4000",
+		},
+		{
+			name:      "regular init container memory increase: allocated",
+			pod:       withInit(resizeTestPod("p", "1", "", "1Gi", ""), false, "1", "2Gi"),
+			allocated: withInit(resizeTestPod("p", "1", "", "1Gi", ""), false, "1", "1Gi"),
+		},
+		{
+			name: "init container's other resource changed: infeasible",
+			pod: func() *v1.Pod {
+				p := withInit(resizeTestPod("p", "1", "", "1Gi", ""), true, "1", "256Mi")
+				p.Spec.InitContainers[0].Resources.Limits = v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("1Gi")}
+				return p
+			}(),
+			allocated:   withInit(resizeTestPod("p", "1", "", "1Gi", ""), true, "1", "256Mi"),
+			wantReason:  v1.PodReasonInfeasible,
+			wantMessage: ResizeMessageOnlyCPUMem,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,8 +196,8 @@ func TestDecideResize(t *testing.T) {
 	}
 }
 
-// TestWithAllocation: the pod's containers take their allocated
-// resources, in a copy only when one differs.
+// TestWithAllocation: the pod's containers, and the pod (spec.resources),
+// take their allocated resources, in a copy only when one differs.
 func TestWithAllocation(t *testing.T) {
 	pod := resizeTestPod("p", "2", "", "1Gi", "")
 	if got, changed := WithAllocation(pod, AllocationOf(pod)); changed || got != pod {
@@ -153,5 +216,52 @@ func TestWithAllocation(t *testing.T) {
 	}
 	if q := pod.Spec.Containers[0].Resources.Requests[v1.ResourceCPU]; q.Cmp(resource.MustParse("2")) != 0 {
 		t.Errorf("the pod was modified: cpu %s", q.String())
+	}
+
+	// Pod-level resources are allocated too: a pod asking for others
+	// runs with those allocated.
+	withPodLevel := func(cpu string) *v1.Pod {
+		p := resizeTestPod("p", "1", "", "1Gi", "")
+		p.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}}
+		return p
+	}
+	got, changed = WithAllocation(withPodLevel("3"), AllocationOf(withPodLevel("2")))
+	if !changed {
+		t.Fatal("a pod-level change was not seen")
+	}
+	if q := got.Spec.Resources.Limits[v1.ResourceCPU]; q.Cmp(resource.MustParse("2")) != 0 {
+		t.Errorf("allocated pod-level cpu %s, want 2", q.String())
+	}
+	if _, changed := WithAllocation(withPodLevel("2"), AllocationOf(withPodLevel("2"))); changed {
+		t.Error("same pod-level resources seen as a change")
+	}
+}
+
+// TestResizeEventMessage: the kubelet's resize event messages, the
+// prefix then the containers' resources, the generation and the error as
+// JSON (as kubectl describe shows them from a kubelet).
+func TestResizeEventMessage(t *testing.T) {
+	pod := withInit(resizeTestPod("p", "2", "2", "1Gi", "1Gi"), true, "100m", "64Mi")
+	tests := []struct {
+		prefix, errMsg string
+		want           string
+	}{
+		{
+			prefix: "Pod resize started",
+			want: `Pod resize started: {"initContainers":[{"name":"init","resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}],` +
+				`"containers":[{"name":"c","resources":{"limits":{"cpu":"2","memory":"1Gi"},"requests":{"cpu":"2","memory":"1Gi"}}}],"generation":2}`,
+		},
+		{
+			prefix: "Pod resize Deferred",
+			errMsg: "Node didn't have enough resource: cpu, requested: 6000, used: 3950, capacity: 8000",
+			want: `Pod resize Deferred: {"initContainers":[{"name":"init","resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}],` +
+				`"containers":[{"name":"c","resources":{"limits":{"cpu":"2","memory":"1Gi"},"requests":{"cpu":"2","memory":"1Gi"}}}],"generation":2,` +
+				`"error":"Node didn't have enough resource: cpu, requested: 6000, used: 3950, capacity: 8000"}`,
+		},
+	}
+	for _, tt := range tests {
+		if got := ResizeEventMessage(tt.prefix, pod, 2, tt.errMsg); got != tt.want {
+			t.Errorf("ResizeEventMessage(%q) =\n%s\nwant\n%s", tt.prefix, got, tt.want)
+		}
 	}
 }

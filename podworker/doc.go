@@ -1,5 +1,5 @@
 // Package podworker gives every pod its own goroutine, the kubelet's pod
-// workers.
+// workers, while the pod has work.
 //
 // A worker moves its pod through three states: syncing (SyncPod is called
 // until the pod should stop), terminating (SyncTerminatingPod is called until
@@ -77,6 +77,10 @@
 //
 // Workers is safe for concurrent use. Every call for one pod UID happens on
 // that pod's goroutine, one at a time. UpdatePod never waits for a sync.
+// Unlike the kubelet's, whose worker goroutine lives as long as its pod, a
+// pod's goroutine ends when no update is pending and the next update
+// starts a new one: an idle pod holds no goroutine and no stack (a sync's
+// deep calls would otherwise keep kilobytes of stack for each pod).
 // UpdatePod before Run keeps the update; the pod's worker starts when Run
 // starts. Run returns after every worker goroutine exited; after that
 // UpdatePod does nothing (logged at V(4)) while SyncKnownPods and the

@@ -528,7 +528,7 @@ func (n *staticNames) allow(name string, uid types.UID, eligible func(types.UID)
 		}
 	}
 	if len(queue) == 0 {
-		delete(n.waiting, name)
+		n.deleteWaiting(name)
 	} else {
 		n.waiting[name] = queue
 	}
@@ -553,11 +553,21 @@ func (n *staticNames) release(name string, uid types.UID) []types.UID {
 		}
 	}
 	if len(rest) == 0 {
-		delete(n.waiting, name)
+		n.deleteWaiting(name)
 	} else {
 		n.waiting[name] = rest
 	}
 	return rest
+}
+
+// deleteWaiting forgets the queue of a name. The map is dropped when it
+// empties: a burst of static pods grows it to every pod, and a map never
+// gives back the room it grew.
+func (n *staticNames) deleteWaiting(name string) {
+	delete(n.waiting, name)
+	if len(n.waiting) == 0 {
+		n.waiting = nil
+	}
 }
 
 // The queries, as the kubelet answers them. s is nil for a UID the

@@ -870,3 +870,28 @@ func TestIsStatic(t *testing.T) {
 		})
 	}
 }
+
+// The queue map is dropped once no name waits: a burst of static pods
+// grows it to every pod, and a map keeps the room it grew to.
+func TestStaticNamesWaitingDroppedWhenEmpty(t *testing.T) {
+	var n staticNames
+	eligible := func(types.UID) bool { return true }
+	n.wait("ns/a", "1")
+	n.wait("ns/b", "2")
+	n.wait("ns/b", "3")
+	if !n.allow("ns/a", "1", eligible) || !n.allow("ns/b", "2", eligible) {
+		t.Fatal("the first UID of a name may not start")
+	}
+	if n.waiting == nil {
+		t.Fatal("the queue map was dropped while ns/b/3 waits")
+	}
+	if rest := n.release("ns/b", "2"); len(rest) != 1 || rest[0] != "3" {
+		t.Fatalf("release(ns/b, 2) = %v, want [3]", rest)
+	}
+	if !n.allow("ns/b", "3", eligible) {
+		t.Fatal("ns/b/3 may not start after ns/b/2 released the name")
+	}
+	if n.waiting != nil {
+		t.Errorf("waiting = %v with no name waiting, want the map dropped", n.waiting)
+	}
+}

@@ -115,7 +115,7 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // Workers gives every pod UID its own goroutine that calls SyncFuncs, the
-// kubelet's pod workers. It is safe for concurrent use. It lives from New
+// kubelet's pod workers, while the pod has work. It is safe for concurrent use. It lives from New
 // until its Run returns; after that it accepts no update.
 type Workers struct {
 	sync SyncFuncs
@@ -143,10 +143,14 @@ type worker struct {
 	// wake has capacity 1: a send means "an update is pending"; the
 	// update itself is state.pending, which a newer one replaces.
 	wake chan struct{}
-	// running: its goroutine was started.
+	// running: its goroutine runs. The goroutine ends when no update is
+	// pending; the next wake-up starts another (wakeLocked).
 	running bool
 	// cancel stops the sync in flight; nil between syncs.
 	cancel context.CancelFunc
+	// lastSync is when the previous sync returned: the status of the next
+	// one must be newer. Only the worker's goroutine touches it.
+	lastSync time.Time
 }
 
 // New returns pod workers that call sync. It starts nothing; Run does.
@@ -257,8 +261,15 @@ func (w *Workers) UpdatePod(opts UpdateOptions) {
 	w.startLocked(uid, wk)
 }
 
+// wakeLocked queues a wake-up for the worker and starts its goroutine if
+// none runs.
+func (w *Workers) wakeLocked(uid types.UID, wk *worker) {
+	notify(wk)
+	w.startLocked(uid, wk)
+}
+
 // startLocked starts the worker goroutine if Run runs and it is not
-// started yet.
+// running.
 func (w *Workers) startLocked(uid types.UID, wk *worker) {
 	if w.runCtx == nil || w.stopped || wk.running || wk.state.finished {
 		return
@@ -268,11 +279,11 @@ func (w *Workers) startLocked(uid types.UID, wk *worker) {
 	go w.loop(w.runCtx, uid, wk)
 }
 
-// loop is one pod's goroutine: one sync per wake-up, until the pod
-// finished, the UID was forgotten, or Run's context ended.
+// loop is one pod's goroutine: one sync per wake-up, until no wake-up is
+// pending, the pod finished, the UID was forgotten, or Run's context
+// ended. An idle pod has no goroutine: its next wake-up starts one.
 func (w *Workers) loop(ctx context.Context, uid types.UID, wk *worker) {
 	defer w.wg.Done()
-	var lastSync time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -281,8 +292,22 @@ func (w *Workers) loop(ctx context.Context, uid types.UID, wk *worker) {
 			if !ok {
 				return
 			}
+		default:
+			// Wake-ups are queued under w.mu: one queued since the
+			// select is seen here, and one queued after the unlock
+			// starts a new goroutine.
+			w.mu.Lock()
+			idle := len(wk.wake) == 0
+			if idle {
+				wk.running = false
+			}
+			w.mu.Unlock()
+			if idle {
+				return
+			}
+			continue
 		}
-		if ctx.Err() != nil || w.step(ctx, uid, wk, &lastSync) {
+		if ctx.Err() != nil || w.step(ctx, uid, wk, &wk.lastSync) {
 			return
 		}
 	}
@@ -431,7 +456,7 @@ func (w *Workers) releaseLocked(s *podState) {
 	}
 	for _, uid := range w.static.release(s.fullName, s.uid) {
 		if wk, ok := w.pods[uid]; ok && wk.state.pending != nil {
-			notify(wk)
+			w.wakeLocked(uid, wk)
 		}
 	}
 }
@@ -470,7 +495,7 @@ func (w *Workers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
 			continue
 		}
 		if k.wake {
-			notify(wk)
+			w.wakeLocked(uid, wk)
 		}
 		if k.cancel && wk.cancel != nil {
 			wk.cancel()

@@ -338,6 +338,54 @@ func TestWorkersOneGoroutinePerPod(t *testing.T) {
 	})
 }
 
+// An idle pod holds no goroutine; its next update starts one, which still
+// reads a status newer than the previous goroutine's last sync, and calls
+// never overlap.
+func TestWorkersIdlePodHasNoGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var ends []time.Time
+		fs := &fakeSync{SyncPodF: func(context.Context, UpdateType, *v1.Pod, *runtime.PodStatus) (bool, error) {
+			time.Sleep(time.Second)
+			mu.Lock()
+			defer mu.Unlock()
+			ends = append(ends, time.Now())
+			return false, nil
+		}}
+		h := startHarness(t, fs)
+		defer h.stop()
+		running := func() bool {
+			h.w.mu.Lock()
+			defer h.w.mu.Unlock()
+			return h.w.pods["a"].running
+		}
+
+		h.update(create(newPod("a")))
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if running() {
+			t.Fatal("the idle pod's goroutine still runs")
+		}
+		h.update(upd(newPod("a", version("2"))))
+		h.update(upd(newPod("a", version("3"))))
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if running() {
+			t.Error("the idle pod's goroutine still runs after its second sync")
+		}
+		h.wantCalls("SyncPod create a@1", "SyncPod update a@2", "SyncPod update a@3")
+		if len(fs.overlap) != 0 {
+			t.Errorf("pods with overlapping calls: %v, want none", fs.overlap)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := []cacheRead{{UID: "a"}, {UID: "a", MinTime: ends[0]}, {UID: "a", MinTime: ends[1]}}
+		if diff := cmp.Diff(want, h.cache.Reads()); diff != "" {
+			t.Errorf("cache reads (-want +got):\n%s", diff)
+		}
+	})
+}
+
 func TestWorkersReadStatusNewerThanLastSync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex

@@ -486,6 +486,12 @@ func computeInitContainerActions(pod *v1.Pod, status *PodStatus, opts SyncPodOpt
 			if c.LivenessProbe != nil && unhealthy(opts, cs.ID) == "liveness" {
 				kill(i, cs, killLiveness, fmt.Sprintf("Init container %s failed liveness probe", c.Name))
 				toStart = append(toStart, i)
+				break
+			}
+			// A running sidecar is resized as an app container is: in
+			// place, or restarted when its resizePolicy asks.
+			if ResizeAllowed(pod) && computeContainerResizeAction(c, cs, a) {
+				toStart = append(toStart, i)
 			}
 		case ContainerStateExited:
 			if sidecar {

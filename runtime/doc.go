@@ -108,46 +108,72 @@
 //     (CRI NamespaceMode TARGET) unless the pod shares one already. On
 //     purpose, SyncPod does not start one in a sandbox it has just stopped
 //     (the kubelet tries, and fails to create it there).
-//   - In-place resize (the kubelet's, InPlacePodVerticalScaling on) is
-//     done for app containers: SyncPod compares each running container's
-//     resources as the runtime reports them (CRI ContainerStatus
-//     resources) with its spec, which the agent sets to the allocated
-//     resources, and, as computePodResizeAction and doPodResizeAction do,
-//     restarts the container when a changed resource's resizePolicy is
-//     RestartContainer, else updates it in place: memory then CPU, each
-//     with the pod cgroup (SyncPodOptions.PodCgroup) raised before the
-//     containers or lowered after them, decreases before increases, one
+//   - In-place resize is the kubelet's (InPlacePodVerticalScaling and
+//     InPlacePodVerticalScalingInitContainers, both locked on in 1.37):
+//     SyncPod compares each running app container's and restartable init
+//     container's (sidecar's) resources as the runtime reports them (CRI
+//     ContainerStatus resources) with its spec, which the agent sets to
+//     the allocated resources, and, as computePodResizeAction and
+//     doPodResizeAction do, restarts the container when a changed
+//     resource's resizePolicy is RestartContainer (a sidecar as an init
+//     container), else updates it in place: memory then CPU, each with the
+//     pod cgroup (SyncPodOptions.PodCgroup) raised before the containers
+//     or lowered after them, decreases before increases, one
 //     UpdateContainerResources per container and resource; a failure is
-//     ErrResizePodInPlace and Manager.ResizeError. Differences: the
-//     actual resources are the runtime's report, not a checkpoint of
-//     what was actuated (a runtime that reports none is never resized in
-//     place); restartable init containers (sidecars) are not resized (the
-//     agent refuses such a resize as Infeasible); a pod-level resources
-//     (spec.resources) resize is not done.
+//     ErrResizePodInPlace and Manager.ResizeError. On purpose: the actual
+//     resources are the runtime's report, not the kubelet's checkpoint of
+//     what UpdateContainerResources accepted, so that PodResizeInProgress
+//     and ResizeCompleted wait until the runtime shows the new values (a
+//     runtime that reports none is not resized in place; its containers
+//     take the allocation when they start); a running regular init
+//     container keeps its resources until it exits, its next start taking
+//     the allocation, since it runs to completion before any app container
+//     (the API server takes such a resize only for a Node that declares
+//     InPlacePodVerticalScalingInitContainers). A resize of the pod-level
+//     resources (spec.resources, InPlacePodLevelResourcesVerticalScaling,
+//     on since 1.36) is not done: the agent's Node does not declare that
+//     feature (NodeDeclaredFeatures), so the API server refuses such a
+//     resize of the pods it serves (the pods of the agent's other sources
+//     are static, their resizes all Infeasible); one that reaches the
+//     agent all the same is Infeasible with the message of a kubelet with
+//     the feature off, the pod run as allocated.
 //   - Image pull secrets (ManagerOptions.Secrets; package
 //     runtime/credentials has the docker-config rules) are read when an
 //     image is pulled or its access checked, not at every sync: the
 //     FailedToRetrieveImagePullSecret event comes with a pull. A malformed
 //     docker config fails the pull with ErrImagePull and a message naming
 //     the Secret, and backs off as a failed pull (the kubelet fails with
-//     the JSON error as the reason, without back-off). Node-wide docker
-//     config files and credential-provider plugins are not read (node-wide
-//     logins come from ManagerOptions.NodeCredentials). The image pull
+//     the JSON error as the reason, without back-off). The node's logins
+//     (ManagerOptions.NodeCredentials: the kubelet's node docker config
+//     files and credential-provider plugins, package runtime/credentials)
+//     are read at the pull, as the kubelet's. The image pull
 //     credential verification (KubeletEnsureSecretPulledImages, on by
 //     default since 1.35) follows its default policy,
 //     NeverVerifyPreloadedImages, with its records in
-//     <RootDir>/image_manager/pulled.json (in memory without a RootDir),
-//     but for two points: the pulls under way are not recorded on disk (an
-//     image whose pull a restart of the agent cut short counts as
-//     preloaded), and records of removed images are not pruned (a few
-//     hundred bytes per image pulled).
+//     <RootDir>/image_manager/pulled.json (in memory without a RootDir):
+//     the pulls under way are written there too (an image whose pull a
+//     restart of the agent cut short is not taken as preloaded), and the
+//     records of images no longer present are pruned after each listing of
+//     the image garbage collector (Manager.PruneImageRecords). The kubelet
+//     keeps one file per record; nodekit one file for all, rewritten at
+//     each change (pulls are rare, and one file is one write).
 //   - The security context goes to CRI as the kubelet sends it (users and
 //     groups, the supplemental groups policy, capabilities, privileged,
 //     read-only root, no-new-privileges, seccomp with Localhost profiles
 //     under <RootDir>/seccomp, AppArmor, SELinux options, procMount's
-//     masked and read-only paths, sysctls), but for hostUsers: false:
-//     nodekit does not allocate user-namespace ID mappings, so such a pod
-//     fails to get a sandbox with ErrUserNamespaces on every runtime.
+//     masked and read-only paths, sysctls). User namespaces are the
+//     kubelet's (UserNamespacesSupport, on by default): with
+//     ManagerOptions.UserNamespaces (the agent gives package userns's
+//     manager), the sandbox and every container of a pod get its user
+//     namespace in their namespace options, as namespacesForPod does:
+//     mode NODE, or for hostUsers: false mode POD with the pod's own ID
+//     mappings, asked for the pod's runtime handler; a failure (a handler
+//     that does not report the UserNamespaces feature, the ID range used
+//     up, hostNetwork/hostPID/hostIPC with hostUsers: false) fails the
+//     sandbox with FailedCreatePodSandBox and the kubelet's message.
+//     Without it, a hostUsers: false pod fails with ErrUserNamespaces.
+//     Package userns lists where its allocation differs on purpose (no ID
+//     range reaching 2^32-1; a bad mapping file fails its pod only).
 //   - A container killed without its pod (an orphan after a restart of the
 //     agent) gets its preStop hook and grace period as the kubelet: both
 //     are recorded on the container (AnnotationPreStopHandler, with its
@@ -172,6 +198,11 @@
 //     written at each container start, as the kubelet does.
 //   - Old stopped sandboxes of a running pod are left to package gc (the
 //     agent runs its collector); RemovePod removes them with the pod.
+//   - A PodStatus keeps a compact copy of each sandbox's status (ID,
+//     metadata, state, creation time, network, namespace options, runtime
+//     handler), where the kubelet's keeps the runtime's answer whole: the
+//     PLEG's cache holds one for every pod, and the sandbox's labels and
+//     annotations maps would weigh more than the rest of it.
 //
 // # Agents sharing a runtime
 //

@@ -55,7 +55,7 @@ func (m *Manager) PodStatusFromEvent(prev *PodStatus, ev *runtimeapi.ContainerEv
 			ps.SandboxStatuses = append(ps.SandboxStatuses, s)
 		}
 	}
-	ps.SandboxStatuses = append(ps.SandboxStatuses, sb)
+	ps.SandboxStatuses = append(ps.SandboxStatuses, compactSandboxStatus(sb))
 	slices.SortFunc(ps.SandboxStatuses, func(a, b *runtimeapi.PodSandboxStatus) int {
 		return cmp.Or(cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt()),
 			cmp.Compare(b.GetMetadata().GetAttempt(), a.GetMetadata().GetAttempt()), cmp.Compare(a.GetId(), b.GetId()))

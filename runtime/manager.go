@@ -100,11 +100,20 @@ type ManagerOptions struct {
 	// read (a FailedToRetrieveImagePullSecret event) and its images are
 	// pulled without credentials.
 	Secrets nkobjects.SecretGetter
-	// NodeCredentials are node-wide registry logins (the kubelet's
-	// node docker configs), tried after those of the pod's Secrets. An
-	// image pulled with one may be used by every pod. Defaults to nil:
-	// none.
-	NodeCredentials *credentials.Keyring
+	// NodeCredentials gives the registry logins that are not the pod's
+	// Secrets, tried after those: a *credentials.Keyring of the caller's
+	// logins, credentials.NodeFiles (the kubelet's node docker config
+	// files), *credentials.Plugins (the kubelet's credential-provider
+	// plugins), or a credentials.Providers of them. An image pulled with
+	// a node-wide login may be used by every pod; one pulled with a
+	// plugin's login for a service account token, by the pods of that
+	// service account. Defaults to nil: none.
+	NodeCredentials credentials.Provider
+	// UserNamespaces gives each pod's sandbox and containers their user
+	// namespace (package userns: the kubelet's ID mappings for
+	// hostUsers: false). Defaults to nil: no user namespace is sent, and
+	// a hostUsers: false pod fails with ErrUserNamespaces.
+	UserNamespaces UserNamespaces
 }
 
 // EnvResolver resolves the environment of container c of pod, whose
@@ -226,6 +235,14 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 		termMessages: map[types.UID]map[string]string{},
 		resizeErrors: map[types.UID]string{},
 	}, nil
+}
+
+// PruneImageRecords forgets the image pull records of the image IDs not
+// in present, a list of the runtime's images taken at listedAt (the
+// kubelet's pruning of unknown records, after its image manager lists
+// the images). The agent calls it from its image garbage collector.
+func (m *Manager) PruneImageRecords(listedAt time.Time, present []string) {
+	m.pulls.records.prune(listedAt, present)
 }
 
 // RuntimeName is the runtime's name as reported by Version ("containerd"),
@@ -442,7 +459,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		if st == nil {
 			return nil, fmt.Errorf("runtime: status of sandbox %s of pod %s is empty", s.GetId(), uid)
 		}
-		ps.SandboxStatuses = append(ps.SandboxStatuses, st)
+		ps.SandboxStatuses = append(ps.SandboxStatuses, compactSandboxStatus(st))
 		if i == 0 && st.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
 			ps.IPs = sandboxIPs(st)
 		}

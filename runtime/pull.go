@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -73,7 +75,7 @@ type flight struct {
 
 func newPuller(is ImageService, limit int) *puller {
 	return &puller{is: is, sem: make(chan struct{}, max(limit, 1)), flights: map[pullKey]*flight{},
-		records: pullRecords{byRef: map[string]*pullRecord{}, intents: map[string]int{}}}
+		records: pullRecords{byRef: map[string]*pullRecord{}, intents: map[string]int{}, interrupted: map[string]bool{}, now: time.Now}}
 }
 
 // pull pulls the image, or waits for the pull of it already under way,
@@ -183,7 +185,10 @@ func (p *puller) pullWithCredentials(ctx context.Context, spec *runtimeapi.Image
 // left out; a Secret whose docker config does not parse fails it (a
 // *credentials.ConfigError).
 func (m *Manager) imageCredentials(ctx context.Context, pod *v1.Pod, image string) ([]credentials.Credential, error) {
-	node := m.opts.NodeCredentials.Lookup(image)
+	var node []credentials.Credential
+	if m.opts.NodeCredentials != nil {
+		node = m.opts.NodeCredentials.Credentials(ctx, pod, image)
+	}
 	if len(pod.Spec.ImagePullSecrets) == 0 {
 		return node, nil
 	}
@@ -234,10 +239,15 @@ type pullRecords struct {
 	// file keeps the records across restarts ("": memory only).
 	file string
 	log  logr.Logger
+	now  func() time.Time
 
 	mu     sync.Mutex
 	loaded bool
 	byRef  map[string]*pullRecord
+	// interrupted are the images whose pull was under way when the
+	// records were last written (by an earlier run of the agent): until
+	// the Manager pulls one again, it is not taken as preloaded.
+	interrupted map[string]bool
 	// intents counts the pulls under way per image as written: an image
 	// present while the Manager pulls it counts as pulled by the Manager.
 	intents map[string]int
@@ -246,12 +256,17 @@ type pullRecords struct {
 // pullRecord is what pulled one image ID, per repository.
 type pullRecord struct {
 	repos map[string]*repoRecord
+	// at is when the record was last written (zero: read from the file).
+	at time.Time
 }
 
 type repoRecord struct {
 	// nodeWide: pulled without credentials, any pod may use it.
 	nodeWide bool
 	secrets  []secretRecord
+	// serviceAccounts pulled it with the logins a credential-provider
+	// plugin gave for their tokens: their pods may use it.
+	serviceAccounts []credentials.ServiceAccountRef
 }
 
 type secretRecord struct {
@@ -259,11 +274,47 @@ type secretRecord struct {
 	hash string
 }
 
+// intend counts a pull of image starting (d = 1) or ended (d = -1). The
+// images being pulled are written with the records, so that a pull a
+// restart of the agent cuts short is known, as the kubelet's pull
+// intents.
 func (r *pullRecords) intend(image string, d int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.loadLocked()
+	before := r.intents[image]
 	if r.intents[image] += d; r.intents[image] <= 0 {
 		delete(r.intents, image)
+	}
+	switch after := r.intents[image]; {
+	case before == 0 && after > 0:
+		r.saveLocked()
+	case before > 0 && after == 0:
+		delete(r.interrupted, image)
+		r.saveLocked()
+	}
+}
+
+// prune forgets the records of image IDs absent from present, a list
+// taken at listedAt; a record written since is kept (its image may have
+// been pulled after the list).
+func (r *pullRecords) prune(listedAt time.Time, present []string) {
+	keep := make(map[string]bool, len(present))
+	for _, id := range present {
+		keep[id] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loadLocked()
+	changed := false
+	for ref, rec := range r.byRef {
+		if !keep[ref] && rec.at.Before(listedAt) {
+			delete(r.byRef, ref)
+			changed = true
+		}
+	}
+	if changed {
+		r.saveLocked()
 	}
 }
 
@@ -286,16 +337,23 @@ func (r *pullRecords) pulled(image, ref string, cred *credentials.Credential) {
 		rec = &pullRecord{repos: map[string]*repoRecord{}}
 		r.byRef[ref] = rec
 	}
+	rec.at = time.Now()
+	if r.now != nil {
+		rec.at = r.now()
+	}
 	rr := rec.repos[repo]
 	if rr == nil {
 		rr = &repoRecord{}
 		rec.repos[repo] = rr
 	}
-	if cred == nil || cred.Source == nil {
-		rr.nodeWide, rr.secrets = true, nil
-		return
+	switch {
+	case cred != nil && cred.ServiceAccount != nil:
+		rr.addServiceAccount(*cred.ServiceAccount)
+	case cred == nil || cred.Source == nil:
+		rr.nodeWide, rr.secrets, rr.serviceAccounts = true, nil, nil
+	default:
+		rr.add(secretRecord{ref: *cred.Source, hash: cred.Hash()})
 	}
-	rr.add(secretRecord{ref: *cred.Source, hash: cred.Hash()})
 }
 
 // The records as the file holds them.
@@ -303,10 +361,18 @@ type (
 	recordsFile struct {
 		// Images by image ID, then by repository.
 		Images map[string]map[string]repoFile `json:"images"`
+		// Pulling are the images being pulled when the file was written.
+		Pulling []string `json:"pulling,omitempty"`
 	}
 	repoFile struct {
-		NodeWide bool         `json:"nodeWide,omitempty"`
-		Secrets  []secretFile `json:"secrets,omitempty"`
+		NodeWide        bool                 `json:"nodeWide,omitempty"`
+		Secrets         []secretFile         `json:"secrets,omitempty"`
+		ServiceAccounts []serviceAccountFile `json:"serviceAccounts,omitempty"`
+	}
+	serviceAccountFile struct {
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+		UID       string `json:"uid,omitempty"`
 	}
 	secretFile struct {
 		Namespace string `json:"namespace"`
@@ -336,6 +402,12 @@ func (r *pullRecords) loadLocked() {
 		r.log.Error(err, "cannot read the image pull records; starting without them", "path", r.file)
 		return
 	}
+	for _, image := range f.Pulling {
+		if r.interrupted == nil {
+			r.interrupted = map[string]bool{}
+		}
+		r.interrupted[image] = true
+	}
 	for ref, repos := range f.Images {
 		rec := &pullRecord{repos: map[string]*repoRecord{}}
 		for repo, rf := range repos {
@@ -345,6 +417,9 @@ func (r *pullRecords) loadLocked() {
 					ref:  credentials.SecretRef{Namespace: s.Namespace, Name: s.Name, UID: types.UID(s.UID)},
 					hash: s.Hash,
 				})
+			}
+			for _, sa := range rf.ServiceAccounts {
+				rr.serviceAccounts = append(rr.serviceAccounts, credentials.ServiceAccountRef{Namespace: sa.Namespace, Name: sa.Name, UID: types.UID(sa.UID)})
 			}
 			rec.repos[repo] = rr
 		}
@@ -359,12 +434,24 @@ func (r *pullRecords) saveLocked() {
 		return
 	}
 	f := recordsFile{Images: map[string]map[string]repoFile{}}
+	for image := range r.intents {
+		f.Pulling = append(f.Pulling, image)
+	}
+	for image := range r.interrupted {
+		if r.intents[image] == 0 {
+			f.Pulling = append(f.Pulling, image)
+		}
+	}
+	slices.Sort(f.Pulling)
 	for ref, rec := range r.byRef {
 		repos := map[string]repoFile{}
 		for repo, rr := range rec.repos {
 			rf := repoFile{NodeWide: rr.nodeWide}
 			for _, s := range rr.secrets {
 				rf.Secrets = append(rf.Secrets, secretFile{Namespace: s.ref.Namespace, Name: s.ref.Name, UID: string(s.ref.UID), Hash: s.hash})
+			}
+			for _, sa := range rr.serviceAccounts {
+				rf.ServiceAccounts = append(rf.ServiceAccounts, serviceAccountFile{Namespace: sa.Namespace, Name: sa.Name, UID: string(sa.UID)})
 			}
 			repos[repo] = rf
 		}
@@ -401,6 +488,16 @@ func (rr *repoRecord) add(s secretRecord) {
 	}
 }
 
+// addServiceAccount records sa.
+func (rr *repoRecord) addServiceAccount(sa credentials.ServiceAccountRef) {
+	if rr.nodeWide || slices.Contains(rr.serviceAccounts, sa) {
+		return
+	}
+	if len(rr.serviceAccounts) < maxRecordedSecrets {
+		rr.serviceAccounts = append(rr.serviceAccounts, sa)
+	}
+}
+
 // mustVerify tells whether a pod must pull image, present as image ID
 // ref, with its own credentials (podCreds, called at most once) before
 // using it. A matching Secret that the record does not hold yet (another
@@ -417,7 +514,7 @@ func (r *pullRecords) mustVerify(image, ref string, podCreds func() ([]credentia
 	if rec == nil {
 		// Not pulled by the Manager: preloaded, used as it is; unless a
 		// pull of it is under way.
-		pulling := r.intents[image] > 0
+		pulling := r.intents[image] > 0 || r.interrupted[image]
 		r.mu.Unlock()
 		return pulling, nil
 	}
@@ -429,7 +526,7 @@ func (r *pullRecords) mustVerify(image, ref string, podCreds func() ([]credentia
 	case rr.nodeWide:
 		r.mu.Unlock()
 		return false, nil
-	case len(rr.secrets) == 0:
+	case len(rr.secrets) == 0 && len(rr.serviceAccounts) == 0:
 		r.mu.Unlock()
 		return true, nil
 	}
@@ -441,6 +538,9 @@ func (r *pullRecords) mustVerify(image, ref string, podCreds func() ([]credentia
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range creds {
+		if c.ServiceAccount != nil && slices.Contains(rr.serviceAccounts, *c.ServiceAccount) {
+			return false, nil
+		}
 		if c.Source == nil {
 			continue
 		}

@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
@@ -405,5 +407,110 @@ func TestPullRecordsPersist(t *testing.T) {
 	}
 	if len(logged) != 1 || !strings.Contains(logged[0], "cannot read the image pull records") {
 		t.Errorf("logged %q", logged)
+	}
+}
+
+// TestPullRecordsServiceAccount: an image pulled with the login a
+// credential-provider plugin gave for a service account's token serves the
+// pods of that service account (same UID) without a pull, across a
+// restart; another service account's pods must pull it with their own.
+func TestPullRecordsServiceAccount(t *testing.T) {
+	dir := t.TempDir()
+	puller := credentials.ServiceAccountRef{Namespace: "ns", Name: "puller", UID: "sa-1"}
+	viaSA := func(sa credentials.ServiceAccountRef) func() ([]credentials.Credential, error) {
+		return func() ([]credentials.Credential, error) {
+			return []credentials.Credential{{Username: "u", Password: "p", ServiceAccount: &sa}}, nil
+		}
+	}
+	p1 := newPuller(nil, 1).persistIn(dir, logr.Discard())
+	p1.records.pulled(privateImage, "sha256:1", &credentials.Credential{Username: "u", Password: "p", ServiceAccount: &puller})
+
+	p2 := newPuller(nil, 1).persistIn(dir, logr.Discard())
+	recreated := puller
+	recreated.UID = "sa-2"
+	for _, tc := range []struct {
+		name  string
+		creds func() ([]credentials.Credential, error)
+		want  bool
+	}{
+		{"the same service account", viaSA(puller), false},
+		{"no credentials", noCredentials, true},
+		{"a service account of the same name, recreated", viaSA(recreated), true},
+		{"another service account", viaSA(credentials.ServiceAccountRef{Namespace: "ns", Name: "other", UID: "sa-3"}), true},
+	} {
+		if must, err := p2.records.mustVerify(privateImage, "sha256:1", tc.creds); err != nil || must != tc.want {
+			t.Errorf("%s: mustVerify = %v, %v; want %v", tc.name, must, err, tc.want)
+		}
+	}
+	// Pulled later without credentials, the image is node-wide.
+	p2.records.pulled(privateImage, "sha256:1", nil)
+	if must, _ := p2.records.mustVerify(privateImage, "sha256:1", noCredentials); must {
+		t.Error("an image pulled without credentials must still be verified")
+	}
+}
+
+// TestPullRecordsInterruptedPull: a pull under way when the agent stopped
+// is written with the records; after a restart, the image (present, but
+// with no record) is not taken as preloaded until the Manager pulls it.
+func TestPullRecordsInterruptedPull(t *testing.T) {
+	dir := t.TempDir()
+	p1 := newPuller(nil, 1).persistIn(dir, logr.Discard())
+	p1.records.intend(privateImage, 1) // the agent stops here
+
+	p2 := newPuller(nil, 1).persistIn(dir, logr.Discard())
+	if must, err := p2.records.mustVerify(privateImage, "sha256:1", noCredentials); err != nil || !must {
+		t.Errorf("after an interrupted pull, mustVerify = %v, %v; want true", must, err)
+	}
+	if must, _ := p2.records.mustVerify("public.test/x:1", "sha256:2", noCredentials); must {
+		t.Error("another image, never pulled, must be verified")
+	}
+	p2.records.intend(privateImage, 1)
+	p2.records.pulled(privateImage, "sha256:1", nil)
+	p2.records.intend(privateImage, -1)
+
+	p3 := newPuller(nil, 1).persistIn(dir, logr.Discard())
+	if must, _ := p3.records.mustVerify(privateImage, "sha256:1", noCredentials); must {
+		t.Error("pulled again without credentials, the image must still be verified")
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, pullRecordsFile))
+	if strings.Contains(string(data), `"pulling"`) {
+		t.Errorf("the records still name a pull under way: %s", data)
+	}
+}
+
+// TestPullRecordsPrune: the records of images no longer present are
+// dropped, but not one written after the images were listed.
+func TestPullRecordsPrune(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p1 := newPuller(nil, 1).persistIn(dir, logr.Discard())
+	p1.records.now = func() time.Time { return now }
+	alice := credentialsOf(t, loginSecret("alice", "alice", "pw-alice"))
+	p1.records.pulled(privateImage, "sha256:gone", &alice[0])
+	p1.records.pulled(privateImage, "sha256:kept", &alice[0])
+	listedAt := now.Add(time.Second)
+	now = now.Add(2 * time.Second)
+	p1.records.pulled(privateImage, "sha256:new", &alice[0])
+	p1.records.prune(listedAt, []string{"sha256:kept"})
+
+	p2 := newPuller(nil, 1).persistIn(dir, logr.Discard())
+	p2.records.mu.Lock()
+	p2.records.loadLocked()
+	var refs []string
+	for ref := range p2.records.byRef {
+		refs = append(refs, ref)
+	}
+	p2.records.mu.Unlock()
+	sort.Strings(refs)
+	if strings.Join(refs, ",") != "sha256:kept,sha256:new" {
+		t.Errorf("records after pruning: %v, want kept and new", refs)
+	}
+	// Records read from the file are older than any list.
+	p2.records.prune(now, nil)
+	p2.records.mu.Lock()
+	n := len(p2.records.byRef)
+	p2.records.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d records left, want 0", n)
 	}
 }

@@ -153,15 +153,28 @@ type containerToUpdate struct {
 // resource's resizePolicy is RestartContainer; else an in-place update,
 // per resource, decreases ordered before increases.
 func computePodResizeAction(pod *v1.Pod, idx int, cs *ContainerStatus, a *podActions) (keep bool) {
-	c := &pod.Spec.Containers[idx]
+	if computeContainerResizeAction(&pod.Spec.Containers[idx], cs, a) {
+		a.ContainersToStart = append(a.ContainersToStart, idx)
+		return false
+	}
+	return true
+}
+
+// computeContainerResizeAction is computePodResizeAction for one running
+// container, app or init (a restartable init container, a sidecar, is
+// resized as an app container is): it adds the in-place updates to a, or,
+// when a changed resource's resizePolicy is RestartContainer, the kill
+// and reports restart, the caller adding the start to the list of the
+// container's kind.
+func computeContainerResizeAction(c *v1.Container, cs *ContainerStatus, a *podActions) (restart bool) {
 	if cs.State != ContainerStateRunning || cs.Resources == nil {
-		return true
+		return false
 	}
 	desired := desiredValues(c)
 	current := actualValues(cs.Resources, desired)
 	desired = sameEffective(desired, current)
 	if desired == current {
-		return true
+		return false
 	}
 	policy := func(name v1.ResourceName, want, have int64) (resize, restart bool) {
 		if want == have {
@@ -182,9 +195,8 @@ func computePodResizeAction(pod *v1.Pod, idx int, cs *ContainerStatus, a *podAct
 			ID: cs.ID, Name: cs.Name, Container: c, Reason: killResize,
 			Message: fmt.Sprintf("Container %s resize requires restart", c.Name),
 		})
-		a.ContainersToStart = append(a.ContainersToStart, idx)
 		a.UpdatePodResources = true
-		return false
+		return true
 	}
 	shared := &current
 	mark := func(name v1.ResourceName, want, have int64) {
@@ -208,7 +220,7 @@ func computePodResizeAction(pod *v1.Pod, idx int, cs *ContainerStatus, a *podAct
 	} else if resizeCPUReq {
 		mark(v1.ResourceCPU, desired.cpuRequest, current.cpuRequest)
 	}
-	return true
+	return false
 }
 
 // PodCgroupConfig is the part of a pod cgroup's configuration a resize

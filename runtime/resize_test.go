@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/podmodel"
 )
 
 func resources(cpuReq, cpuLim, memReq, memLim string) v1.ResourceRequirements {
@@ -193,5 +195,79 @@ func TestContainerResourcesFromCRI(t *testing.T) {
 	}
 	if containerResourcesFromCRI(nil) != nil {
 		t.Error("no resources: want nil")
+	}
+}
+
+// TestComputePodActionsSidecarResize: a running restartable init
+// container (sidecar) is resized as an app container is
+// (InPlacePodVerticalScalingInitContainers, locked on in 1.37): updated in
+// place by default, killed and started again, as an init container, when
+// the changed resource's resizePolicy is RestartContainer; never for a
+// static pod.
+func TestComputePodActionsSidecarResize(t *testing.T) {
+	running := resources("100m", "200m", "100Mi", "200Mi")
+	tests := []struct {
+		name        string
+		spec        v1.ResourceRequirements
+		policy      []v1.ContainerResizePolicy
+		static      bool
+		wantUpdates []v1.ResourceName
+		wantKill    bool
+	}{
+		{name: "unchanged", spec: running},
+		{name: "cpu limit up: in place", spec: resources("100m", "400m", "100Mi", "200Mi"), wantUpdates: []v1.ResourceName{v1.ResourceCPU}},
+		{name: "memory limit down: in place", spec: resources("100m", "200m", "100Mi", "150Mi"), wantUpdates: []v1.ResourceName{v1.ResourceMemory}},
+		{
+			name:     "memory with RestartContainer: restarted as an init container",
+			spec:     resources("100m", "200m", "100Mi", "300Mi"),
+			policy:   []v1.ContainerResizePolicy{{ResourceName: v1.ResourceMemory, RestartPolicy: v1.RestartContainer}},
+			wantKill: true,
+		},
+		{name: "static pod: not resized", spec: resources("100m", "400m", "100Mi", "200Mi"), static: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := testPod("p", "a")
+			if tt.static {
+				pod.Annotations = map[string]string{podmodel.AnnotationSource: "file"}
+			}
+			pod.Spec.InitContainers = []v1.Container{{Name: "side", Image: "busybox:1.36", RestartPolicy: ptr(v1.ContainerRestartPolicyAlways),
+				Resources: tt.spec, ResizePolicy: tt.policy}}
+			side := cs(pod, "side", ContainerStateRunning, 0)
+			side.Resources = reported(running)
+			status := &PodStatus{
+				SandboxStatuses:   []*runtimeapi.PodSandboxStatus{readySandbox()},
+				ContainerStatuses: []*ContainerStatus{cs(pod, "a", ContainerStateRunning, 0), side},
+			}
+			got := computePodActions(pod, status, SyncPodOptions{})
+			var updates []v1.ResourceName
+			for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+				for _, u := range got.ContainersToUpdate[r] {
+					if u.Container.Name != "side" || u.ID != "side-id" {
+						t.Errorf("update of %s (%s), want the sidecar", u.Container.Name, u.ID)
+					}
+					updates = append(updates, r)
+				}
+			}
+			if d := cmp.Diff(tt.wantUpdates, updates); d != "" {
+				t.Errorf("updates (-want +got):\n%s", d)
+			}
+			var wantKill []containerToKill
+			var wantInit []int
+			if tt.wantKill {
+				wantKill = []containerToKill{{ID: "side-id", Name: "side", Container: &pod.Spec.InitContainers[0], Reason: killResize,
+					Message: "Container side resize requires restart"}}
+				wantInit = []int{0}
+			}
+			if d := cmp.Diff(wantKill, got.ContainersToKill); d != "" {
+				t.Errorf("kills (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(wantInit, got.InitContainersToStart); d != "" {
+				t.Errorf("init containers to start (-want +got):\n%s", d)
+			}
+			if len(got.ContainersToStart) != 0 || got.KillPod || got.UpdatePodResources != tt.wantKill {
+				t.Errorf("start %v, kill pod %v, update pod resources %v", got.ContainersToStart, got.KillPod, got.UpdatePodResources)
+			}
+		})
 	}
 }

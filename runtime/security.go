@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 
@@ -8,10 +9,20 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// ErrUserNamespaces is the error of a pod with hostUsers: false: nodekit
-// does not allocate user-namespace ID mappings, so it cannot run such a
-// pod on any runtime; the pod's sandbox is not created.
-var ErrUserNamespaces = errors.New("hostUsers: false (user namespaces) is not supported: nodekit does not allocate user namespace ID mappings")
+// ErrUserNamespaces is the error of a pod with hostUsers: false on a
+// Manager without ManagerOptions.UserNamespaces: nothing allocates its
+// user-namespace ID mappings, so its sandbox is not created.
+var ErrUserNamespaces = errors.New("hostUsers: false (user namespaces) is not supported: no user namespace manager (ManagerOptions.UserNamespaces)")
+
+// UserNamespaces gives each pod the user namespace of its sandbox and
+// containers: the node's (mode NODE) or, for hostUsers: false, the pod's
+// own ID mappings (mode POD), for the pod's runtime handler. An error
+// fails the sandbox (FailedCreatePodSandBox) or the container
+// (CreateContainerConfigError) with its message. *userns.Manager
+// implements it.
+type UserNamespaces interface {
+	PodUserNamespace(ctx context.Context, pod *v1.Pod, runtimeHandler string) (*runtimeapi.UserNamespace, error)
+}
 
 // The kubelet's default masked and read-only paths of a container's /proc
 // and /sys (procMount Default); procMount Unmasked clears both.
@@ -23,10 +34,36 @@ var (
 	defaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 )
 
-// checkUserNamespaces refuses hostUsers: false.
-func checkUserNamespaces(pod *v1.Pod) error {
+// userNamespace is the pod's CRI user namespace on runtimeHandler, as the
+// kubelet's namespacesForPod: from ManagerOptions.UserNamespaces; without
+// it, none (the runtime's default) or ErrUserNamespaces for hostUsers:
+// false.
+func (m *Manager) userNamespace(ctx context.Context, pod *v1.Pod, runtimeHandler string) (*runtimeapi.UserNamespace, error) {
+	if m.opts.UserNamespaces != nil {
+		return m.opts.UserNamespaces.PodUserNamespace(ctx, pod, runtimeHandler)
+	}
 	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
-		return ErrUserNamespaces
+		return nil, ErrUserNamespaces
+	}
+	return nil, nil
+}
+
+// setUserNamespace puts the pod's user namespace into the namespace
+// options of its sandbox config and, when given, of a container's.
+func (m *Manager) setUserNamespace(ctx context.Context, pod *v1.Pod, sandbox *runtimeapi.PodSandboxConfig, ctr *runtimeapi.ContainerConfig) error {
+	handler, err := m.podRuntimeHandler(pod)
+	if err != nil {
+		return err
+	}
+	ns, err := m.userNamespace(ctx, pod, handler)
+	if err != nil {
+		return err
+	}
+	if o := sandbox.GetLinux().GetSecurityContext().GetNamespaceOptions(); o != nil {
+		o.UsernsOptions = ns
+	}
+	if o := ctr.GetLinux().GetSecurityContext().GetNamespaceOptions(); o != nil {
+		o.UsernsOptions = ns
 	}
 	return nil
 }

@@ -142,10 +142,10 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 			// cannot. An in-memory runtime does not need the directory.
 			log.Error(err, "cannot create pod log directory", "dir", cfg.LogDirectory)
 		}
-		err := checkUserNamespaces(pod)
-		var id, handler string
+		var id string
+		handler, err := m.podRuntimeHandler(pod)
 		if err == nil {
-			handler, err = m.podRuntimeHandler(pod)
+			err = m.setUserNamespace(ctx, pod, cfg, nil)
 		}
 		if err == nil {
 			id, err = m.rs.RunPodSandbox(ctx, cfg, handler)
@@ -514,6 +514,10 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 	var cfg *runtimeapi.ContainerConfig
 	if err == nil {
 		cfg, err = m.containerConfig(ctx, pod, spec, restartCount, imageRef, podIPs, mounts)
+	}
+	if err == nil {
+		// The sandbox's and every container's, as the kubelet's.
+		err = m.setUserNamespace(ctx, pod, sandboxCfg, cfg)
 	}
 	if err != nil {
 		m.ev.container(pod, c, "", v1.EventTypeWarning, EventFailed, "Error: "+err.Error())

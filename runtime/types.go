@@ -85,7 +85,11 @@ type PodStatus struct {
 	IPs []string
 	// ContainerStatuses, newest first within each container name.
 	ContainerStatuses []*ContainerStatus
-	// SandboxStatuses, newest first.
+	// SandboxStatuses, newest first. They hold what the agent reads of a
+	// sandbox (ID, metadata, state, creation time, network, namespace
+	// options, runtime handler), not its labels, annotations or verbose
+	// info: a cache keeps a PodStatus for every pod, and the maps of the
+	// runtime's answer would weigh more than the rest of it.
 	SandboxStatuses []*runtimeapi.PodSandboxStatus
 	// TimeStamp is when this status was read from the runtime.
 	TimeStamp time.Time
@@ -154,4 +158,21 @@ type ContainerStatus struct {
 	// Resources the runtime reports for the container (CRI
 	// ContainerStatus.resources); nil when it reports none.
 	Resources *ContainerResources
+}
+
+// compactSandboxStatus returns the part of a sandbox's status that a
+// PodStatus keeps (see PodStatus.SandboxStatuses).
+func compactSandboxStatus(st *runtimeapi.PodSandboxStatus) *runtimeapi.PodSandboxStatus {
+	c := &runtimeapi.PodSandboxStatus{
+		Id:             st.GetId(),
+		Metadata:       st.GetMetadata(),
+		State:          st.GetState(),
+		CreatedAt:      st.GetCreatedAt(),
+		Network:        st.GetNetwork(),
+		RuntimeHandler: st.GetRuntimeHandler(),
+	}
+	if opts := st.GetLinux().GetNamespaces().GetOptions(); opts != nil {
+		c.Linux = &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: opts}}
+	}
+	return c
 }

@@ -60,7 +60,8 @@
 // requests); a running container's resources are the CPU and memory the
 // runtime reports (memory requests as allocated, values at or below the
 // kubelet's minimums as allocated). PodResizeInProgress is True while a
-// running app container's reported resources differ from its allocation,
+// running app container's or sidecar's reported resources differ from its
+// allocation,
 // with reason Error and the runtime's message when the last attempt failed
 // (ResizeErrors, found on Input.Waiting); PodResizePending is
 // Input.ResizePending (Infeasible or Deferred, podmodel.DecideResize). The

@@ -95,10 +95,10 @@ func containerStatusResources(c *v1.Container, cs *runtime.ContainerStatus, old 
 
 // resizeConditions are the pod's resize conditions: PodResizePending as
 // the agent decided it (Input.ResizePending), and PodResizeInProgress
-// while a running container's resources, as the runtime reports them,
-// differ from those allocated to it, with reason Error and the message of
-// the last failed attempt when the runtime has one. Neither once the pod
-// is terminal.
+// while a running app container's or sidecar's resources, as the runtime
+// reports them, differ from those allocated to it, with reason Error and
+// the message of the last failed attempt when the runtime has one.
+// Neither once the pod is terminal.
 func resizeConditions(in Input, rs *runtime.PodStatus, phase v1.PodPhase) []v1.PodCondition {
 	if podmodel.IsTerminal(phase) {
 		return nil
@@ -122,13 +122,19 @@ func resizeConditions(in Input, rs *runtime.PodStatus, phase v1.PodPhase) []v1.P
 	return append(out, c)
 }
 
-// ResizeInProgress reports whether a running app container of the current
-// sandbox has resources, as the runtime reports them, other
-// than those of its spec (the allocated resources): a resize is not yet
-// actuated.
+// ResizeInProgress reports whether a running app container or
+// restartable init container (sidecar) of the current sandbox has
+// resources, as the runtime reports them, other than those of its spec
+// (the allocated resources): a resize is not yet actuated.
 func ResizeInProgress(pod *v1.Pod, rs *runtime.PodStatus) bool {
 	if !runtime.ResizeAllowed(pod) {
 		return false
+	}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if podmodel.IsRestartableInit(c) && runtime.ContainerResized(c, rs.FindActiveContainerStatusByName(c.Name)) {
+			return true
+		}
 	}
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]

@@ -99,3 +99,43 @@ func TestGenerateResize(t *testing.T) {
 }
 
 func ptrQ(q resource.Quantity) *resource.Quantity { return &q }
+
+// TestResizeInProgressSidecar: a running sidecar whose runtime resources
+// lag its allocation keeps PodResizeInProgress, as an app container does;
+// a regular init container does not (it is not resized while it runs).
+func TestResizeInProgressSidecar(t *testing.T) {
+	q := resource.MustParse
+	always := v1.ContainerRestartPolicyAlways
+	alloc := v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: q("400m"), v1.ResourceMemory: q("128Mi")}}
+	for _, tt := range []struct {
+		name    string
+		sidecar bool
+		cpuLim  string
+		want    bool
+	}{
+		{"sidecar behind", true, "200m", true},
+		{"sidecar resized", true, "400m", false},
+		{"regular init container behind", false, "200m", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := &v1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid"},
+				Spec: v1.PodSpec{
+					InitContainers: []v1.Container{{Name: "side", Resources: alloc}},
+					Containers:     []v1.Container{{Name: "app"}},
+				},
+			}
+			if tt.sidecar {
+				pod.Spec.InitContainers[0].RestartPolicy = &always
+			}
+			side := running("side", 0)
+			side.SandboxID = readySandbox().GetId()
+			side.Resources = &runtime.ContainerResources{CPURequest: ptrQ(q(tt.cpuLim)), CPULimit: ptrQ(q(tt.cpuLim)), MemoryLimit: ptrQ(q("128Mi"))}
+			app := running("app", 0)
+			app.SandboxID = readySandbox().GetId()
+			if got := ResizeInProgress(pod, readyPodStatus(side, app)); got != tt.want {
+				t.Errorf("ResizeInProgress = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -39,18 +39,32 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of a cluster to join as a node (default: standalone)")
 	verbosity := flag.Int("v", 0, "log verbosity (0: state changes, 1: pod lifecycle, 4: every sync)")
 	rotateCerts := flag.Bool("rotate-server-certificates", false, "with --kubeconfig: request the serving certificate from the cluster (a kubelet-serving CSR an approver must approve)")
+	credConfig := flag.String("image-credential-provider-config", "", "credential-provider plugins' config (a CredentialProviderConfig file or directory), as the kubelet's")
+	credBinDir := flag.String("image-credential-provider-bin-dir", "", "directory of the credential-provider plugins' executables")
 	flag.Parse()
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.Level(-*verbosity)}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, *manifests, *url, *nodeName, *endpoint, *kubeconfig, *rotateCerts); err != nil {
+	if err := run(ctx, log, config{
+		manifests: *manifests, url: *url, nodeName: *nodeName, endpoint: *endpoint, kubeconfig: *kubeconfig,
+		rotateCerts: *rotateCerts, credConfig: *credConfig, credBinDir: *credBinDir,
+	}); err != nil {
 		log.Error(err, "minimal-agent failed")
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log logr.Logger, manifests, url, nodeName, endpoint, kubeconfig string, rotateCerts bool) error {
+// config is what the flags say.
+type config struct {
+	manifests, url, nodeName, endpoint, kubeconfig string
+	rotateCerts                                    bool
+	credConfig, credBinDir                         string
+}
+
+func run(ctx context.Context, log logr.Logger, c config) error {
+	manifests, url, nodeName, endpoint, kubeconfig := c.manifests, c.url, c.nodeName, c.endpoint, c.kubeconfig
 	opts := nodekit.Options{NodeName: nodeName, Logger: log, OnPodStatus: phasePrinter()}
+	opts.ImageCredentialProviderConfig, opts.ImageCredentialProviderBinDir = c.credConfig, c.credBinDir
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("nodekit-%d", os.Geteuid())) // the process runtime's
 	fileSource, err := file.New(file.Options{Path: manifests, NodeName: nodeName, Logger: log})
 	if err != nil {
@@ -85,7 +99,7 @@ func run(ctx context.Context, log logr.Logger, manifests, url, nodeName, endpoin
 		}
 		cfg.QPS, cfg.Burst = 50, 100 // the kubelet's
 		opts.NodeAPI.Enabled = true  // the kubelet's port 10250: kubectl logs, exec, port-forward, metrics
-		opts.NodeAPI.ServerTLSBootstrap = rotateCerts
+		opts.NodeAPI.ServerTLSBootstrap = c.rotateCerts
 		if opts.KubeClient, err = kubernetes.NewForConfig(cfg); err != nil {
 			return err
 		}

@@ -44,12 +44,45 @@
 // does not read them: the API server's ServiceAccount admission plugin
 // copies them into the pod's spec when the pod is created.
 //
+// # The node's logins
+//
+// After the pod's Secrets come the logins of a Provider (the runtime
+// manager's NodeCredentials): a Keyring of the caller's, NodeFiles and
+// Plugins, chained with Providers.
+//
+// NodeFiles is the kubelet's node docker config: the first config.json
+// of its root directory, the working directory, $HOME/.docker and
+// /.docker, else the first .dockercfg of the root directory, the working
+// directory, $HOME and /. Its logins are node-wide.
+//
+// Plugins runs the kubelet's credential-provider plugins
+// (CredentialProviderConfig, kubelet.config.k8s.io/v1; the
+// credentialprovider.kubelet.k8s.io/v1 protocol, v1beta1 and v1alpha1
+// too): the config's validation rules, a plugin per provider whose
+// matchImages match the image's repository, run at most once at a time
+// per image (and token) with the config's args and env after the
+// agent's, within a minute; its response's logins cached per image,
+// registry or globally for its cacheDuration (0: not cached; unset: the
+// provider's defaultCacheDuration), expired entries purged every 15
+// minutes. With tokenAttributes (service account token mode, on by
+// default since 1.34), the plugin also gets a token of the pod's service
+// account for the configured audience, bound to the pod, and the
+// annotations asked for; a missing required annotation skips the plugin;
+// a plugin returning the token as the password is refused unless the
+// cache type is Token; its logins belong to that service account (the
+// image pull records let its pods use an image pulled with them). A
+// plugin that fails is logged and gives no logins, as the kubelet's.
+//
 // # Differences from the kubelet
 //
-// The kubelet also reads node-wide docker configs (its root directory,
-// ~/.docker/config.json) and credential-provider plugins; nodekit reads
-// the pod's Secrets, and the node-wide keyring its caller builds with
-// Keyring.Add (a nil source: runtime.ManagerOptions.NodeCredentials).
+// NodeFiles reads the files at each lookup (a pull, or the access check
+// of an image pulled with a login): the kubelet caches what it read for 5
+// minutes; nodekit's lookups are rare and reading sees a new login at the
+// next pull. Providers are tried in the order given (the agent's: the
+// caller's keyring, the node files, then the plugins in config order),
+// where the kubelet ranges over its registered providers; every login is
+// tried until a pull succeeds, so the order decides only which of several
+// working logins is recorded.
 //
 // # Concurrency
 //

@@ -29,6 +29,11 @@ type Credential struct {
 	// Source is the Secret the credential comes from; nil for one added
 	// without a source (node-wide).
 	Source *SecretRef
+	// ServiceAccount is the service account whose token a
+	// credential-provider plugin turned into this login (its service
+	// account token mode); nil otherwise. Such a login is not node-wide:
+	// the pods of that service account share it.
+	ServiceAccount *ServiceAccountRef
 }
 
 // SecretRef identifies a Secret, its UID included: a Secret deleted and
@@ -287,11 +292,11 @@ func isDefaultRegistry(repo string) bool {
 // glob URL: same number of host parts, each matching as a glob, equal
 // ports, the glob's path a prefix of the target's.
 func urlsMatch(glob, target string) bool {
-	g, err := url.Parse("https://" + glob)
+	g, err := parseSchemeless(glob)
 	if err != nil {
 		return false
 	}
-	t, err := url.Parse("https://" + target)
+	t, err := parseSchemeless(target)
 	if err != nil {
 		return false
 	}
@@ -339,4 +344,9 @@ func PodSecrets(ctx context.Context, get objects.SecretGetter, pod *v1.Pod) (sec
 		secrets = append(secrets, *s)
 	}
 	return secrets, failed
+}
+
+// parseSchemeless parses a URL written without its scheme.
+func parseSchemeless(s string) (*url.URL, error) {
+	return url.Parse("https://" + s)
 }

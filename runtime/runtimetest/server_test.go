@@ -187,10 +187,16 @@ func TestServerEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for r.Calls("GetContainerEvents") == 0 {
+	// Events are sent to the subscribers registered when they happen.
+	for {
+		r.mu.Lock()
+		n := len(r.subs)
+		r.mu.Unlock()
+		if n > 0 {
+			break
+		}
 		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(20 * time.Millisecond) // let the subscription register
 	sid, err := r.RunPodSandbox(t.Context(), sandboxConfig("p", "u"), "")
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,9 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekit/nodekit"
@@ -104,11 +107,30 @@ func (k kubectlRunner) ok(args ...string) string {
 // channel until stop is called (which waits for kubectl to exit).
 func (k kubectlRunner) lines(args ...string) (<-chan string, func()) {
 	k.t.Helper()
+	_, ch, stop := k.start(false, args...)
+	return ch, stop
+}
+
+// interactive is lines with kubectl's standard input kept open: what the
+// test writes to the returned writer reaches kubectl as typed.
+func (k kubectlRunner) interactive(args ...string) (io.WriteCloser, <-chan string, func()) {
+	k.t.Helper()
+	return k.start(true, args...)
+}
+
+func (k kubectlRunner) start(withStdin bool, args ...string) (io.WriteCloser, <-chan string, func()) {
+	k.t.Helper()
 	ctx, cancel := context.WithCancel(k.t.Context())
 	cmd := k.command(ctx, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		k.t.Fatal(err)
+	}
+	var in io.WriteCloser
+	if withStdin {
+		if in, err = cmd.StdinPipe(); err != nil {
+			k.t.Fatal(err)
+		}
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -130,13 +152,56 @@ func (k kubectlRunner) lines(args ...string) (<-chan string, func()) {
 		}
 	}()
 	var once sync.Once
-	return ch, func() {
+	return in, ch, func() {
 		once.Do(func() {
 			cancel()
 			wg.Wait()
 			cmd.Wait()
 		})
 	}
+}
+
+// lineWatch is an io.Writer that closes seen once what was written
+// matches re.
+type lineWatch struct {
+	re   *regexp.Regexp
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if w.re.Match(w.buf.Bytes()) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+func (w *lineWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// oneSize is a terminal that reports its size once and never changes
+// until ctx ends.
+type oneSize struct {
+	ctx  context.Context
+	size remotecommand.TerminalSize
+	sent bool
+}
+
+func (o *oneSize) Next() *remotecommand.TerminalSize {
+	if !o.sent {
+		o.sent = true
+		return &o.size
+	}
+	<-o.ctx.Done()
+	return nil
 }
 
 // waitLine reads lines until one matches re, or fails the test after 60 s.
@@ -165,7 +230,8 @@ func waitLine(t *testing.T, ch <-chan string, re *regexp.Regexp) string {
 // metrics and stats through the API server's node proxy, parsed with the
 // Prometheus text parser and the kubelet's stats types; and 401/403
 // straight to the agent's port. debug runs an ephemeral container in the
-// PID namespace of the pod's container.
+// PID namespace of the pod's container, then one whose stdin is typed into
+// through the node API's attach.
 func TestNodeAPIKubectl(t *testing.T) {
 	c := newCluster(t, false)
 	kubectl := kubectlRunner{t: t, bin: kubectlPath(t), kubeconfig: c.kubeconfig, ns: c.ns}
@@ -197,6 +263,12 @@ func TestNodeAPIKubectl(t *testing.T) {
 	web := c.apiPod("web", v1.Container{Name: "web", Ports: []v1.ContainerPort{{ContainerPort: 8080}}})
 	web.Spec.Containers[0].Image = webImage
 	c.createPod(web)
+	// typist reads a line from its terminal and answers it.
+	typist := c.apiPod("typist", v1.Container{
+		Name: "tty", Stdin: true, TTY: true,
+		Command: []string{"sh", "-c", "while read x; do echo got $x; done; sleep 3600"},
+	})
+	c.createPod(typist)
 
 	eventuallyNil(t, 90*time.Second, "the Node advertising the API's port", func() error {
 		n, err := c.api.CoreV1().Nodes().Get(t.Context(), c.node, metav1.GetOptions{})
@@ -208,7 +280,7 @@ func TestNodeAPIKubectl(t *testing.T) {
 		}
 		return nil
 	})
-	eventuallyNil(t, 90*time.Second, "talker restarted once and running, web running", func() error {
+	eventuallyNil(t, 90*time.Second, "talker restarted once and running, web and typist running", func() error {
 		p, err := c.getPod(t.Context(), "talker")
 		if err != nil {
 			return err
@@ -216,11 +288,16 @@ func TestNodeAPIKubectl(t *testing.T) {
 		if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount < 1 || p.Status.ContainerStatuses[0].State.Running == nil {
 			return fmt.Errorf("talker: %+v", p.Status.ContainerStatuses)
 		}
-		w, err := c.getPod(t.Context(), "web")
-		if err != nil {
-			return err
+		for _, name := range []string{"web", "typist"} {
+			p, err := c.getPod(t.Context(), name)
+			if err != nil {
+				return err
+			}
+			if err := checkRunning(p.Status, true); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
 		}
-		return checkRunning(w.Status, true)
+		return nil
 	})
 
 	t.Run("logs", func(t *testing.T) {
@@ -276,6 +353,42 @@ func TestNodeAPIKubectl(t *testing.T) {
 		defer stop()
 		waitLine(t, lines, regexp.MustCompile(`^tick \d+$`))
 		stop()
+	})
+
+	// kubectl attach -it, as client-go's executor speaks it: a terminal
+	// of a given size, a line typed, its answer read back.
+	t.Run("attach-tty", func(t *testing.T) {
+		cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := c.api.CoreV1().RESTClient().Post().Resource("pods").Namespace(c.ns).Name("typist").SubResource("attach").
+			VersionedParams(&v1.PodAttachOptions{Container: "tty", Stdin: true, Stdout: true, TTY: true}, scheme.ParameterCodec)
+		exec, err := remotecommand.NewSPDYExecutor(cfg, "POST", req.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		inR, inW := io.Pipe()
+		out := &lineWatch{re: regexp.MustCompile(`got hello`), seen: make(chan struct{})}
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			done <- exec.StreamWithContext(ctx, remotecommand.StreamOptions{
+				Stdin: inR, Stdout: out, Tty: true, TerminalSizeQueue: &oneSize{ctx: ctx, size: remotecommand.TerminalSize{Width: 80, Height: 24}},
+			})
+		}()
+		go io.WriteString(inW, "hello\r")
+		select {
+		case <-out.seen:
+		case err := <-done:
+			t.Fatalf("attach ended before the answer: %v; output %q", err, out.String())
+		case <-ctx.Done():
+			t.Fatalf("no answer within 60 s; output %q", out.String())
+		}
+		inW.Close()
+		cancel()
+		<-done
 	})
 
 	t.Run("port-forward", func(t *testing.T) {
@@ -448,5 +561,19 @@ func TestNodeAPIKubectl(t *testing.T) {
 		if logs := kubectl.ok("logs", "talker", "-c", "debugger"); logs != "sees-target\n" {
 			t.Errorf("kubectl logs of the debugger = %q, want sees-target", logs)
 		}
+		// kubectl debug -i attaches to the new container's stdin: a line
+		// typed is read by the container, whose answer comes back. (The
+		// input stays open until the answer is in: at end of input, an
+		// attach to a container that is not stdinOnce ends, as with the
+		// kubelet.)
+		in, lines, stop := kubectl.interactive("debug", "-i", "talker", "--image="+busyboxImage, "--image-pull-policy=IfNotPresent",
+			"--target=main", "-c", "asker", "--", "sh", "-c", "read x; echo got $x")
+		defer stop()
+		if _, err := io.WriteString(in, "hello\n"); err != nil {
+			t.Fatal(err)
+		}
+		waitLine(t, lines, regexp.MustCompile(`^got hello$`))
+		in.Close()
+		stop()
 	})
 }

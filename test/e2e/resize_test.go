@@ -32,7 +32,14 @@ func resizeRequirements(cpuReq, cpuLim, memReq, memLim string) v1.ResourceRequir
 // resources of container name.
 func (c *cluster) resizePatch(pod, name string, r v1.ResourceRequirements) {
 	c.t.Helper()
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"containers": []map[string]any{{"name": name, "resources": r}}}})
+	c.resizePatchField(pod, "containers", name, r)
+}
+
+// resizePatchField is resizePatch for a container of the list field
+// ("containers" or "initContainers").
+func (c *cluster) resizePatchField(pod, field, name string, r v1.ResourceRequirements) {
+	c.t.Helper()
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{field: []map[string]any{{"name": name, "resources": r}}}})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -49,7 +56,7 @@ func (c *cluster) resized(pod, name string, r v1.ResourceRequirements) (*v1.Pod,
 	if err != nil {
 		return nil, err
 	}
-	for _, cs := range p.Status.ContainerStatuses {
+	for _, cs := range append(p.Status.ContainerStatuses, p.Status.InitContainerStatuses...) {
 		if cs.Name != name {
 			continue
 		}
@@ -122,7 +129,9 @@ func (s *chanSource) Run(ctx context.Context, out chan<- []*v1.Pod) error {
 // whose resizePolicy says RestartContainer restarts it; a resize beyond
 // the node's capacity is refused by the API server itself, and a pod of
 // another source (static) asking for a resize is PodResizePending/
-// Infeasible and keeps its container and allocation.
+// Infeasible and keeps its container and allocation. A restartable init
+// container (sidecar) is resized in place as an app container is, and
+// the kubelet's ResizeStarted and ResizeCompleted events are recorded.
 func TestInPlaceResize(t *testing.T) {
 	c := newClusterOn(t, newFixture(t, envEndpoint2), false)
 	src := &chanSource{pods: make(chan []*v1.Pod, 1)}
@@ -139,10 +148,18 @@ func TestInPlaceResize(t *testing.T) {
 		ResizePolicy: []v1.ContainerResizePolicy{{ResourceName: v1.ResourceMemory, RestartPolicy: v1.RestartContainer}},
 	})
 	c.createPod(restarting)
+	always := v1.ContainerRestartPolicyAlways
+	withSidecar := c.apiPod("sidecar", v1.Container{Name: "app", Command: []string{"sleep", "3600"}, Resources: initial})
+	withSidecar.Spec.InitContainers = []v1.Container{{Name: "side", Image: busyboxImage, ImagePullPolicy: v1.PullIfNotPresent,
+		Command: []string{"sleep", "3600"}, Resources: initial, RestartPolicy: &always}}
+	c.createPod(withSidecar)
 
 	var pod *v1.Pod
 	eventuallyNil(t, 90*time.Second, "the pods Running and Ready with their resources in the status", func() error {
-		for _, name := range []string{"grow", "restart"} {
+		if _, err := c.resized("sidecar", "side", initial); err != nil {
+			return fmt.Errorf("pod sidecar: %w", err)
+		}
+		for _, name := range []string{"grow", "restart", "sidecar"} {
 			var err error
 			if pod, err = c.resized(name, "app", initial); err != nil {
 				return fmt.Errorf("pod %s: %w", name, err)
@@ -207,6 +224,48 @@ func TestInPlaceResize(t *testing.T) {
 		}
 		checkCgroups(s.mem, s.quot)
 	}
+
+	// The sidecar grows in place: same container, no restart, its
+	// cgroup raised, the events of the kubelet.
+	sc, _ := c.getPod(t.Context(), "sidecar")
+	sideID := ""
+	for _, cs := range sc.Status.InitContainerStatuses {
+		_, sideID, _ = strings.Cut(cs.ContainerID, "://")
+	}
+	bigSide := resizeRequirements("150m", "300m", "48Mi", "96Mi")
+	c.resizePatchField("sidecar", "initContainers", "side", bigSide)
+	eventuallyNil(t, 60*time.Second, "the sidecar resized in place", func() error {
+		p, err := c.resized("sidecar", "side", bigSide)
+		if err != nil {
+			return err
+		}
+		cs := p.Status.InitContainerStatuses[0]
+		if _, id, _ := strings.Cut(cs.ContainerID, "://"); cs.RestartCount != 0 || id != sideID {
+			return fmt.Errorf("sidecar restarts %d, container %s (was %s)", cs.RestartCount, cs.ContainerID, sideID)
+		}
+		return nil
+	})
+	if cgroupErr == nil {
+		if got, err := c.containerCgroupFile("memory", sc.UID, sideID, "memory.limit_in_bytes"); err != nil || got != fmt.Sprint(96<<20) {
+			t.Errorf("sidecar memory.limit_in_bytes %s, %v; want %d", got, err, 96<<20)
+		}
+	}
+	eventuallyNil(t, 30*time.Second, "the sidecar's ResizeStarted and ResizeCompleted events", func() error {
+		evs, err := c.api.CoreV1().Events(c.ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=sidecar"})
+		if err != nil {
+			return err
+		}
+		seen := map[string]string{}
+		for _, e := range evs.Items {
+			seen[e.Reason] = e.Message
+		}
+		for _, reason := range []string{"ResizeStarted", "ResizeCompleted"} {
+			if !strings.Contains(seen[reason], `"initContainers":[{"name":"side"`) {
+				return fmt.Errorf("event %s: %q", reason, seen[reason])
+			}
+		}
+		return nil
+	})
 
 	before, _ := c.getPod(t.Context(), "restart")
 	oldID := containerIDs(before.Status)["app"]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,6 +128,13 @@ func TestAgentJoinsCluster(t *testing.T) {
 	runInBackground(t, "agent", agent.Run)
 
 	eventually(t, 30*time.Second, "the Node Ready", func() error { return nodeReady(t.Context(), c, nodeName) })
+	// The API server keeps the features the Node declares (its
+	// NodeDeclaredFeatures gate is on), and matches pod updates with them.
+	if n, err := c.CoreV1().Nodes().Get(t.Context(), nodeName, metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	} else if !slices.Contains(n.Status.DeclaredFeatures, "RestartAllContainersOnContainerExits") {
+		t.Errorf("the Node declares %v, want RestartAllContainersOnContainerExits among them", n.Status.DeclaredFeatures)
+	}
 	eventually(t, 30*time.Second, "the static pod's mirror Running", func() error {
 		m, err := c.CoreV1().Pods(metav1.NamespaceDefault).Get(t.Context(), static.Name, metav1.GetOptions{})
 		if err != nil {

@@ -79,7 +79,9 @@ func sameResources(want, got v1.ResourceList) error {
 // follow and no resize condition stays; a resize beyond the node's
 // allocatable resources is refused by the API server itself; one that
 // does not fit beside another pod gets PodResizePending/Deferred with the
-// kubelet's message, the allocation unchanged.
+// kubelet's message, the allocation unchanged, until the other pod is
+// deleted: then it is allocated and done. The events are the kubelet's
+// ResizeDeferred, ResizeStarted and ResizeCompleted, with its messages.
 func TestResizeSubresource(t *testing.T) {
 	c := client(t)
 	nodeName := uniqueName("resize")
@@ -158,7 +160,41 @@ func TestResizeSubresource(t *testing.T) {
 		}
 		return nil
 	})
-	patchResize(t, c, pod, requirements("3", "3", "128Mi", "256Mi"))
+	deferred := requirements("3", "3", "128Mi", "256Mi")
+	patchResize(t, c, pod, deferred)
 	eventually(t, 30*time.Second, "PodResizePending Deferred", want(bigger,
 		"PodResizePending True Deferred: Node didn't have enough resource: cpu, requested: 3000, used: 6000, capacity: 8000"))
+	events := func(reasons ...string) func() error {
+		return func() error {
+			evs, err := c.CoreV1().Events(pod.Namespace).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod.Name})
+			if err != nil {
+				return err
+			}
+			seen := map[string]string{}
+			for _, e := range evs.Items {
+				seen[e.Reason] = e.Message
+			}
+			for _, r := range reasons {
+				want := map[string]string{
+					"ResizeDeferred":  `Pod resize Deferred: {"containers":[{"name":"c","resources":{"limits":{"cpu":"3","memory":"256Mi"},"requests":{"cpu":"3","memory":"128Mi"}}}],"generation":3,"error":"Node didn't have enough resource: cpu, requested: 3000, used: 6000, capacity: 8000"}`,
+					"ResizeStarted":   `Pod resize started: {"containers":[{"name":"c","resources":{"limits":{"cpu":"3","memory":"256Mi"},"requests":{"cpu":"3","memory":"128Mi"}}}],"generation":3}`,
+					"ResizeCompleted": `Pod resize completed: {"containers":[{"name":"c","resources":{"limits":{"cpu":"3","memory":"256Mi"},"requests":{"cpu":"3","memory":"128Mi"}}}],"generation":3}`,
+				}[r]
+				if seen[r] != want {
+					return fmt.Errorf("event %s: %q, want %q", r, seen[r], want)
+				}
+			}
+			return nil
+		}
+	}
+	eventually(t, 30*time.Second, "the ResizeDeferred event", events("ResizeDeferred"))
+
+	// The other pod deleted, its room is free: the deferred resize is
+	// retried and allocated.
+	zero := int64(0)
+	if err := c.CoreV1().Pods(other.Namespace).Delete(t.Context(), other.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the deferred resize done", want(deferred))
+	eventually(t, 30*time.Second, "the ResizeStarted and ResizeCompleted events", events("ResizeStarted", "ResizeCompleted"))
 }
