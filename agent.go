@@ -174,13 +174,6 @@ func New(opts Options) (*Agent, error) {
 
 	cache := pleg.NewCache()
 	a.cache = cache
-	// Housekeeping reads the runtime's pods from the cache of the agent's
-	// own PLEG (see cachedRuntimePods); a PLEG of the user's may keep
-	// only some pods there.
-	var housekeepingPods RuntimePods = rm
-	if opts.PLEG == nil {
-		housekeepingPods = cachedRuntimePods{RuntimePods: rm, cache: cache}
-	}
 	newPLEG := opts.PLEG
 	if newPLEG == nil {
 		newPLEG = func(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
@@ -189,6 +182,13 @@ func New(opts Options) (*Agent, error) {
 	}
 	if a.events, err = newPLEG(opts.Runtime, rm, a.cache, log); err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
+	}
+	// Housekeeping reads the runtime's pods from the cache of a PLEG of
+	// package pleg (see cachedRuntimePods); another PLEG may keep only
+	// some pods there.
+	var housekeepingPods RuntimePods = rm
+	if a.plegKeepsCache() {
+		housekeepingPods = cachedRuntimePods{RuntimePods: rm, cache: cache}
 	}
 
 	volOpts := opts.Volumes
@@ -319,7 +319,7 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
-	a.runtimeErr.Store(&errBox{err: errors.New("nodekit: runtime not checked yet")})
+	a.runtimeErr.Store(&errBox{err: errRuntimeNotChecked})
 	if a.nodeAPI, err = a.newNodeAPI(); err != nil {
 		return nil, err
 	}
@@ -480,9 +480,16 @@ func (a *Agent) checkRuntime(ctx context.Context) {
 		a.log.Error(err, "Container runtime not healthy")
 	case err == nil && prev.err != nil:
 		a.log.Info("Container runtime healthy")
-		a.runtimeRecovered()
+		// The first check ends no outage: the collectors' own periods
+		// cover what an earlier run left.
+		if prev.err != errRuntimeNotChecked {
+			a.runtimeRecovered()
+		}
 	}
 }
+
+// errRuntimeNotChecked is the runtime's health before its first check.
+var errRuntimeNotChecked = errors.New("nodekit: runtime not checked yet")
 
 // runtimeHealthy is the sync loop's gate: the last runtime check and the
 // PLEG's health.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -140,12 +141,16 @@ const clockTicks = 100
 //     (the pods given to the agent, which the benchmark holds too,
 //     included: about 1.8 KiB a pod);
 //   - idle-cpu-%: the agent's CPU over 10 s once its pods run and nothing
-//     changes, as a percentage of one core;
+//     changes, after 3 s of settling (NODEKIT_BENCH_SETTLE changes it), as
+//     a percentage of one core;
 //   - relist-floor-%: the CPU this process spends listing every sandbox and
 //     container over the socket once a second (the floor of any relisting
 //     PLEG), measured after the agent stopped, in the same run;
 //   - unary-floor-us: the CPU of one CRI Version call, the floor of one
-//     round trip.
+//     round trip;
+//   - idle/relist-floor: idle-cpu-% over relist-floor-% (at least 1 for a
+//     relisting PLEG; what the agent spends above its relists), and
+//     pod-cpu/unary-floor: cpu-ms/pod in CRI round trips.
 //
 // The benchmark process also runs the test framework, and reads its
 // memory right after a collection, before the Go runtime returned the
@@ -215,10 +220,12 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 		b.StopTimer()
 		cpu += rusage() - ru0
 		srvCPU += procCPU(b, pid) - srv0
-		time.Sleep(3 * time.Second)
+		time.Sleep(settle(b))
+		stopProfile := idleProfile(b)
 		i0 := rusage()
 		time.Sleep(idle)
 		idleCPU += rusage() - i0
+		stopProfile()
 		goruntime.GC()
 		heapGrowth += heapBytes() - heap0
 		cancel()
@@ -257,11 +264,66 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 	b.ReportMetric(float64(cpu.Microseconds())/1000/runs/float64(n), "cpu-ms/pod")
 	b.ReportMetric(float64(srvCPU.Microseconds())/1000/runs/float64(n), "runtime-cpu-ms/pod")
 	b.ReportMetric(float64(heapGrowth)/1024/runs/float64(n), "heap-KiB/pod")
-	b.ReportMetric(100*float64(idleCPU)/float64(idle)/runs, "idle-cpu-%")
+	idlePct := 100 * float64(idleCPU) / float64(idle) / runs
+	b.ReportMetric(idlePct, "idle-cpu-%")
 	// relists happen once a second: their CPU over one second per relist.
-	b.ReportMetric(100*float64(relistCPU)/float64(relists*time.Second)/runs, "relist-floor-%")
-	b.ReportMetric(float64(unaryCPU.Nanoseconds())/1000/unary/runs, "unary-floor-us")
+	relistPct := 100 * float64(relistCPU) / float64(relists*time.Second) / runs
+	b.ReportMetric(relistPct, "relist-floor-%")
+	unaryUs := float64(unaryCPU.Nanoseconds()) / 1000 / unary / runs
+	b.ReportMetric(unaryUs, "unary-floor-us")
+	// Each figure beside its floor: the idle CPU in relists' worth (a
+	// relisting PLEG cannot go below 1), a pod start in CRI round trips.
+	if relistPct > 0 {
+		b.ReportMetric(idlePct/relistPct, "idle/relist-floor")
+	}
+	if unaryUs > 0 {
+		b.ReportMetric(float64(cpu.Microseconds())/runs/float64(n)/unaryUs, "pod-cpu/unary-floor")
+	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// settleEnv, when set to a duration, replaces the 3 s the CRI benchmark
+// lets the agent settle before its idle window: the window then shows the
+// steady state rather than the tail of the start (the first log rotation
+// pass, the last events of the burst).
+const settleEnv = "NODEKIT_BENCH_SETTLE"
+
+func settle(b *testing.B) time.Duration {
+	v := os.Getenv(settleEnv)
+	if v == "" {
+		return 3 * time.Second
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		b.Fatalf("%s: %v", settleEnv, err)
+	}
+	return d
+}
+
+// idleProfileEnv, when set, names a file that receives a CPU profile of
+// the agent's idle window alone (go test's -cpuprofile covers the whole
+// benchmark, start-up included).
+const idleProfileEnv = "NODEKIT_BENCH_IDLE_CPUPROFILE"
+
+// idleProfile starts the idle window's CPU profile when idleProfileEnv
+// is set, and returns the function that stops it.
+func idleProfile(b *testing.B) func() {
+	path := os.Getenv(idleProfileEnv)
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // heapBytes is the live heap after the last GC.

@@ -113,9 +113,11 @@ func benchmarkStartPods(b *testing.B, n int, generic bool, idle time.Duration) {
 		goruntime.ReadMemStats(&ms1)
 		if idle > 0 {
 			time.Sleep(3 * time.Second)
+			stopProfile := idleProfile(b)
 			i0 := rusage()
 			time.Sleep(idle)
 			idleCPU += rusage() - i0
+			stopProfile()
 		}
 		mallocs += ms1.Mallocs - ms0.Mallocs
 		allocBytes += ms1.TotalAlloc - ms0.TotalAlloc

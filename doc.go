@@ -39,6 +39,27 @@
 // runAsNonRoot container whose image runs as root fails with
 // CreateContainerConfigError.
 //
+// # Idle cost
+//
+// Differences from the kubelet, on purpose: an agent whose pods run and do
+// not change does no periodic work per pod beyond what the runtime's
+// observation needs (the relisting PLEG's lists, or nothing with the
+// evented one), so that a node of thousands of pods idles at a fraction
+// of a core.
+//   - A periodic sync (every minute, as the kubelet's) of a pod whose last
+//     sync found nothing to do is skipped while its pod object, runtime
+//     status, API status, probe results and host IPs are the same
+//     (PodSyncer.SyncPod); every pod is still synced in full within 10
+//     minutes, each at a time of its own. Pods with an active deadline or
+//     a pending resize are always synced in full.
+//   - Housekeeping (every 2 s) runs in full only when the pods, the
+//     workers' terminations or the runtime's pods changed, after a failed
+//     pass, and once a minute (Handler.HandlePodCleanups).
+//   - Housekeeping and the log rotator read the runtime's pods and running
+//     containers from the PLEG's cache (a PLEG of package pleg) instead of
+//     listing the runtime; the relist does not read again a pod whose
+//     cached status shows what it lists.
+//
 // # Concurrency
 //
 // An Agent runs once: Run blocks until its context ends and returns after

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -111,6 +112,88 @@ type Handler struct {
 	// for (a hash of their UIDs), so that housekeeping writes them only
 	// when it changed.
 	qosPods uint64
+	// activeMu guards active, the active pods kept for admission (see
+	// activeCache); it is taken before mu.
+	activeMu sync.Mutex
+	active   activeCache
+	// cleaned is what the last housekeeping pass that succeeded saw, and
+	// when it ran (see HandlePodCleanups).
+	cleaned struct {
+		ok  bool
+		key cleanupKey
+		at  time.Time
+	}
+}
+
+// activeCache holds the active pods between batches of additions, so that
+// admitting a batch costs in proportion to the batch rather than to the
+// pods on the node: the API server's source hands pods over one at a
+// time. It holds while no pod was removed and no worker ended (the only
+// ways for a pod to leave the active pods besides rejection, which never
+// lets one in); an update replaces the pod in place.
+type activeCache struct {
+	ok                bool
+	removals, workers uint64
+	pods              []*v1.Pod
+	index             map[types.UID]int
+}
+
+// set records pods as the active pods, as of the counts given.
+func (c *activeCache) set(pods []*v1.Pod, removals, workers uint64) {
+	c.ok, c.removals, c.workers, c.pods = true, removals, workers, pods
+	if c.index == nil {
+		c.index = make(map[types.UID]int, len(pods))
+	}
+	clear(c.index)
+	for i, p := range pods {
+		c.index[p.UID] = i
+	}
+}
+
+// add appends pod, or replaces the pod of the same UID.
+func (c *activeCache) add(pod *v1.Pod) {
+	if i, ok := c.index[pod.UID]; ok {
+		c.pods[i] = pod
+		return
+	}
+	c.index[pod.UID] = len(c.pods)
+	c.pods = append(c.pods, pod)
+}
+
+// update replaces the pod of the same UID, if held. The slice handed out
+// before is left as it was: admission checks may keep it.
+func (c *activeCache) update(pod *v1.Pod) {
+	if i, ok := c.index[pod.UID]; ok && c.pods[i] != pod {
+		c.pods = slices.Clone(c.pods)
+		c.pods[i] = pod
+	}
+}
+
+// cleanupKey is what housekeeping depends on, as counts of changes: the
+// pods of the sources, the pods' workers that ended, and the runtime's
+// pods. A pass over the same key finds nothing to do.
+type cleanupKey struct {
+	pods, workers, runtime uint64
+}
+
+// fullCleanupPeriod is how often housekeeping runs in full even though
+// nothing it depends on changed: what changes out of the agent's sight
+// (a pod cgroup or directory left by someone else, a mirror pod the API
+// server lost) is cleaned up within it.
+const fullCleanupPeriod = time.Minute
+
+// terminationCounter is the optional capability of PodWorkers that lets
+// housekeeping skip passes that would find nothing new
+// (podworker.Workers has it).
+type terminationCounter interface {
+	Terminations() uint64
+}
+
+// changeCounter is the optional capability of RuntimePods that counts
+// the changes of the runtime's pods it lists; false when it cannot (it
+// would list the runtime).
+type changeCounter interface {
+	changes() (uint64, bool)
 }
 
 var _ syncloop.SyncHandler = (*Handler)(nil)
@@ -140,22 +223,25 @@ func (h *Handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
 	slices.SortStableFunc(pods, func(a, b *v1.Pod) int {
 		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
 	})
-	// The active pods are computed once for the batch, and each admitted
-	// pod joins them: admission stays linear in the number of pods.
-	active := h.activePods()
+	// The active pods are computed once (and kept between batches), and
+	// each admitted pod joins them: admission stays linear in the number
+	// of pods.
+	h.activeMu.Lock()
+	defer h.activeMu.Unlock()
+	h.admissionPodsLocked()
 	start := pods[:0:0]
 	for _, pod := range pods {
 		h.c.Pods.AddOrUpdate(pod)
 		if !h.c.Workers.IsPodTerminationRequested(pod.UID) && !podmodel.IsTerminal(pod.Status.Phase) {
-			if r := h.canAdmit(pod, active); !r.Admit {
+			if r := h.canAdmit(pod, h.active.pods); !r.Admit {
 				h.reject(pod, r)
 				continue
 			}
-			active = append(active, pod)
+			h.active.add(pod)
 		}
 		start = append(start, pod)
 	}
-	h.updateQoS(active)
+	h.updateQoS(h.active.pods)
 	for _, pod := range start {
 		h.addVolumes(pod)
 		h.c.Probes.AddPod(pod)
@@ -165,6 +251,26 @@ func (h *Handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
 
 // ActivePods are the admitted pods that may still run.
 func (h *Handler) ActivePods() []*v1.Pod { return h.activePods() }
+
+// admissionPodsLocked brings h.active up to date: the active pods kept
+// from the last batch while they still hold, else listed afresh. The
+// caller holds activeMu.
+func (h *Handler) admissionPodsLocked() {
+	_, removals := h.c.Pods.generation()
+	wc, counted := h.c.Workers.(terminationCounter)
+	var workers uint64
+	if counted {
+		workers = wc.Terminations()
+	}
+	if counted && h.active.ok && h.active.removals == removals && h.active.workers == workers {
+		return
+	}
+	// Read before listing: a change while listing makes the next batch
+	// list again.
+	active := h.activePods()
+	h.active.set(active, removals, workers)
+	h.active.ok = counted
+}
 
 func (h *Handler) activePods() []*v1.Pod {
 	var active []*v1.Pod
@@ -181,7 +287,8 @@ func (h *Handler) activePods() []*v1.Pod {
 }
 
 // updateQoS sizes the QoS cgroups for the active pods, unless they were
-// sized for the same pods last time.
+// sized for the same pods last time. Its callers (the sync loop) do not
+// call it concurrently.
 func (h *Handler) updateQoS(active []*v1.Pod) {
 	if !h.c.Cgroups.Enabled() {
 		return
@@ -232,6 +339,11 @@ func (h *Handler) reject(pod *v1.Pod, r admission.Result) {
 // HandlePodUpdates records the new pods and syncs them.
 func (h *Handler) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
 	pods = h.c.Pods.SplitMirrors(pods, false)
+	h.activeMu.Lock()
+	for _, pod := range pods {
+		h.active.update(pod)
+	}
+	h.activeMu.Unlock()
 	for _, pod := range pods {
 		h.c.Pods.AddOrUpdate(pod)
 		if h.isRejected(pod.UID) {
@@ -271,6 +383,11 @@ func (h *Handler) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 // source; a pod its source says is terminal is synced so that it stops.
 func (h *Handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
 	pods = h.c.Pods.SplitMirrors(pods, false)
+	h.activeMu.Lock()
+	for _, pod := range pods {
+		h.active.update(pod)
+	}
+	h.activeMu.Unlock()
 	for _, pod := range pods {
 		h.c.Pods.AddOrUpdate(pod)
 		if !h.isRejected(pod.UID) && podmodel.IsTerminal(pod.Status.Phase) {
@@ -294,7 +411,49 @@ func (h *Handler) HandlePodSyncs(_ context.Context, pods []*v1.Pod) {
 // (left by an earlier run of the agent), remove the runtime objects and
 // agent state of pods that are gone, shrink the QoS cgroups to the active
 // pods and keep the mirror pods.
+//
+// The kubelet runs every pass in full; a pass here is skipped when the
+// pods, the workers' terminations and the runtime's pods (as the PLEG's
+// cache holds them) are as the last successful pass saw them, so that an
+// idle node costs nothing per pod every 2 s. Every fullCleanupPeriod, and
+// after a pass that failed, the pass runs in full.
 func (h *Handler) HandlePodCleanups(ctx context.Context) error {
+	key, comparable := h.cleanupKey()
+	now := time.Now()
+	h.mu.Lock()
+	skip := comparable && h.cleaned.ok && h.cleaned.key == key && now.Sub(h.cleaned.at) < fullCleanupPeriod
+	h.mu.Unlock()
+	if skip {
+		return nil
+	}
+	err := h.cleanup(ctx)
+	h.mu.Lock()
+	h.cleaned.ok = comparable && err == nil
+	h.cleaned.key, h.cleaned.at = key, now
+	h.mu.Unlock()
+	return err
+}
+
+// cleanupKey reads what housekeeping depends on; false when a part
+// cannot tell its changes.
+func (h *Handler) cleanupKey() (cleanupKey, bool) {
+	var k cleanupKey
+	k.pods, _ = h.c.Pods.generation()
+	wc, ok := h.c.Workers.(terminationCounter)
+	if !ok {
+		return k, false
+	}
+	k.workers = wc.Terminations()
+	rc, ok := h.c.Runtime.(changeCounter)
+	if !ok {
+		return k, false
+	}
+	k.runtime, ok = rc.changes()
+	return k, ok
+}
+
+// cleanup is one full housekeeping pass.
+func (h *Handler) cleanup(ctx context.Context) error {
 	desired := h.c.Pods.Pods()
 	desiredUIDs := make(map[types.UID]bool, len(desired))
 	for _, p := range desired {

@@ -168,7 +168,7 @@ func (a *Agent) buildNodeAlive() error {
 		if lo.Logger.GetSink() == nil {
 			lo.Logger = a.log
 		}
-		r, err := logrotate.New(a.opts.Runtime, lo.Options)
+		r, err := logrotate.New(a.logRotationRuntime(), lo.Options)
 		if err != nil {
 			a.log.Info("Container logs are not rotated", "reason", err.Error())
 		} else {

@@ -19,6 +19,10 @@ type PodManager struct {
 	// mirrors are the API server's mirror pods of static pods, by full
 	// name: never run, only reported to.
 	mirrors map[string]*v1.Pod
+	// changes counts the changes of the pods and mirror pods held, and
+	// removals the pods removed, so that housekeeping and admission
+	// can tell when what they computed from the pods still holds.
+	changes, removals uint64
 }
 
 // NewPodManager returns an empty PodManager.
@@ -36,6 +40,7 @@ func (m *PodManager) SplitMirrors(pods []*v1.Pod, remove bool) []*v1.Pod {
 			continue
 		}
 		m.mu.Lock()
+		m.changes++
 		if remove {
 			if cur, ok := m.mirrors[podmodel.FullName(p)]; ok && cur.UID == p.UID {
 				delete(m.mirrors, podmodel.FullName(p))
@@ -52,6 +57,7 @@ func (m *PodManager) SplitMirrors(pods []*v1.Pod, remove bool) []*v1.Pod {
 func (m *PodManager) AddOrUpdate(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.changes++
 	m.byUID[pod.UID] = pod
 	m.byName[podmodel.FullName(pod)] = pod
 }
@@ -60,6 +66,8 @@ func (m *PodManager) AddOrUpdate(pod *v1.Pod) {
 func (m *PodManager) Remove(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.changes++
+	m.removals++
 	delete(m.byUID, pod.UID)
 	// Another UID may hold the name already (a static pod replaced by its
 	// edited manifest).
@@ -87,4 +95,12 @@ func (m *PodManager) Pods() []*v1.Pod {
 		pods = append(pods, p)
 	}
 	return pods
+}
+
+// generation returns the count of changes to the pods held (additions,
+// updates, removals, mirror pods) and of removals alone.
+func (m *PodManager) generation() (changes, removals uint64) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.changes, m.removals
 }

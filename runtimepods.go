@@ -36,3 +36,9 @@ func (c cachedRuntimePods) GetPods(ctx context.Context, all bool) ([]*runtime.Po
 	}
 	return c.RuntimePods.GetPods(ctx, all)
 }
+
+// changes counts the changes of the cache's pods; false while
+// GetPods(all) would list the runtime rather than read the cache.
+func (c cachedRuntimePods) changes() (uint64, bool) {
+	return c.cache.Changes(time.Now().Add(-cacheMaxAge))
+}

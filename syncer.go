@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -100,6 +103,40 @@ type PodSyncerConfig struct {
 // PodSyncer built by NewPodSyncer.
 type PodSyncer struct {
 	c PodSyncerConfig
+
+	mu sync.Mutex
+	// settled holds, for each pod whose last sync found nothing to do,
+	// what that sync was computed from (see SyncPod).
+	settled map[types.UID]settledSync
+}
+
+// settledSync is what a sync that found nothing to do was computed from,
+// and until when an identical resync may be skipped.
+type settledSync struct {
+	pod     *v1.Pod
+	runtime *runtime.PodStatus
+	status  uint64 // the status manager's version of the pod's status
+	probes  uint64 // the probe results' changes
+	hostIPs []string
+	until   time.Time
+}
+
+// fullResyncPeriod bounds how long a pod's periodic syncs may be skipped
+// because nothing they depend on changed; each pod's bound is drawn in
+// [fullResyncPeriod/2, fullResyncPeriod), so that the full syncs of many
+// pods spread over time rather than coming together.
+const fullResyncPeriod = 10 * time.Minute
+
+// statusVersions is the optional capability of PodStatuses that counts
+// the changes of a pod's status (status.Manager has it).
+type statusVersions interface {
+	Version(uid types.UID) uint64
+}
+
+// probeChanges is the optional capability of PodProbes that counts the
+// changes of the probe results (probe.Manager has it).
+type probeChanges interface {
+	Changes() uint64
 }
 
 var _ podworker.SyncFuncs = (*PodSyncer)(nil)
@@ -112,12 +149,37 @@ func NewPodSyncer(c PodSyncerConfig) (*PodSyncer, error) {
 	if c.Events == nil {
 		c.Events = discardEvents{}
 	}
-	return &PodSyncer{c: c}, nil
+	return &PodSyncer{c: c, settled: make(map[types.UID]settledSync)}, nil
 }
 
 // SyncPod implements podworker.SyncFuncs: report the status, then drive the
 // runtime towards the pod's spec.
+//
+// The kubelet syncs every pod in full every minute. Here a periodic sync
+// (podworker.SyncPodSync) of a pod whose last sync found nothing to do is
+// skipped when nothing it depends on changed since: the same pod object,
+// the same runtime status in the cache, the same API status, no probe
+// result changed, the same host IPs, no resize pending and no active
+// deadline. A drift the agent would see (a container that died, a spec or
+// status changed) changes one of them; what it would not see (a pod
+// cgroup removed behind its back) is fixed by the full sync every pod
+// still gets at least every 10 minutes, at a time of its own.
 func (s *PodSyncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod *v1.Pod, podStatus *runtime.PodStatus) (bool, error) {
+	key, keyed := s.settledKey(pod, podStatus)
+	if keyed && updateType == podworker.SyncPodSync && s.stillSettled(pod.UID, key) {
+		return false, nil
+	}
+	settled := false
+	defer func() {
+		if !settled || !keyed {
+			s.unsettle(pod.UID)
+			return
+		}
+		key, keyed = s.settledKey(pod, podStatus)
+		if keyed {
+			s.settle(pod.UID, key)
+		}
+	}()
 	apiStatus := s.setStatus(pod, podStatus, false, s.activeDeadline(pod))
 	if podmodel.IsTerminal(apiStatus.Phase) {
 		return true, nil
@@ -176,7 +238,60 @@ func (s *PodSyncer) SyncPod(ctx context.Context, updateType podworker.UpdateType
 		// The containers are gone: start the pod over at once.
 		s.c.Queue.Enqueue(pod.UID, 0)
 	}
+	settled = len(result.Results) == 0 && !restartAll
 	return false, s.syncError(pod, result)
+}
+
+// settledKey is what a sync of pod depends on beyond its spec and runtime
+// status; false when the sync cannot be skipped whatever changed: a
+// deadline or a pending resize (whose syncs depend on time), or parts
+// that cannot count their changes.
+func (s *PodSyncer) settledKey(pod *v1.Pod, podStatus *runtime.PodStatus) (settledSync, bool) {
+	sv, ok := s.c.Statuses.(statusVersions)
+	if !ok || pod.Spec.ActiveDeadlineSeconds != nil {
+		return settledSync{}, false
+	}
+	pc, ok := s.c.Probes.(probeChanges)
+	if !ok {
+		return settledSync{}, false
+	}
+	if s.c.Resizes != nil && s.c.Resizes.PendingResize(pod.UID) != nil {
+		return settledSync{}, false
+	}
+	k := settledSync{pod: pod, runtime: podStatus, status: sv.Version(pod.UID), probes: pc.Changes()}
+	if s.c.HostIPs != nil {
+		k.hostIPs = s.c.HostIPs()
+	}
+	return k, true
+}
+
+// stillSettled reports whether the pod's last sync found nothing to do,
+// from the same inputs as key, within its full resync bound.
+func (s *PodSyncer) stillSettled(uid types.UID, key settledSync) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.settled[uid]
+	return ok && e.pod == key.pod && e.runtime == key.runtime && e.status == key.status &&
+		e.probes == key.probes && slices.Equal(e.hostIPs, key.hostIPs) && time.Now().Before(e.until)
+}
+
+// settle records that a sync of the pod from key found nothing to do.
+// The full resync bound of a pod already settled is kept.
+func (s *PodSyncer) settle(uid types.UID, key settledSync) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.settled[uid]; ok && time.Now().Before(e.until) {
+		key.until = e.until
+	} else {
+		key.until = time.Now().Add(fullResyncPeriod/2 + rand.N(fullResyncPeriod/2))
+	}
+	s.settled[uid] = key
+}
+
+func (s *PodSyncer) unsettle(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.settled, uid)
 }
 
 // ensureCgroup creates the pod's cgroup and returns the sandbox's cgroup
@@ -256,6 +371,7 @@ func (s *PodSyncer) setStatus(pod *v1.Pod, podStatus *runtime.PodStatus, termina
 // SyncTerminatingPod implements podworker.SyncFuncs: stop every container of
 // the pod within the grace period.
 func (s *PodSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus, gracePeriod int64, edit func(*v1.PodStatus)) error {
+	s.unsettle(pod.UID)
 	s.c.Probes.StopLivenessAndStartup(pod)
 	s.setStatus(pod, podStatus, false, edit)
 	if err := s.c.Runtime.KillPod(ctx, pod, runtime.RunningPod(podStatus), &gracePeriod); err != nil {
@@ -280,6 +396,7 @@ func (s *PodSyncer) SyncTerminatingRuntimePod(ctx context.Context, rp *runtime.P
 // source, when housekeeping removes them; housekeeping also shrinks the
 // QoS cgroups.
 func (s *PodSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus) error {
+	s.unsettle(pod.UID)
 	s.setStatus(pod, podStatus, true, nil)
 	s.c.Probes.RemovePod(pod)
 	if err := s.c.Volumes.ReleasePod(ctx, pod.UID); err != nil {

@@ -28,6 +28,10 @@ type StatusCache struct {
 	refreshed time.Time
 	// waiters are the GetNewerThan calls still waiting, by pod.
 	waiters map[types.UID][]*waiter
+	// changes counts the entries set and deleted; failed counts the
+	// entries that hold a failed read.
+	changes uint64
+	failed  int
 }
 
 type cacheEntry struct {
@@ -166,9 +170,17 @@ func (c *StatusCache) Set(uid types.UID, status *runtime.PodStatus, err error, t
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.pods[uid]; ok && e.modified.After(timestamp) {
+	e, ok := c.pods[uid]
+	if ok && e.modified.After(timestamp) {
 		return
 	}
+	if ok && e.err != nil {
+		c.failed--
+	}
+	if err != nil {
+		c.failed++
+	}
+	c.changes++
 	c.pods[uid] = &cacheEntry{status: status, err: err, modified: timestamp}
 	c.notifyLocked(uid)
 }
@@ -235,11 +247,61 @@ func (c *StatusCache) Pods(since time.Time) ([]*runtime.Pod, bool) {
 	return out, true
 }
 
+// RunningContainers returns the running containers of every pod in the
+// cache, as a CRI ListContainers filtered on the running state lists them
+// (ID, sandbox, name, image, state and creation time set), provided the cache was
+// refreshed at or after since and holds no failed read. Otherwise it
+// returns false, and the caller lists the runtime itself.
+func (c *StatusCache) RunningContainers(since time.Time) ([]*runtimeapi.Container, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refreshed.Before(since) || c.failed > 0 {
+		return nil, false
+	}
+	var out []*runtimeapi.Container
+	for _, e := range c.pods {
+		for _, cs := range e.status.ContainerStatuses {
+			if cs.State != runtime.ContainerStateRunning {
+				continue
+			}
+			out = append(out, &runtimeapi.Container{
+				Id:           cs.ID,
+				PodSandboxId: cs.SandboxID,
+				Metadata:     &runtimeapi.ContainerMetadata{Name: cs.Name},
+				Image:        &runtimeapi.ImageSpec{Image: cs.Image},
+				ImageRef:     cs.ImageRef,
+				State:        runtimeapi.ContainerState_CONTAINER_RUNNING,
+				CreatedAt:    cs.CreatedAt.UnixNano(),
+			})
+		}
+	}
+	slices.SortFunc(out, func(a, b *runtimeapi.Container) int { return cmp.Compare(a.Id, b.Id) })
+	return out, true
+}
+
 // Delete forgets the pod. Readers waiting for it keep waiting.
 func (c *StatusCache) Delete(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	e, ok := c.pods[uid]
+	if !ok {
+		return
+	}
+	if e.err != nil {
+		c.failed--
+	}
+	c.changes++
 	delete(c.pods, uid)
+}
+
+// Changes returns a count of the entries set and deleted so far, and
+// whether Pods(since) would answer from the cache: a reader that computed
+// something from Pods can tell by the count that nothing was set or
+// deleted since, without reading the pods again.
+func (c *StatusCache) Changes(since time.Time) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changes, !c.refreshed.Before(since) && c.failed == 0
 }
 
 // UpdateTime records that every entry is valid as of timestamp, and wakes

@@ -336,3 +336,71 @@ func TestCachePodsMatchRuntime(t *testing.T) {
 		t.Error("Pods answered while a pod's read failed")
 	}
 }
+
+// TestCacheChanges: the count grows with every entry set or deleted, and
+// the cache answers from itself only while refreshed since the time asked
+// and without a failed read.
+func TestCacheChanges(t *testing.T) {
+	c := NewCache()
+	want := func(what string, since time.Time, n uint64, ok bool) {
+		t.Helper()
+		gotN, gotOK := c.Changes(since)
+		if gotN != n || gotOK != ok {
+			t.Errorf("%s: Changes = %d, %v; want %d, %v", what, gotN, gotOK, n, ok)
+		}
+		if _, podsOK := c.Pods(since); podsOK != ok {
+			t.Errorf("%s: Pods answers %v, Changes %v", what, podsOK, ok)
+		}
+		if _, runOK := c.RunningContainers(since); runOK != ok {
+			t.Errorf("%s: RunningContainers answers %v, Changes %v", what, runOK, ok)
+		}
+	}
+	want("empty, never refreshed", at(0), 0, false)
+	c.UpdateTime(at(1))
+	want("refreshed", at(0), 0, true)
+	want("refreshed before the time asked", at(2), 0, false)
+	c.Set("a", statusNamed("a", "a"), nil, at(1))
+	want("set", at(0), 1, true)
+	c.Set("a", statusNamed("a", "old"), nil, at(0))
+	want("older set ignored", at(0), 1, true)
+	c.Set("b", nil, errors.New("boom"), at(1))
+	want("failed read", at(0), 2, false)
+	c.Set("b", statusNamed("b", "b"), nil, at(2))
+	want("read again", at(0), 3, true)
+	c.Delete("b")
+	want("deleted", at(0), 4, true)
+	c.Delete("b")
+	want("deleted again", at(0), 4, true)
+	c.Set("c", nil, errors.New("boom"), at(2))
+	c.Delete("c")
+	want("failed read deleted", at(0), 6, true)
+}
+
+// TestCacheRunningContainers: the running containers of every pod, as a
+// CRI list filtered on the running state gives them, sorted by ID.
+func TestCacheRunningContainers(t *testing.T) {
+	c := NewCache()
+	created := at(5)
+	c.Set("a", &runtime.PodStatus{ID: "a", ContainerStatuses: []*runtime.ContainerStatus{
+		{ID: "c2", Name: "app", SandboxID: "s1", State: runtime.ContainerStateRunning, Image: "busybox:1.36", ImageRef: "sha256:1", CreatedAt: created},
+		{ID: "c1", Name: "init", SandboxID: "s1", State: runtime.ContainerStateExited},
+	}}, nil, at(1))
+	c.Set("b", &runtime.PodStatus{ID: "b", ContainerStatuses: []*runtime.ContainerStatus{
+		{ID: "c0", Name: "side", SandboxID: "s2", State: runtime.ContainerStateRunning},
+	}}, nil, at(1))
+	c.UpdateTime(at(1))
+	got, ok := c.RunningContainers(at(0))
+	if !ok {
+		t.Fatal("RunningContainers did not answer from a current cache")
+	}
+	var ids []string
+	for _, cs := range got {
+		ids = append(ids, cs.GetId()+"/"+cs.GetPodSandboxId()+"/"+cs.GetMetadata().GetName()+"/"+cs.GetState().String())
+	}
+	if diff := cmp.Diff([]string{"c0/s2/side/CONTAINER_RUNNING", "c2/s1/app/CONTAINER_RUNNING"}, ids); diff != "" {
+		t.Errorf("running containers (-want +got):\n%s", diff)
+	}
+	if got[1].GetImage().GetImage() != "busybox:1.36" || got[1].GetImageRef() != "sha256:1" || got[1].GetCreatedAt() != created.UnixNano() {
+		t.Errorf("container c2 = %v", got[1])
+	}
+}

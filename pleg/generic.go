@@ -255,6 +255,12 @@ func (g *Generic) syncPod(ctx context.Context, pod *podRecord) int {
 		g.cache.Delete(pod.uid)
 		return g.tracker.commit(pod, g.send)
 	}
+	if g.cachedAsListed(pod) {
+		// The cache holds a read of the pod (made after a sync, or on
+		// container events) that shows every container and sandbox as
+		// listed: reading it again would find the same.
+		return g.tracker.commit(pod, g.send)
+	}
 	ts := time.Now()
 	status, err := g.status.GetPodStatus(ctx, pod.uid, pod.name, pod.namespace)
 	if err == nil && status != nil {
@@ -273,6 +279,56 @@ func (g *Generic) syncPod(ctx context.Context, pod *podRecord) int {
 		return 0
 	}
 	return g.tracker.commit(pod, g.send)
+}
+
+// cachedAsListed reports whether the cache holds a status of the pod, read
+// without error, whose containers and sandboxes are exactly those this
+// relist lists, each in the state listed, and the pod owes no failed
+// inspection. The agent reads a pod's status after every sync that
+// changed it, and the evented PLEG on every container event: a relist
+// after them need not read it again.
+func (g *Generic) cachedAsListed(pod *podRecord) bool {
+	if pod.owed&retryInspect != 0 {
+		return false
+	}
+	st, err := g.cache.Get(pod.uid)
+	if err != nil || st == nil {
+		return false
+	}
+	live := 0
+	for _, rec := range pod.ctrs {
+		if rec.cur == stateNonExistent {
+			continue
+		}
+		live++
+		if cachedState(st, rec.id) != rec.cur {
+			return false
+		}
+	}
+	return live > 0 && live == len(st.ContainerStatuses)+len(st.SandboxStatuses)
+}
+
+// cachedState is the state of container or sandbox id in st as a relist
+// compares it; stateNonExistent when st does not show it.
+func cachedState(st *runtime.PodStatus, id string) plegState {
+	for _, c := range st.ContainerStatuses {
+		if c.ID != id {
+			continue
+		}
+		switch c.State {
+		case runtime.ContainerStateRunning:
+			return stateRunning
+		case runtime.ContainerStateExited:
+			return stateExited
+		}
+		return stateUnknown
+	}
+	for _, s := range st.SandboxStatuses {
+		if s.GetId() == id {
+			return sandboxState(s.GetState())
+		}
+	}
+	return stateNonExistent
 }
 
 // send offers ev to the channel without blocking.

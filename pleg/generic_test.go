@@ -526,8 +526,8 @@ func TestRelistFullChannel(t *testing.T) {
 			t.Errorf("delivered events (-want +got):\n%s", diff)
 		}
 
-		// Next relist: a PodSync for each pod that lost an event, after a
-		// fresh inspection. Room for one again: b's waits another round.
+		// Next relist: a PodSync for each pod that lost an event. Room for
+		// one again: b's waits another round.
 		if err := f.g.Relist(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -543,8 +543,10 @@ func TestRelistFullChannel(t *testing.T) {
 		if got := f.g.DroppedEvents(); got != 3 {
 			t.Errorf("DroppedEvents = %d, want 3", got)
 		}
-		if inspected["a"] < 2 || inspected["b"] < 2 {
-			t.Errorf("inspections %v; want the pods re-inspected", inspected)
+		// Their cached statuses show them as listed: the PodSyncs need no
+		// fresh inspection.
+		if inspected["a"] != 1 || inspected["b"] != 1 {
+			t.Errorf("inspections %v; want each pod inspected once", inspected)
 		}
 		// Everything delivered: quiet from now on.
 		if got := f.relist(); len(got) != 0 {
@@ -758,6 +760,62 @@ func TestOnRelist(t *testing.T) {
 		}
 		if want := []time.Duration{0, 2 * time.Second, 2 * time.Second}; !slices.Equal(intervals, want) {
 			t.Errorf("intervals %v, want %v", intervals, want)
+		}
+	})
+}
+
+// TestRelistTrustsCacheAsListed: a pod whose cached status (read after a
+// sync, or on container events) shows its containers and sandboxes as
+// the relist lists them is not read again; its events are still sent.
+// One that the cache shows otherwise is read.
+func TestRelistTrustsCacheAsListed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inspected := map[types.UID]int{}
+		var f *fixture
+		read := runtimeStatus(nil)
+		getter := StatusGetterFunc(func(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error) {
+			inspected[uid]++
+			return read(ctx, uid, name, namespace)
+		})
+		f = newFixture(t, getter, GenericOptions{})
+		read = runtimeStatus(f.rt)
+		sbA := f.runSandbox("a")
+		ctrA := f.createContainer("a", sbA, "app", true)
+		sbB := f.runSandbox("b")
+		f.createContainer("b", sbB, "app", true)
+		// a's status as a sync would have read it; b's is older than its
+		// container.
+		for _, uid := range []types.UID{"a"} {
+			st, err := read(t.Context(), uid, string(uid), "ns")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.cache.Set(uid, st, nil, time.Now())
+		}
+		f.cache.Set("b", &runtime.PodStatus{ID: "b"}, nil, time.Now())
+
+		got := f.relist()
+		want := []Event{
+			{ID: "a", Type: ContainerStarted, Data: sbA}, {ID: "a", Type: ContainerStarted, Data: ctrA},
+			{ID: "b", Type: ContainerStarted, Data: sbB},
+		}
+		if len(got) != 4 {
+			t.Fatalf("events %v, want 4 (both pods' sandbox and container started)", got)
+		}
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				t.Errorf("event %v missing from %v", w, got)
+			}
+		}
+		if inspected["a"] != 0 || inspected["b"] != 1 {
+			t.Errorf("inspections %v; want a none (cached as listed), b once", inspected)
+		}
+		if err := f.rt.StopContainer(t.Context(), ctrA, 0); err != nil {
+			t.Fatal(err)
+		}
+		f.relist()
+		if inspected["a"] != 1 {
+			t.Errorf("a inspected %d times after its container stopped, want 1", inspected["a"])
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -131,6 +132,9 @@ type Workers struct {
 	// stopped: Run's context ended; no worker starts any more.
 	stopped bool
 	wg      sync.WaitGroup
+	// ends counts the pods that terminated, finished or were forgotten
+	// (see Terminations).
+	ends atomic.Uint64
 }
 
 // worker is the shell around one podState.
@@ -234,7 +238,11 @@ func (w *Workers) UpdatePod(opts UpdateOptions) {
 		w.log.V(4).Info("Pod worker created", "pod", ref(opts), "podUID", uid, "state", wk.state.phase())
 	}
 	wasTerminating := wk.state.terminationRequested()
+	wasEnded := ok && (wk.state.terminated() || wk.state.finished)
 	r := wk.state.update(opts, !ok, now)
+	if ended := wk.state.terminated() || wk.state.finished; ended != wasEnded {
+		w.ends.Add(1)
+	}
 	closeAll(r.completed)
 	if r.ignored != "" {
 		w.log.V(4).Info("Ignoring pod update", "pod", ref(opts), "podUID", uid, "updateType", opts.UpdateType, "reason", r.ignored)
@@ -331,6 +339,7 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 	case workDrop:
 		closeAll(completed)
 		w.releaseLocked(s)
+		w.ends.Add(1)
 		w.mu.Unlock()
 		if !wasTerminated {
 			w.terminated(uid)
@@ -348,7 +357,11 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 
 	w.mu.Lock()
 	wk.cancel = nil
+	wasFinished := s.finished
 	c := s.complete(wrk, res, time.Now())
+	if (!wasTerminated && s.terminated()) || (!wasFinished && s.finished) || c.forget {
+		w.ends.Add(1)
+	}
 	closeAll(c.completed)
 	if c.exit {
 		w.releaseLocked(s)
@@ -474,6 +487,7 @@ func (w *Workers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
 		k := wk.state.reconcile(want[uid], now)
 		closeAll(k.completed)
 		if k.remove {
+			w.ends.Add(1)
 			delete(w.pods, uid)
 			close(wk.wake)
 			w.releaseLocked(wk.state)
@@ -493,6 +507,14 @@ func (w *Workers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
 	}
 	return out
 }
+
+// Terminations returns how many times so far a pod's worker saw the
+// pod's containers stopped for good, finished, or was forgotten. It grows
+// with every change that takes a pod out of the active pods or lets
+// housekeeping clean up after it, and with nothing else: a caller that
+// computed something from the workers' states can tell cheaply that it
+// still holds.
+func (w *Workers) Terminations() uint64 { return w.ends.Load() }
 
 // IsPodKnownTerminated reports whether the pod is known and every
 // container stopped (SyncTerminatingPod returned nil). An unknown pod is

@@ -1076,3 +1076,32 @@ func TestWorkersOnSync(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkersTerminations: the count grows when a pod's containers
+// stopped, when its worker finished and when the UID is forgotten, and
+// not with syncs, so that housekeeping and admission can tell cheaply
+// whether a pod left the active pods.
+func TestWorkersTerminations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startHarness(t, &fakeSync{})
+		defer h.stop()
+		want := func(what string, n uint64) {
+			t.Helper()
+			if got := h.w.Terminations(); got != n {
+				t.Errorf("%s: Terminations() = %d, want %d", what, got, n)
+			}
+		}
+		a := newPod("a")
+		h.update(create(a))
+		h.update(UpdateOptions{UpdateType: SyncPodSync, Pod: a})
+		h.syncLoop(a)
+		want("created and synced", 0)
+		h.update(UpdateOptions{UpdateType: SyncPodKill, Pod: a})
+		// Terminated, then finished (SyncTerminatedPod).
+		want("killed", 2)
+		h.w.SyncKnownPods(nil)
+		want("forgotten", 3)
+		h.w.SyncKnownPods(nil)
+		want("nothing more to forget", 3)
+	})
+}

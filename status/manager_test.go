@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -88,5 +89,44 @@ func TestRemoveOrphans(t *testing.T) {
 		if _, ok := m.GetPodStatus(uid); ok {
 			t.Errorf("%s kept, want removed", uid)
 		}
+	}
+}
+
+// TestSameStatus: statuses that encode alike are the same; those that do
+// not are compared semantically (a quantity spelt two ways is the same).
+func TestSameStatus(t *testing.T) {
+	now := metav1.Now()
+	base := func() v1.PodStatus {
+		return v1.PodStatus{
+			Phase: v1.PodRunning, StartTime: &now,
+			Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now}},
+			ContainerStatuses: []v1.ContainerStatus{{Name: "app", Ready: true,
+				AllocatedResources: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi")}}},
+		}
+	}
+	tests := []struct {
+		name string
+		edit func(*v1.PodStatus)
+		want bool
+	}{
+		{"same", func(*v1.PodStatus) {}, true},
+		{"nil and empty slices", func(s *v1.PodStatus) { s.PodIPs = []v1.PodIP{} }, true},
+		{"quantity spelt otherwise", func(s *v1.PodStatus) {
+			s.ContainerStatuses[0].AllocatedResources[v1.ResourceCPU] = resource.MustParse("1000m")
+		}, true},
+		{"phase", func(s *v1.PodStatus) { s.Phase = v1.PodFailed }, false},
+		{"condition", func(s *v1.PodStatus) { s.Conditions[0].Status = v1.ConditionFalse }, false},
+		{"readiness", func(s *v1.PodStatus) { s.ContainerStatuses[0].Ready = false }, false},
+		{"start time", func(s *v1.PodStatus) { s.StartTime = nil }, false},
+		{"started unset and false", func(s *v1.PodStatus) { f := false; s.ContainerStatuses[0].Started = &f }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := base(), base()
+			tc.edit(&b)
+			if got := sameStatus(&a, &b); got != tc.want {
+				t.Errorf("sameStatus = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

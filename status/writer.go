@@ -82,7 +82,7 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) {
 			e.dirty = false
 			uids = append(uids, uid)
 		case all:
-			check = append(check, snapshot{uid: uid, e: e, pod: e.pod, status: e.status, api: e.api})
+			check = append(check, snapshot{uid: uid, e: e, pod: e.pod, api: e.api})
 		}
 	}
 	m.mu.Unlock()
@@ -120,12 +120,14 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) {
 }
 
 // snapshot is what the resync compares of a pod whose status was written.
+// The status itself is read only for a pod the API server shows changed:
+// at every resync, most are not, and copying every status was most of
+// the resync's cost.
 type snapshot struct {
-	uid    types.UID
-	e      *entry
-	pod    *v1.Pod
-	status v1.PodStatus
-	api    *v1.Pod
+	uid types.UID
+	e   *entry
+	pod *v1.Pod
+	api *v1.Pod
 }
 
 func isAPIStatus(err error) bool {
@@ -161,7 +163,10 @@ func (m *Manager) drifted(s snapshot) bool {
 	if view == nil || (s.api != nil && view.ResourceVersion == s.api.ResourceVersion) {
 		return false
 	}
-	merged, _, stale := mergeForAPI(view.Status, s.status, m.couldRun(s.uid), time.Now())
+	m.mu.Lock()
+	status := s.e.status
+	m.mu.Unlock()
+	merged, _, stale := mergeForAPI(view.Status, status, m.couldRun(s.uid), time.Now())
 	if stale {
 		return false
 	}
