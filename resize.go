@@ -126,6 +126,14 @@ type resizes struct {
 	// active pod as allocated at every admission, and the same objects
 	// let the admission checks add only the pods admitted since.
 	asAllocated map[types.UID]allocatedPod
+	// allocGen counts the changes of allocations already made; admitIn
+	// and admitOut are the active pods of the last admission and the
+	// same pods as allocated, kept while allocGen stays: admitting a pod
+	// maps only the pods added since, not every active pod again.
+	allocGen          uint64
+	admitMu           sync.Mutex
+	admitGen          uint64
+	admitIn, admitOut []*v1.Pod
 }
 
 // pendingResize is a resize not allocated: its PodResizePending
@@ -244,6 +252,9 @@ func (r *resizes) allocated(pod *v1.Pod) (*v1.Pod, bool) {
 
 // setAllocLocked records the pod's allocation.
 func (r *resizes) setAllocLocked(uid types.UID, a podmodel.Allocation) {
+	if _, ok := r.alloc[uid]; ok {
+		r.allocGen++
+	}
 	r.alloc[uid] = a
 	delete(r.asAllocated, uid)
 }
@@ -256,10 +267,7 @@ func (r *resizes) admit(hs []admission.Handler) admission.Handler {
 	chain := admission.Chain(hs...)
 	return admission.Func(func(pod *v1.Pod, active []*v1.Pod) admission.Result {
 		pod, _ = r.allocated(pod)
-		others := make([]*v1.Pod, len(active))
-		for i, p := range active {
-			others[i], _ = r.allocated(p)
-		}
+		others := r.allocatedAll(active)
 		res := chain.Admit(pod, others)
 		if res.Admit {
 			r.mu.Lock()
@@ -271,6 +279,37 @@ func (r *resizes) admit(hs []admission.Handler) admission.Handler {
 		}
 		return res
 	})
+}
+
+// allocatedAll returns the active pods as allocated. Those of the last
+// call are kept while no allocation changed: when active starts with the
+// same pods, only the pods after them are looked up.
+func (r *resizes) allocatedAll(active []*v1.Pod) []*v1.Pod {
+	r.mu.Lock()
+	gen := r.allocGen
+	r.mu.Unlock()
+	r.admitMu.Lock()
+	defer r.admitMu.Unlock()
+	from := 0
+	if gen == r.admitGen && len(r.admitIn) <= len(active) {
+		from = len(r.admitIn)
+		for i, p := range r.admitIn {
+			if active[i] != p {
+				from = 0
+				break
+			}
+		}
+	}
+	if from == 0 {
+		r.admitIn, r.admitOut = nil, nil
+	}
+	for _, p := range active[from:] {
+		out, _ := r.allocated(p)
+		r.admitIn = append(r.admitIn, p)
+		r.admitOut = append(r.admitOut, out)
+	}
+	r.admitGen = gen
+	return slices.Clip(r.admitOut)
 }
 
 // resolve decides the pod's resize, if its spec asks for one, and returns

@@ -2,6 +2,7 @@ package nodekit
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -588,5 +589,49 @@ func TestResizesPodLevel(t *testing.T) {
 	wantDone := "Normal ResizeCompleted " + podmodel.ResizeEventMessage("Pod resize completed", allocated, 3, "")
 	if d := cmp.Diff([]string{wantDone}, e.takeEvents()); d != "" {
 		t.Errorf("events once the pod cgroup has the resize (-want +got):\n%s", d)
+	}
+}
+
+// TestAdmitMapsOnlyNewPods: admitting pods one at a time maps each active
+// pod to its allocated form once, not at every admission (O(n) for n
+// pods, not O(n²)); a changed allocation maps them again.
+func TestAdmitMapsOnlyNewPods(t *testing.T) {
+	r := &resizes{log: testr.New(t), known: func(types.UID) bool { return true }}
+	var seen []int
+	admit := r.admit([]admission.Handler{admission.Func(func(_ *v1.Pod, active []*v1.Pod) admission.Result {
+		seen = append(seen, len(active))
+		return admission.Result{Admit: true}
+	})})
+	var active []*v1.Pod
+	for i := range 50 {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("p", i), UID: types.UID(fmt.Sprint("u", i))}}
+		if res := admit.Admit(p, active); !res.Admit {
+			t.Fatalf("pod %d refused: %+v", i, res)
+		}
+		active = append(active, p)
+	}
+	r.admitMu.Lock()
+	kept := len(r.admitIn)
+	r.admitMu.Unlock()
+	if kept != 49 {
+		t.Errorf("%d pods kept as allocated, want 49 (the active pods of the last admission)", kept)
+	}
+	if len(seen) != 50 || seen[49] != 49 {
+		t.Errorf("the checks saw %d admissions, the last with %v active pods; want 50 and 49", len(seen), seen[len(seen)-1])
+	}
+	// A changed allocation of an admitted pod maps every pod again.
+	r.mu.Lock()
+	r.setAllocLocked(active[3].UID, podmodel.Allocation{})
+	r.mu.Unlock()
+	before := r.admitOut
+	r.allocatedAll(active)
+	if len(before) > 0 && len(r.admitOut) > 0 && &before[0] == &r.admitOut[0] {
+		t.Error("the kept pods were reused after an allocation changed")
+	}
+	out := r.allocatedAll(active)
+	for i, p := range out {
+		if p.UID != active[i].UID {
+			t.Fatalf("allocated pod %d is %s, want %s", i, p.UID, active[i].UID)
+		}
 	}
 }
