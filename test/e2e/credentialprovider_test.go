@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
 	"github.com/nodekit/nodekit"
 )
 
@@ -23,16 +21,7 @@ func TestNodeCredentials(t *testing.T) {
 	reg := startRegistry(t)
 	run := func(t *testing.T, endpointVar string, configure func(t *testing.T, o *nodekit.Options, rootDir string)) {
 		f := newFixture(t, endpointVar)
-		repo := unique("nodekit-e2e/node-creds")
-		reg.pushLayout(t, imagesCache()+"/busybox.tar", repo, "1")
-		image := reg.addr + "/" + repo + ":1"
-		t.Cleanup(func() {
-			ctx, cancel := cleanupContext()
-			defer cancel()
-			if err := f.cri.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: image}); err != nil {
-				t.Errorf("RemoveImage %s: %v", image, err)
-			}
-		})
+		image := reg.pushPrivate(t, f, "nodekit-e2e/node-creds")
 		a := f.agentWith(nil, "node credentials", func(o *nodekit.Options) { configure(t, o, f.rootDir) })
 		r := strings.NewReplacer("$NAME", "plain", "$NS", f.ns, "$SECRETS", "[]", "$IMAGE", image)
 		writeManifest(t, f.dir, "plain.yaml", r.Replace(pullSecretPod))

@@ -54,16 +54,7 @@ func TestPullSecrets(t *testing.T) {
 	} {
 		t.Run("containerd-"+tc.version, func(t *testing.T) {
 			f := newFixture(t, tc.endpointVar)
-			repo := unique("nodekit-e2e/private")
-			reg.pushLayout(t, imagesCache()+"/busybox.tar", repo, "1")
-			image := reg.addr + "/" + repo + ":1"
-			t.Cleanup(func() {
-				ctx, cancel := cleanupContext()
-				defer cancel()
-				if err := f.cri.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: image}); err != nil {
-					t.Errorf("RemoveImage %s: %v", image, err)
-				}
-			})
+			image := reg.pushPrivate(t, f, "nodekit-e2e/private")
 			objs := &mapObjects{secrets: map[string]*v1.Secret{}}
 			for name, password := range map[string]string{"regcred": reg.password, "wrongcred": "not-the-password"} {
 				objs.secrets[f.ns+"/"+name] = &v1.Secret{

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // registry is a private registry of the test's own on loopback, started
@@ -227,3 +229,21 @@ func (r *registry) dockerConfigJSON(user, password string) []byte {
 }
 
 func (r *registry) String() string { return fmt.Sprintf("registry %s", r.addr) }
+
+// pushPrivate pushes busybox to the registry under a new repository named
+// after prefix and returns the image's reference; the image is removed
+// from f's containerd when the test ends.
+func (r *registry) pushPrivate(t *testing.T, f *fixture, prefix string) string {
+	t.Helper()
+	repo := unique(prefix)
+	r.pushLayout(t, imagesCache()+"/busybox.tar", repo, "1")
+	image := r.addr + "/" + repo + ":1"
+	t.Cleanup(func() {
+		ctx, cancel := cleanupContext()
+		defer cancel()
+		if err := f.cri.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: image}); err != nil {
+			t.Errorf("RemoveImage %s: %v", image, err)
+		}
+	})
+	return image
+}
