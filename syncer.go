@@ -175,9 +175,15 @@ func (s *PodSyncer) SyncPod(ctx context.Context, updateType podworker.UpdateType
 			s.unsettle(pod.UID)
 			return
 		}
-		key, keyed = s.settledKey(pod, podStatus)
-		if keyed {
-			s.settle(pod.UID, key)
+		// The probe results and host IPs are those counted before this
+		// sync read them: one that changed while it ran makes the next
+		// sync run. The API status is the one this sync wrote.
+		end, ok := s.settledKey(pod, podStatus)
+		if ok {
+			end.probes, end.hostIPs = key.probes, key.hostIPs
+			s.settle(pod.UID, end)
+		} else {
+			s.unsettle(pod.UID)
 		}
 	}()
 	apiStatus := s.setStatus(pod, podStatus, false, s.activeDeadline(pod))
