@@ -359,7 +359,11 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 	wk.cancel = nil
 	wasFinished := s.finished
 	c := s.complete(wrk, res, time.Now())
-	if (!wasTerminated && s.terminated()) || (!wasFinished && s.finished) || c.forget {
+	// A terminating or terminated pod's failed step counts too: for a pod
+	// no longer in the config, housekeeping (SyncKnownPods) is what
+	// retries it.
+	failedEnd := c.requeue == requeueBackOff && wrk.kind != workSync
+	if (!wasTerminated && s.terminated()) || (!wasFinished && s.finished) || c.forget || failedEnd {
 		w.ends.Add(1)
 	}
 	closeAll(c.completed)
@@ -509,11 +513,12 @@ func (w *Workers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
 }
 
 // Terminations returns how many times so far a pod's worker saw the
-// pod's containers stopped for good, finished, or was forgotten. It grows
-// with every change that takes a pod out of the active pods or lets
-// housekeeping clean up after it, and with nothing else: a caller that
-// computed something from the workers' states can tell cheaply that it
-// still holds.
+// pod's containers stopped for good, finished, was forgotten, or failed a
+// step of its termination (to be retried). It grows with every change
+// that takes a pod out of the active pods or lets housekeeping clean up
+// after it or retry it, and with nothing else: a caller that computed
+// something from the workers' states can tell cheaply that it still
+// holds.
 func (w *Workers) Terminations() uint64 { return w.ends.Load() }
 
 // IsPodKnownTerminated reports whether the pod is known and every

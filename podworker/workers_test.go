@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -1103,5 +1104,29 @@ func TestWorkersTerminations(t *testing.T) {
 		want("forgotten", 3)
 		h.w.SyncKnownPods(nil)
 		want("nothing more to forget", 3)
+	})
+}
+
+// TestWorkersTerminationsFailedKill: a failed step of a pod's termination
+// counts, so that housekeeping, which retries the pods no longer in the
+// config, does not skip its next pass.
+func TestWorkersTerminationsFailedKill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var fail atomic.Bool
+		fail.Store(true)
+		h := startHarness(t, &fakeSync{SyncTerminatingPodF: func(context.Context, *v1.Pod, *runtime.PodStatus, int64, func(*v1.PodStatus)) error {
+			if fail.Load() {
+				return errors.New("StopPodSandbox: network teardown failed")
+			}
+			return nil
+		}})
+		defer h.stop()
+		a := newPod("a")
+		h.update(create(a))
+		h.update(UpdateOptions{UpdateType: SyncPodKill, Pod: a})
+		synctest.Wait()
+		if got := h.w.Terminations(); got != 1 {
+			t.Errorf("after a failed kill: Terminations() = %d, want 1", got)
+		}
 	})
 }
