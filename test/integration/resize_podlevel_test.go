@@ -7,17 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/cgroup"
-	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
 // podLevelResizeFeature is the feature a Node declares
@@ -51,24 +44,7 @@ func declares(t *testing.T, c kubernetes.Interface, nodeName, feature string) er
 func TestResizeSubresourcePodLevel(t *testing.T) {
 	c := client(t)
 	nodeName := uniqueName("podresize")
-	cleanupNode(t, c, nodeName)
-	rt := runtimetest.New(runtimetest.Options{Images: []string{"registry.example/busybox:1"}})
-	t.Cleanup(rt.Close)
-	agent, err := nodekit.New(nodekit.Options{
-		NodeName:       nodeName,
-		KubeClient:     client(t),
-		Runtime:        rt,
-		RootDir:        t.TempDir(),
-		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},
-		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
-		Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
-		Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 0}).WithName("agent"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runInBackground(t, "agent", agent.Run)
-	eventually(t, 30*time.Second, "the Node Ready", func() error { return nodeReady(t.Context(), c, nodeName) })
+	startResizeAgent(t, c, nodeName)
 	eventually(t, 30*time.Second, "the Node declaring "+podLevelResizeFeature, func() error {
 		return declares(t, c, nodeName, podLevelResizeFeature)
 	})

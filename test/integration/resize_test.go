@@ -73,18 +73,11 @@ func sameResources(want, got v1.ResourceList) error {
 	return nil
 }
 
-// TestResizeSubresource runs the agent on the in-memory runtime, joined
-// to the real API server, and resizes a pod through the API server's
-// resize subresource: the allocatedResources and resources of its status
-// follow and no resize condition stays; a resize beyond the node's
-// allocatable resources is refused by the API server itself; one that
-// does not fit beside another pod gets PodResizePending/Deferred with the
-// kubelet's message, the allocation unchanged, until the other pod is
-// deleted: then it is allocated and done. The events are the kubelet's
-// ResizeDeferred, ResizeStarted and ResizeCompleted, with its messages.
-func TestResizeSubresource(t *testing.T) {
-	c := client(t)
-	nodeName := uniqueName("resize")
+// startResizeAgent runs an agent named nodeName on the in-memory runtime
+// (8 cpus, 16Gi), joined to the API server, until the test ends, and
+// waits for its Node to be Ready.
+func startResizeAgent(t *testing.T, c kubernetes.Interface, nodeName string) {
+	t.Helper()
 	cleanupNode(t, c, nodeName)
 	rt := runtimetest.New(runtimetest.Options{Images: []string{"registry.example/busybox:1"}})
 	t.Cleanup(rt.Close)
@@ -103,6 +96,21 @@ func TestResizeSubresource(t *testing.T) {
 	}
 	runInBackground(t, "agent", agent.Run)
 	eventually(t, 30*time.Second, "the Node Ready", func() error { return nodeReady(t.Context(), c, nodeName) })
+}
+
+// TestResizeSubresource runs the agent on the in-memory runtime, joined
+// to the real API server, and resizes a pod through the API server's
+// resize subresource: the allocatedResources and resources of its status
+// follow and no resize condition stays; a resize beyond the node's
+// allocatable resources is refused by the API server itself; one that
+// does not fit beside another pod gets PodResizePending/Deferred with the
+// kubelet's message, the allocation unchanged, until the other pod is
+// deleted: then it is allocated and done. The events are the kubelet's
+// ResizeDeferred, ResizeStarted and ResizeCompleted, with its messages.
+func TestResizeSubresource(t *testing.T) {
+	c := client(t)
+	nodeName := uniqueName("resize")
+	startResizeAgent(t, c, nodeName)
 
 	initial := requirements("500m", "1", "64Mi", "128Mi")
 	p := newPod(uniqueName("resize"), nodeName)
