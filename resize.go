@@ -21,6 +21,7 @@ import (
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/internal/atomicfile"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
@@ -210,13 +211,7 @@ func (r *resizes) storeLocked() {
 	}
 	data, err := json.Marshal(allocationCheckpoint{Version: 1, Pods: r.alloc})
 	if err == nil {
-		err = os.MkdirAll(filepath.Dir(r.path), 0o700)
-	}
-	if err == nil {
-		tmp := r.path + ".tmp"
-		if err = os.WriteFile(tmp, data, 0o600); err == nil {
-			err = os.Rename(tmp, r.path)
-		}
+		err = atomicfile.WriteFile(r.path, data, 0o700)
 	}
 	if err != nil {
 		r.log.Error(err, "Writing the allocation checkpoint", "path", r.path)

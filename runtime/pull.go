@@ -20,6 +20,7 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/atomicfile"
 	"github.com/nodekit/nodekit/runtime/credentials"
 )
 
@@ -459,13 +460,7 @@ func (r *pullRecords) saveLocked() {
 	}
 	b, err := json.Marshal(f)
 	if err == nil {
-		err = os.MkdirAll(filepath.Dir(r.file), 0o700)
-	}
-	if err == nil {
-		tmp := r.file + ".tmp"
-		if err = os.WriteFile(tmp, b, 0o600); err == nil {
-			err = os.Rename(tmp, r.file)
-		}
+		err = atomicfile.WriteFile(r.file, b, 0o700)
 	}
 	if err != nil {
 		r.log.Error(err, "cannot write the image pull records", "path", r.file)

@@ -3,8 +3,9 @@ package userns
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
+
+	"github.com/nodekit/nodekit/internal/atomicfile"
 )
 
 // mappingsFile is the name of a pod's mapping file in its directory.
@@ -58,34 +59,8 @@ func writeMappings(dir string, mp Mapping) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("create user namespace store: %w", err)
+	if err := atomicfile.WriteFile(filepath.Join(dir, mappingsFile), data, 0o750); err != nil {
+		return fmt.Errorf("write user namespace mappings: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+mappingsFile+".tmp-")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, mappingsFile))
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return nil
 }
