@@ -3,12 +3,9 @@ package configmap
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/objects"
@@ -83,34 +80,12 @@ func (p *Plugin) RequiresRefresh(vol *v1.Volume) bool { return vol.ConfigMap != 
 func (p *Plugin) SetUp(ctx context.Context, req volume.SetUpRequest) (volume.Mount, error) {
 	src := req.Volume.ConfigMap
 	if src == nil {
-		return volume.Mount{}, p.dirs.Errorf(req.Volume.Name, volume.Mark(errors.New("not a configMap volume"), volume.ErrInvalid))
+		return volume.Mount{}, p.dirs.NotA(req, "configMap")
 	}
-	if src.Name == "" {
-		return volume.Mount{}, p.dirs.Errorf(req.Volume.Name, volume.Mark(errors.New("the configMap's name is empty"), volume.ErrInvalid))
-	}
-	ns := req.Pod.Namespace
-	if ns == "" {
-		ns = metav1.NamespaceDefault
-	}
-	what := fmt.Sprintf("configMap %s/%s", ns, src.Name)
-	optional := projection.Optional(src.Optional)
-	cm, err := p.get.GetConfigMap(ctx, ns, src.Name)
-	switch {
-	case err == nil && cm == nil:
-		return volume.Mount{}, p.dirs.Errorf(req.Volume.Name, fmt.Errorf("getting %s: no object and no error", what))
-	case apierrors.IsNotFound(err) && optional:
-		cm = &v1.ConfigMap{}
-	case err != nil:
-		if p.dirs.KeepOnError(ctx, req, err) {
-			return p.dirs.Mount(req), nil
-		}
-		return volume.Mount{}, p.dirs.Errorf(req.Volume.Name, fmt.Errorf("getting %s: %w", what, err))
-	}
-	files, err := projection.KeyFiles(what, projection.ConfigMapData(cm), src.Items, src.DefaultMode, optional)
-	if err != nil {
-		return volume.Mount{}, p.dirs.Errorf(req.Volume.Name, err)
-	}
-	return p.dirs.Write(req, files)
+	return p.dirs.SetUpKeys(ctx, req, projection.KeySource{
+		Kind: "configMap", Name: src.Name, Items: src.Items, DefaultMode: src.DefaultMode, Optional: src.Optional,
+		Get: projection.ConfigMapKeys(p.get, src.Name),
+	})
 }
 
 // TearDown removes the volume's directory.

@@ -10,7 +10,6 @@ import (
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -204,39 +203,17 @@ func (p *Plugin) collect(ctx context.Context, pod *v1.Pod, src *v1.ProjectedVolu
 }
 
 func (p *Plugin) configMap(ctx context.Context, ns string, s *v1.ConfigMapProjection, defaultMode *int32) (projection.Files, error) {
-	if s.Name == "" {
-		return nil, volume.Mark(errors.New("the configMap's name is empty"), volume.ErrInvalid)
-	}
-	what := fmt.Sprintf("configMap %s/%s", ns, s.Name)
-	optional := projection.Optional(s.Optional)
-	cm, err := p.get.GetConfigMap(ctx, ns, s.Name)
-	switch {
-	case err == nil && cm == nil:
-		return nil, fmt.Errorf("getting %s: no object and no error", what)
-	case apierrors.IsNotFound(err) && optional:
-		cm = &v1.ConfigMap{}
-	case err != nil:
-		return nil, fmt.Errorf("getting %s: %w", what, err)
-	}
-	return projection.KeyFiles(what, projection.ConfigMapData(cm), s.Items, defaultMode, optional)
+	return projection.KeySource{
+		Kind: "configMap", Name: s.Name, Items: s.Items, DefaultMode: defaultMode, Optional: s.Optional,
+		Get: projection.ConfigMapKeys(p.get, s.Name),
+	}.Files(ctx, ns)
 }
 
 func (p *Plugin) secret(ctx context.Context, ns string, s *v1.SecretProjection, defaultMode *int32) (projection.Files, error) {
-	if s.Name == "" {
-		return nil, volume.Mark(errors.New("the secret's name is empty"), volume.ErrInvalid)
-	}
-	what := fmt.Sprintf("secret %s/%s", ns, s.Name)
-	optional := projection.Optional(s.Optional)
-	sec, err := p.get.GetSecret(ctx, ns, s.Name)
-	switch {
-	case err == nil && sec == nil:
-		return nil, fmt.Errorf("getting %s: no object and no error", what)
-	case apierrors.IsNotFound(err) && optional:
-		sec = &v1.Secret{}
-	case err != nil:
-		return nil, fmt.Errorf("getting %s: %w", what, err)
-	}
-	return projection.KeyFiles(what, sec.Data, s.Items, defaultMode, optional)
+	return projection.KeySource{
+		Kind: "secret", Name: s.Name, Items: s.Items, DefaultMode: defaultMode, Optional: s.Optional,
+		Get: projection.SecretKeys(p.get, s.Name),
+	}.Files(ctx, ns)
 }
 
 // token is the file of a serviceAccountToken source: the token at its

@@ -3,12 +3,9 @@ package secret
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/objects"
@@ -92,34 +89,12 @@ func (p *Plugin) RequiresRefresh(vol *v1.Volume) bool { return vol.Secret != nil
 func (p *Plugin) SetUp(ctx context.Context, req volume.SetUpRequest) (volume.Mount, error) {
 	src := req.Volume.Secret
 	if src == nil {
-		return volume.Mount{}, p.dirs.Errorf(req.Volume.Name, volume.Mark(errors.New("not a secret volume"), volume.ErrInvalid))
+		return volume.Mount{}, p.dirs.NotA(req, "secret")
 	}
-	if src.SecretName == "" {
-		return volume.Mount{}, p.dirs.Errorf(req.Volume.Name, volume.Mark(errors.New("the secret's name is empty"), volume.ErrInvalid))
-	}
-	ns := req.Pod.Namespace
-	if ns == "" {
-		ns = metav1.NamespaceDefault
-	}
-	what := fmt.Sprintf("secret %s/%s", ns, src.SecretName)
-	optional := projection.Optional(src.Optional)
-	s, err := p.get.GetSecret(ctx, ns, src.SecretName)
-	switch {
-	case err == nil && s == nil:
-		return volume.Mount{}, p.dirs.Errorf(req.Volume.Name, fmt.Errorf("getting %s: no object and no error", what))
-	case apierrors.IsNotFound(err) && optional:
-		s = &v1.Secret{}
-	case err != nil:
-		if p.dirs.KeepOnError(ctx, req, err) {
-			return p.dirs.Mount(req), nil
-		}
-		return volume.Mount{}, p.dirs.Errorf(req.Volume.Name, fmt.Errorf("getting %s: %w", what, err))
-	}
-	files, err := projection.KeyFiles(what, s.Data, src.Items, src.DefaultMode, optional)
-	if err != nil {
-		return volume.Mount{}, p.dirs.Errorf(req.Volume.Name, err)
-	}
-	return p.dirs.Write(req, files)
+	return p.dirs.SetUpKeys(ctx, req, projection.KeySource{
+		Kind: "secret", Name: src.SecretName, Items: src.Items, DefaultMode: src.DefaultMode, Optional: src.Optional,
+		Get: projection.SecretKeys(p.get, src.SecretName),
+	})
 }
 
 // TearDown unmounts the volume's tmpfs and removes its directory.
