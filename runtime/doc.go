@@ -141,15 +141,19 @@
 //     (raised before the containers, lowered after), restarting no
 //     container for it (resizePolicy is a container's field, applied to
 //     the containers' own changes). PodResizeInProgress holds until the
-//     pod cgroup, as read, has them; status.allocatedResources and
-//     status.resources give the pod's allocated requests and its
-//     pod-level resources as the cgroup has them. On purpose, as for
-//     containers: the actual values are read from the pod cgroup, not
-//     from a checkpoint of what was written (cpu shares compare as cgroup
-//     v2 weights, the value cgroup v2 keeps). Not yet done: the two status
-//     fields are filled only for pods with pod-level resources (the API
-//     documents status.allocatedResources as the containers' total
-//     requests for the others).
+//     pod cgroup, as read, has them. status.allocatedResources and
+//     status.resources are filled for every pod, with pod-level resources
+//     or not, as the kubelet's convertStatusToAPIStatus and
+//     convertToAPIPodLevelResourcesStatus fill them: the pod's requests
+//     (containers aggregated, pod-level requests in their place, overhead
+//     added); spec.resources with the pod's requests and limits, and for a
+//     pod Running as its source gives it the cpu request, cpu limit and
+//     memory limit its cgroup has (the allocated value where the cgroup's
+//     is only its round trip through a cgroup v2 weight or the smallest
+//     quota; the allocated value where the cgroup has none or is unread).
+//     On purpose, as for containers: the actual values are read from the
+//     pod cgroup, not from a checkpoint of what was written (cpu shares
+//     compare as cgroup v2 weights, the value cgroup v2 keeps).
 //   - Image pull secrets (ManagerOptions.Secrets; package
 //     runtime/credentials has the docker-config rules) are read when an
 //     image is pulled or its access checked, not at every sync: the

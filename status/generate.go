@@ -128,7 +128,7 @@ func Generate(in Input) v1.PodStatus {
 		s.HostIP = s.HostIPs[0].IP
 	}
 	s.QOSClass = podmodel.QOSClass(pod)
-	s.AllocatedResources, s.Resources = podLevelResources(pod, in.PodCgroup)
+	s.AllocatedResources, s.Resources = podResources(pod, in.PodCgroup)
 	restarting := ShouldAllContainersRestart(pod, rs, old)
 	conv := converter{in: &in, rs: rs, hasInit: len(pod.Spec.InitContainers) > 0, restarting: restarting}
 	s.InitContainerStatuses = conv.statuses(pod.Spec.InitContainers, old.InitContainerStatuses, true)
