@@ -184,10 +184,15 @@
 //     manager), the sandbox and every container of a pod get its user
 //     namespace in their namespace options, as namespacesForPod does:
 //     mode NODE, or for hostUsers: false mode POD with the pod's own ID
-//     mappings, asked for the pod's runtime handler; a failure (a handler
-//     that does not report the UserNamespaces feature, the ID range used
-//     up, hostNetwork/hostPID/hostIPC with hostUsers: false) fails the
-//     sandbox with FailedCreatePodSandBox and the kubelet's message.
+//     mappings, asked for the pod's runtime handler, every mount of its
+//     containers idmapped with those mappings (CRI Mount uidMappings and
+//     gidMappings, as the kubelet's applyPlatformSpecificContainerConfig);
+//     a failure (a handler that does not report the UserNamespaces
+//     feature, the ID range used up, hostNetwork/hostPID/hostIPC with
+//     hostUsers: false) fails the sandbox with FailedCreatePodSandBox and
+//     the kubelet's message. A static pod with hostUsers: false and a
+//     host namespace is refused at its source (sources.ValidateStatic),
+//     as the API server refuses such a pod.
 //     Without it, a hostUsers: false pod fails with ErrUserNamespaces.
 //     Package userns lists where its allocation differs on purpose (no ID
 //     range reaching 2^32-1; a bad mapping file fails its pod only).
