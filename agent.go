@@ -368,6 +368,7 @@ func (a *Agent) joinCluster() error {
 			return v.GetRuntimeName() + "://" + v.GetRuntimeVersion(), nil
 		}
 	}
+	a.nodeRuntimeHandlers(&nodeOpts) // noderuntimehandlers.go
 	a.node, err = node.New(a.opts.KubeClient, nodeOpts)
 	if err != nil {
 		return fmt.Errorf("nodekit: %w", err)

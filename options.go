@@ -57,7 +57,7 @@ type Options struct {
 	// Node configures the Node registration, status and Lease (status every
 	// 10s, reported at least every 5m, Lease of 40s renewed every 10s).
 	// Its NodeName, MaxPods and Capacity are the agent's (set them here);
-	// Health and RuntimeVersion default to the runtime's. Used with
+	// Health, RuntimeVersion and RuntimeHandlers default to the runtime's. Used with
 	// KubeClient; without it, its Labels and Taints still make the Node
 	// that admission checks pods against, and its InternalIP is the host
 	// IP of the pods.

@@ -354,7 +354,7 @@ func (s *PodSyncer) setStatus(pod *v1.Pod, podStatus *runtime.PodStatus, termina
 	if s.c.Resizes != nil {
 		in.ResizePending = s.c.Resizes.PendingResize(pod.UID)
 	}
-	in.PodCgroup = podCgroupState(s.c.Cgroups, pod)
+	in.PodCgroup = statusPodCgroup(s.c.Cgroups, pod)
 	if prev, ok := s.c.Statuses.GetPodStatus(pod.UID); ok {
 		in.Previous = &prev
 	}

@@ -6,7 +6,7 @@
 #
 #   hack/containerd.sh install                  # Debian packages when missing
 #   hack/containerd.sh images                   # local OCI image tarballs (cached)
-#   hack/containerd.sh build                    # containerd 2.x from the Go proxy (cached)
+#   hack/containerd.sh build                    # containerd 2.x and runc from the Go proxy (cached)
 #   hack/containerd.sh start [--version 1.6|2] [--name NAME] [--subnet CIDR]
 #   hack/containerd.sh kill  [--version 1.6|2] [--name NAME]   # the daemon only; pods keep running
 #   hack/containerd.sh stop  [--version 1.6|2] [--name NAME]   # pods, daemon, shims, mounts, state
@@ -21,10 +21,16 @@
 #   registry.k8s.io/pause:3.10       hack/pause (the sandbox image)
 #   nodekit.test/web:1               busybox httpd -f -p 8080 -h /www
 #
+# The 2.x instance runs containers with its own runc (the shim's
+# BinaryName), built with seccomp from the Go module proxy: Debian's runc
+# 1.1.5 has no idmapped mounts, without which containerd 2.x does not
+# report user namespaces; the 1.6 instance keeps Debian's runc.
+#
 # Environment: NODEKIT_CACHE (default ~/.cache/nodekit) holds the images and
 # the 2.x binaries; NODEKIT_CONTAINERD_STATE (default /tmp/nodekit-containerd)
 # holds one directory per instance; NODEKIT_CONTAINERD2_VERSION (default
-# v2.4.2) is the 2.x version built.
+# v2.4.2) is the 2.x version built; NODEKIT_RUNC_VERSION (default v1.4.4)
+# the runc version built for it.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,6 +38,8 @@ CACHE=${NODEKIT_CACHE:-$HOME/.cache/nodekit}
 BASE=${NODEKIT_CONTAINERD_STATE:-/tmp/nodekit-containerd}
 CD2_VERSION=${NODEKIT_CONTAINERD2_VERSION:-v2.4.2}
 CD2_BIN=$CACHE/containerd-${CD2_VERSION#v}/bin
+RUNC_VERSION=${NODEKIT_RUNC_VERSION:-v1.4.4}
+RUNC_BIN=$CACHE/runc-${RUNC_VERSION#v}/bin
 IMAGES_DIR=$CACHE/images
 # Bump when the image recipes change, to rebuild cached tarballs.
 IMAGES_RECIPE=3
@@ -60,6 +68,10 @@ cmd_install() {
 		missing+=(containernetworking-plugins)
 	[ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx httpd || missing+=(busybox-static)
 	command -v iptables >/dev/null || missing+=(iptables)
+	# Building runc with seccomp (cgo): the compiler, pkg-config, libseccomp.
+	command -v gcc >/dev/null || missing+=(gcc)
+	command -v pkg-config >/dev/null || missing+=(pkg-config)
+	[ -f /usr/include/seccomp.h ] || missing+=(libseccomp-dev)
 	if [ ${#missing[@]} -eq 0 ]; then
 		log "install: everything present ($(elapsed "$t0"))"
 		return
@@ -172,6 +184,11 @@ cmd_images() {
 # ------------------------------------------------------------------ build
 
 cmd_build() {
+	build_containerd
+	build_runc
+}
+
+build_containerd() {
 	local t0; t0=$(now)
 	if [ -x "$CD2_BIN/containerd" ] && [ -x "$CD2_BIN/containerd-shim-runc-v2" ] && [ -x "$CD2_BIN/ctr" ]; then
 		log "build: containerd $CD2_VERSION cached in $CD2_BIN ($(elapsed "$t0"))"
@@ -184,6 +201,35 @@ cmd_build() {
 	(cd / && GOBIN="$CD2_BIN" GOFLAGS="-buildvcs=false -tags=no_btrfs,no_devmapper,no_zfs,no_aufs" \
 		go install "$m/containerd@$CD2_VERSION" "$m/containerd-shim-runc-v2@$CD2_VERSION" "$m/ctr@$CD2_VERSION")
 	log "build: done ($(elapsed "$t0"))"
+}
+
+# build_runc: runc for the 2.x instance, with seccomp (cgo, libseccomp),
+# installed under a lock so that concurrent runs build it once.
+build_runc() {
+	local t0; t0=$(now)
+	if [ -x "$RUNC_BIN/runc" ]; then
+		log "build: runc $RUNC_VERSION cached in $RUNC_BIN ($(elapsed "$t0"))"
+		return
+	fi
+	command -v go >/dev/null || die "build: go is needed to build runc $RUNC_VERSION"
+	pkg-config --exists libseccomp 2>/dev/null || die "build: runc needs libseccomp-dev and pkg-config (hack/containerd.sh install)"
+	mkdir -p "$CACHE"
+	exec 8>"$CACHE/runc-build.lock"
+	flock 8
+	if [ ! -x "$RUNC_BIN/runc" ]; then
+		log "build: runc $RUNC_VERSION (seccomp) from the Go module proxy into $RUNC_BIN"
+		local tmp; tmp=$(mktemp -d "$CACHE/runc-build.XXXXXX")
+		(cd / && GOBIN="$tmp" CGO_ENABLED=1 GOFLAGS="-buildvcs=false" \
+			go install -tags seccomp -trimpath -ldflags "-X main.version=${RUNC_VERSION#v}" \
+			"github.com/opencontainers/runc@$RUNC_VERSION") || { rm -rf "$tmp"; die "build: runc $RUNC_VERSION failed"; }
+		"$tmp/runc" --version | grep -q '^libseccomp: ' || { rm -rf "$tmp"; die "build: runc $RUNC_VERSION has no seccomp"; }
+		mkdir -p "$RUNC_BIN"
+		mv "$tmp/runc" "$RUNC_BIN/runc"
+		rm -rf "$tmp"
+		log "build: done ($(elapsed "$t0"))"
+	fi
+	flock -u 8
+	exec 8>&-
 }
 
 # -------------------------------------------------------------- instances
@@ -219,9 +265,12 @@ parse_instance() {
 	# An instance keeps the version it was started with.
 	if [ -f "$DIR/version" ]; then VERSION=$(cat "$DIR/version"); fi
 	if [ "$VERSION" = 2 ]; then
-		CONTAINERD=$CD2_BIN/containerd CTR=$CD2_BIN/ctr
+		CONTAINERD=$CD2_BIN/containerd CTR=$CD2_BIN/ctr RUNC=$RUNC_BIN/runc
+		# An instance started before its runc was built uses Debian's.
+		[ -x "$RUNC" ] || RUNC=$(command -v runc || echo /usr/sbin/runc)
 	else
 		CONTAINERD=$(command -v containerd || echo /usr/bin/containerd) CTR=$(command -v ctr || echo /usr/bin/ctr)
+		RUNC=$(command -v runc || echo /usr/sbin/runc)
 	fi
 }
 
@@ -366,6 +415,7 @@ imports = []
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
         SystemdCgroup = false
         Root = "$DIR/runc"
+        BinaryName = "$RUNC_BIN/runc"
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["/usr/lib/cni"]
     conf_dir = "$DIR/cni/net.d"
@@ -421,8 +471,9 @@ cmd_start() {
 		die "start: $NAME runs (pid $(cat "$PIDFILE")) but does not answer on $SOCK; run hack/containerd.sh stop --name $NAME"
 	fi
 	[ -x "$CONTAINERD" ] || {
-		[ "$VERSION" = 2 ] && cmd_build || die "start: $CONTAINERD is missing (hack/containerd.sh install)"
+		[ "$VERSION" = 2 ] && build_containerd || die "start: $CONTAINERD is missing (hack/containerd.sh install)"
 	}
+	[ "$VERSION" = 2 ] && build_runc
 	cmd_images
 	mkdir -p "$DIR" "$DIR/runc"
 	echo "$VERSION" >"$DIR/version"
@@ -518,8 +569,8 @@ cmd_stop() {
 		local ns id
 		for ns in "$DIR"/runc/*/; do
 			[ -d "$ns" ] || continue
-			for id in $(runc --root "$ns" list -q 2>/dev/null); do
-				runc --root "$ns" delete --force "$id" >/dev/null 2>&1 || true
+			for id in $("$RUNC" --root "$ns" list -q 2>/dev/null); do
+				"$RUNC" --root "$ns" delete --force "$id" >/dev/null 2>&1 || true
 			done
 		done
 	fi

@@ -19,7 +19,12 @@
 // thresholds hold back (HardEvictionReserved: eviction.HardReservation),
 // floored at zero. status.images are the 50 largest images of
 // Options.Images, with at most 5 names each (digests first), as the
-// kubelet's. MemoryPressure, DiskPressure and PIDPressure are True while
+// kubelet's. status.runtimeHandlers are the handlers of the runtime's CRI
+// Status response (Options.RuntimeHandlers), each with its name and its
+// recursiveReadOnlyMounts and userNamespaces features, as the kubelet's
+// RuntimeHandlers setter reports them; the scheduler places a hostUsers:
+// false pod only on a Node whose handlers support user namespaces.
+// MemoryPressure, DiskPressure and PIDPressure are True while
 // Options.Pressure (the eviction manager) reports them, with the
 // kubelet's reasons.
 //

@@ -105,6 +105,14 @@ type Options struct {
 	// the Node reports it, e.g. "containerd://2.4.2". Called once per status
 	// update; on error the last value stands. Defaults to none (empty).
 	RuntimeVersion func(ctx context.Context) (string, error)
+	// RuntimeHandlers returns the runtime's handlers, the RuntimeHandlers
+	// of its CRI Status response, reported as status.runtimeHandlers (with
+	// their recursiveReadOnlyMounts and userNamespaces features, which the
+	// scheduler and the API server match pods against). Called once per
+	// status update; on error the Node's are kept. Defaults to none:
+	// status.runtimeHandlers is left alone. The Agent sets it to its
+	// runtime's.
+	RuntimeHandlers func(ctx context.Context) ([]*runtimeapi.RuntimeHandler, error)
 	// AgentVersion is reported as the Node's kubelet version. Defaults to
 	// KubernetesVersion(), the Kubernetes version nodekit follows (v1.37.2
 	// for k8s.io/api v0.37.2), a semver as tools expect; nodekit's own

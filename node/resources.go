@@ -103,6 +103,8 @@ type observed struct {
 	pressure       []v1.NodeConditionType
 	// images for status.images; nil leaves the Node's.
 	images []v1.ContainerImage
+	// runtimeHandlers for status.runtimeHandlers; nil leaves the Node's.
+	runtimeHandlers []v1.NodeRuntimeHandler
 }
 
 // The reasons and messages of the pressure conditions when under

@@ -116,7 +116,8 @@ func (f facts) status(old v1.NodeStatus, runtimeVersion string, health error, no
 }
 
 // statusOf is status with everything observed: the pressure conditions
-// set True, status.images replaced when obs has images.
+// set True, status.images and status.runtimeHandlers replaced when obs
+// has them.
 func (f facts) statusOf(old v1.NodeStatus, obs observed, now time.Time) v1.NodeStatus {
 	runtimeVersion, health := obs.runtimeVersion, obs.health
 	s := *old.DeepCopy()
@@ -140,6 +141,9 @@ func (f facts) statusOf(old v1.NodeStatus, obs observed, now time.Time) v1.NodeS
 
 	if obs.images != nil {
 		s.Images = obs.images
+	}
+	if obs.runtimeHandlers != nil {
+		s.RuntimeHandlers = obs.runtimeHandlers
 	}
 	t := metav1.NewTime(now)
 	for _, want := range ownedConditions(health, obs.pressure) {

@@ -141,15 +141,19 @@
 //     (raised before the containers, lowered after), restarting no
 //     container for it (resizePolicy is a container's field, applied to
 //     the containers' own changes). PodResizeInProgress holds until the
-//     pod cgroup, as read, has them; status.allocatedResources and
-//     status.resources give the pod's allocated requests and its
-//     pod-level resources as the cgroup has them. On purpose, as for
-//     containers: the actual values are read from the pod cgroup, not
-//     from a checkpoint of what was written (cpu shares compare as cgroup
-//     v2 weights, the value cgroup v2 keeps). Not yet done: the two status
-//     fields are filled only for pods with pod-level resources (the API
-//     documents status.allocatedResources as the containers' total
-//     requests for the others).
+//     pod cgroup, as read, has them. status.allocatedResources and
+//     status.resources are filled for every pod, with pod-level resources
+//     or not, as the kubelet's convertStatusToAPIStatus and
+//     convertToAPIPodLevelResourcesStatus fill them: the pod's requests
+//     (containers aggregated, pod-level requests in their place, overhead
+//     added); spec.resources with the pod's requests and limits, and for a
+//     pod Running as its source gives it the cpu request, cpu limit and
+//     memory limit its cgroup has (the allocated value where the cgroup's
+//     is only its round trip through a cgroup v2 weight or the smallest
+//     quota; the allocated value where the cgroup has none or is unread).
+//     On purpose, as for containers: the actual values are read from the
+//     pod cgroup, not from a checkpoint of what was written (cpu shares
+//     compare as cgroup v2 weights, the value cgroup v2 keeps).
 //   - Image pull secrets (ManagerOptions.Secrets; package
 //     runtime/credentials has the docker-config rules) are read when an
 //     image is pulled or its access checked, not at every sync: the
@@ -180,10 +184,15 @@
 //     manager), the sandbox and every container of a pod get its user
 //     namespace in their namespace options, as namespacesForPod does:
 //     mode NODE, or for hostUsers: false mode POD with the pod's own ID
-//     mappings, asked for the pod's runtime handler; a failure (a handler
-//     that does not report the UserNamespaces feature, the ID range used
-//     up, hostNetwork/hostPID/hostIPC with hostUsers: false) fails the
-//     sandbox with FailedCreatePodSandBox and the kubelet's message.
+//     mappings, asked for the pod's runtime handler, every mount of its
+//     containers idmapped with those mappings (CRI Mount uidMappings and
+//     gidMappings, as the kubelet's applyPlatformSpecificContainerConfig);
+//     a failure (a handler that does not report the UserNamespaces
+//     feature, the ID range used up, hostNetwork/hostPID/hostIPC with
+//     hostUsers: false) fails the sandbox with FailedCreatePodSandBox and
+//     the kubelet's message. A static pod with hostUsers: false and a
+//     host namespace is refused at its source (sources.ValidateStatic),
+//     as the API server refuses such a pod.
 //     Without it, a hostUsers: false pod fails with ErrUserNamespaces.
 //     Package userns lists where its allocation differs on purpose (no ID
 //     range reaching 2^32-1; a bad mapping file fails its pod only).

@@ -49,7 +49,8 @@ func (m *Manager) userNamespace(ctx context.Context, pod *v1.Pod, runtimeHandler
 }
 
 // setUserNamespace puts the pod's user namespace into the namespace
-// options of its sandbox config and, when given, of a container's.
+// options of its sandbox config and, when given, of a container's, whose
+// mounts get its ID mappings.
 func (m *Manager) setUserNamespace(ctx context.Context, pod *v1.Pod, sandbox *runtimeapi.PodSandboxConfig, ctr *runtimeapi.ContainerConfig) error {
 	handler, err := m.podRuntimeHandler(pod)
 	if err != nil {
@@ -64,6 +65,15 @@ func (m *Manager) setUserNamespace(ctx context.Context, pod *v1.Pod, sandbox *ru
 	}
 	if o := ctr.GetLinux().GetSecurityContext().GetNamespaceOptions(); o != nil {
 		o.UsernsOptions = ns
+		// Every mount of a container in a user namespace is idmapped
+		// with the pod's mappings (mode NODE has none), as the kubelet's
+		// applyPlatformSpecificContainerConfig: files owned by an ID on
+		// the host show as that ID in the container.
+		if ns != nil {
+			for _, mt := range ctr.GetMounts() {
+				mt.UidMappings, mt.GidMappings = ns.GetUids(), ns.GetGids()
+			}
+		}
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -45,7 +47,7 @@ func TestUserNamespaceOptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			rec := record.NewFakeRecorder(10)
-			f := newFakes(t, ManagerOptions{UserNamespaces: um, Recorder: rec})
+			f := newFakes(t, ManagerOptions{UserNamespaces: um, Recorder: rec, RootDir: t.TempDir()})
 			pod := testPod("userns", "a", "b")
 			pod.Spec.HostUsers = tc.hostUsers
 			res := f.sync(t, pod)
@@ -71,6 +73,20 @@ func TestUserNamespaceOptions(t *testing.T) {
 			for i, ns := range got {
 				if ns.GetMode() != tc.mode {
 					t.Errorf("config %d: mode %v, want %v", i, ns.GetMode(), tc.mode)
+				}
+			}
+			// The containers' mounts are idmapped with the pod's mappings
+			// (none in mode NODE), as the kubelet's.
+			for _, c := range []string{"a", "b"} {
+				mounts := f.rec.lastContainerConfig(c).GetMounts()
+				if len(mounts) == 0 {
+					t.Fatalf("container %s: no mounts", c)
+				}
+				ns := f.rec.lastContainerConfig(c).GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()
+				for _, mt := range mounts {
+					if !cmp.Equal(ns.GetUids(), mt.GetUidMappings(), protocmp.Transform()) || !cmp.Equal(ns.GetGids(), mt.GetGidMappings(), protocmp.Transform()) {
+						t.Errorf("container %s: mount %s mappings %v %v, want the pod's %v %v", c, mt.GetContainerPath(), mt.GetUidMappings(), mt.GetGidMappings(), ns.GetUids(), ns.GetGids())
+					}
 				}
 			}
 			if tc.mode != runtimeapi.NamespaceMode_POD {

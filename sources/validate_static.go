@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/nodekit/nodekit/podmodel"
+	"github.com/nodekit/nodekit/userns"
 )
 
 // The API server's limits on a pod's DNS configuration.
@@ -35,8 +36,10 @@ const (
 // ports (numbers, names, protocols, hostNetwork's hostPort rule),
 // environment variable names, volume mounts (a known volume, a unique
 // mount path, a relative subPath without ".."), resources (non-negative,
-// requests within limits) and probes (one handler; liveness and startup
-// successThreshold 1).
+// requests within limits), probes (one handler; liveness and startup
+// successThreshold 1), and hostUsers: false with hostNetwork, hostPID or
+// hostIPC (userns.ValidatePod, the API server's rule; the error matches
+// userns.ErrHostNamespaces).
 //
 // It is never stricter than the API server: a pod the API server accepts
 // passes (environment variable names follow the relaxed rule, any
@@ -124,8 +127,16 @@ func ValidateStatic(pod *v1.Pod) error {
 	for i := range spec.Containers {
 		errs = append(errs, validateContainer(&spec.Containers[i], cp.Index(i), volumes, spec.HostNetwork)...)
 	}
-	if len(errs) > 0 {
+	// hostUsers: false with a host namespace, as the API server (and
+	// package userns, which fails such a pod's sandbox) refuses it.
+	usernsErr := userns.ValidatePod(pod)
+	switch {
+	case len(errs) > 0 && usernsErr != nil:
+		return fmt.Errorf("sources: invalid pod %q: %w, %w", pod.Namespace+"/"+pod.Name, errs.ToAggregate(), usernsErr)
+	case len(errs) > 0:
 		return fmt.Errorf("sources: invalid pod %q: %w", pod.Namespace+"/"+pod.Name, errs.ToAggregate())
+	case usernsErr != nil:
+		return fmt.Errorf("sources: invalid pod %q: %w", pod.Namespace+"/"+pod.Name, usernsErr)
 	}
 	// What a static pod may not use, with no API server to resolve it.
 	if err := podmodel.StaticPodForbiddenReference(pod); err != nil {

@@ -1,11 +1,14 @@
 package sources
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekit/nodekit/userns"
 )
 
 func TestValidateStatic(t *testing.T) {
@@ -116,6 +119,27 @@ func TestValidateStatic(t *testing.T) {
 			c.ReadinessProbe = probe(func(p *v1.Probe) { p.PeriodSeconds = -1 })
 		}, wantErr: []string{"spec.containers[0].livenessProbe.successThreshold: Invalid value", "spec.containers[0].startupProbe: Invalid value",
 			"must specify exactly one handler type", "spec.containers[0].readinessProbe.periodSeconds: Invalid value"}},
+		{name: "hostUsers false with host namespaces", mut: func(p *v1.Pod) {
+			f := false
+			p.Spec.HostUsers = &f
+			p.Spec.HostNetwork, p.Spec.HostPID, p.Spec.HostIPC = true, true, true
+		}, wantErr: []string{"spec.hostNetwork: Forbidden: when `pod.Spec.HostUsers` is false",
+			"spec.HostPID: Forbidden: when `pod.Spec.HostUsers` is false", "spec.HostIPC: Forbidden: when `pod.Spec.HostUsers` is false"}},
+		{name: "hostUsers false with hostPID, and another error", mut: func(p *v1.Pod) {
+			f := false
+			p.Spec.HostUsers = &f
+			p.Spec.HostPID = true
+			p.Spec.Hostname = "a.b"
+		}, wantErr: []string{"spec.hostname: Invalid value", "spec.HostPID: Forbidden"}},
+		{name: "hostUsers false alone", mut: func(p *v1.Pod) {
+			f := false
+			p.Spec.HostUsers = &f
+		}},
+		{name: "hostUsers true with host namespaces", mut: func(p *v1.Pod) {
+			tr := true
+			p.Spec.HostUsers = &tr
+			p.Spec.HostNetwork, p.Spec.HostPID, p.Spec.HostIPC = true, true, true
+		}},
 		{name: "init containers are checked too", mut: func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "x", Env: []v1.EnvVar{{Name: "A=B"}}}}
 		}, wantErr: []string{"spec.initContainers[0].env[0].name: Invalid value"}},
@@ -140,5 +164,18 @@ func TestValidateStatic(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestValidateStaticUserNamespacesClass: the refusal of hostUsers: false
+// with a host namespace is userns.ErrHostNamespaces, as the sandbox
+// failure the pod would otherwise get.
+func TestValidateStaticUserNamespacesClass(t *testing.T) {
+	pod := testPod("a")
+	f := false
+	pod.Spec.HostUsers = &f
+	pod.Spec.HostIPC = true
+	if err := ValidateStatic(pod); !errors.Is(err, userns.ErrHostNamespaces) {
+		t.Errorf("ValidateStatic() = %v, want userns.ErrHostNamespaces", err)
 	}
 }

@@ -63,11 +63,14 @@
 // running app container's or sidecar's reported resources differ from its
 // allocation, or, for a pod with pod-level resources
 // (InPlacePodLevelResourcesVerticalScaling), while its cgroup as read
-// (Input.PodCgroup) differs from them; such a pod reports its allocated
-// requests as status.allocatedResources and its pod-level resources, cpu
-// and memory as its cgroup has them, as status.resources. The condition
-// comes
-// with reason Error and the runtime's message when the last attempt failed
+// (Input.PodCgroup) differs from them. Every pod, with pod-level
+// resources or not, reports its requests (containers aggregated,
+// pod-level requests in their place, overhead added) as
+// status.allocatedResources and, as status.resources, spec.resources
+// with its requests and limits, the cpu request, cpu limit and memory
+// limit of a Running pod as its cgroup has them (the allocated value
+// where the cgroup's only rounds it), as the kubelet's
+// convertToAPIPodLevelResourcesStatus. The condition comes with reason Error and the runtime's message when the last attempt failed
 // (ResizeErrors, found on Input.Waiting); PodResizePending is
 // Input.ResizePending (Infeasible or Deferred, podmodel.DecideResize). The
 // Manager clears both in the API server by leaving them out, as the

@@ -80,9 +80,10 @@ type Input struct {
 	// (podmodel.DecideResize). Pod then holds the allocated resources.
 	ResizePending *v1.PodCondition
 	// PodCgroup is the pod cgroup's cpu and memory as read and as the
-	// allocated resources give them, for a pod with pod-level resources;
-	// nil when unknown. From it come PodResizeInProgress for a resize of
-	// the pod-level resources and the pod's status.resources.
+	// allocated resources give them, for a pod with pod-level resources
+	// or Running (pod.Status.Phase); nil when unknown. From it come
+	// PodResizeInProgress for a resize of the pod-level resources and
+	// the pod's status.resources.
 	PodCgroup *PodCgroupState
 }
 
@@ -128,7 +129,7 @@ func Generate(in Input) v1.PodStatus {
 		s.HostIP = s.HostIPs[0].IP
 	}
 	s.QOSClass = podmodel.QOSClass(pod)
-	s.AllocatedResources, s.Resources = podLevelResources(pod, in.PodCgroup)
+	s.AllocatedResources, s.Resources = podResources(pod, in.PodCgroup)
 	restarting := ShouldAllContainersRestart(pod, rs, old)
 	conv := converter{in: &in, rs: rs, hasInit: len(pod.Spec.InitContainers) > 0, restarting: restarting}
 	s.InitContainerStatuses = conv.statuses(pod.Spec.InitContainers, old.InitContainerStatuses, true)

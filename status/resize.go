@@ -17,6 +17,9 @@ const (
 	minMilliCPULimit   = 10
 )
 
+// minShares is the smallest cpu.shares value (the kubelet's MinShares).
+const minShares = 2
+
 // allocatedResources is a container's status.allocatedResources: the
 // requests allocated to it (its spec in Input.Pod), nil when it has none.
 func allocatedResources(c *v1.Container) v1.ResourceList {
@@ -144,43 +147,105 @@ func PodResizeInProgress(pod *v1.Pod, rs *runtime.PodStatus, pc *PodCgroupState)
 		runtime.PodCgroupResized(pc.Current, pc.Desired)
 }
 
-// podLevelResources are the pod's status.allocatedResources and
-// status.resources, as the kubelet fills them for a pod with pod-level
-// resources (InPlacePodLevelResourcesVerticalScaling): the requests
-// allocated to the pod (its pod-level requests, podmodel.Requests); and
-// the pod-level resources allocated, their cpu and memory limits and cpu
-// request as the pod cgroup has them (pc, when read; the allocated values
-// where the cgroup's differ from them only below the kernel's
-// granularity: cgroup v2 weights, the smallest quota). Nil for a pod
-// without pod-level resources.
-func podLevelResources(pod *v1.Pod, pc *PodCgroupState) (v1.ResourceList, *v1.ResourceRequirements) {
-	if !podmodel.HasPodLevelResources(pod) {
-		return nil, nil
-	}
+// podResources are the pod's status.allocatedResources and
+// status.resources, as the kubelet's convertStatusToAPIStatus fills them
+// for every pod, with or without pod-level resources
+// (InPlacePodLevelResourcesVerticalScaling, on since 1.36):
+//
+//   - allocatedResources: the pod's requests (podmodel.Requests: the
+//     containers' aggregated, pod-level requests in their place, the
+//     overhead added);
+//   - resources: spec.resources with the pod's requests and limits
+//     (podmodel.Requests, podmodel.Limits: the kubelet's
+//     getEffectiveAllocatedResources), and, for a pod Running as its
+//     source gives it (pod.Status.Phase, the kubelet's allocatedPod), the
+//     cpu request (shares), cpu limit (CFS quota) and memory limit as its
+//     cgroup has them (pc, when read): the cgroup's cpu request or limit
+//     only when it or the allocated one is above the smallest effective
+//     value (2m, 10m), the allocated value where the cgroup's is the one
+//     it gives (the kubelet's "lossy v2 roundtrip" rule: a 50m request
+//     reads back from a cgroup v2 weight as 28m). A value the cgroup lacks
+//     (no quota, no memory limit, cgroup unread) is the allocated one.
+func podResources(pod *v1.Pod, pc *PodCgroupState) (v1.ResourceList, *v1.ResourceRequirements) {
 	alloc := podmodel.Requests(pod)
 	res := pod.Spec.Resources.DeepCopy()
-	if pc == nil {
+	if res == nil {
+		res = &v1.ResourceRequirements{}
+	}
+	res.Requests = alloc.DeepCopy()
+	res.Limits = podmodel.Limits(pod)
+	if pod.Status.Phase != v1.PodRunning || pc == nil {
 		return alloc, res
 	}
 	cur, want := pc.Current, pc.Desired
-	if q, ok := res.Limits[v1.ResourceMemory]; ok && cur.Memory != nil && *cur.Memory >= 0 && q.Value() != *cur.Memory {
-		res.Limits[v1.ResourceMemory] = *resource.NewQuantity(*cur.Memory, resource.BinarySI)
+	if q := cgroupCPURequest(cur, want, res.Requests); q != nil &&
+		(q.MilliValue() > minMilliCPURequest || res.Requests.Cpu().MilliValue() > minMilliCPURequest) {
+		res.Requests[v1.ResourceCPU] = *q
 	}
-	if _, ok := res.Limits[v1.ResourceCPU]; ok && cur.CPUQuota != nil && *cur.CPUQuota > 0 &&
-		runtime.PodCgroupResized(runtime.PodCgroupConfig{CPUQuota: cur.CPUQuota, CPUPeriod: cur.CPUPeriod}, runtime.PodCgroupConfig{CPUQuota: want.CPUQuota, CPUPeriod: want.CPUPeriod}) {
-		period := int64(100000)
-		if cur.CPUPeriod != nil && *cur.CPUPeriod > 0 {
-			period = int64(*cur.CPUPeriod)
-		}
-		res.Limits[v1.ResourceCPU] = *resource.NewMilliQuantity(*cur.CPUQuota*1000/period, resource.DecimalSI)
+	if q := cgroupCPULimit(cur, want, res.Limits); q != nil &&
+		(q.MilliValue() > minMilliCPULimit || res.Limits.Cpu().MilliValue() > minMilliCPULimit) {
+		res.Limits[v1.ResourceCPU] = *q
 	}
-	if _, ok := res.Requests[v1.ResourceCPU]; ok && cur.CPUShares != nil &&
-		runtime.PodCgroupResized(runtime.PodCgroupConfig{CPUShares: cur.CPUShares}, runtime.PodCgroupConfig{CPUShares: want.CPUShares}) {
-		m := int64(math.Ceil(float64(*cur.CPUShares*1000) / 1024))
-		res.Requests[v1.ResourceCPU] = *resource.NewMilliQuantity(m, resource.DecimalSI)
+	if q := cgroupMemoryLimit(cur, want, res.Limits); q != nil {
+		res.Limits[v1.ResourceMemory] = *q
 	}
 	return alloc, res
 }
+
+// cgroupCPURequest is the cpu request the pod cgroup's shares give (the
+// kubelet's CPURequestsFromConfig: millicores, rounded up, of shares of at
+// least 2), or the allocated one (alloc) when the shares are those it
+// gives as cgroup v2 weights; nil when the cgroup has none.
+func cgroupCPURequest(cur, want runtime.PodCgroupConfig, alloc v1.ResourceList) *resource.Quantity {
+	if cur.CPUShares == nil || *cur.CPUShares < minShares {
+		return nil
+	}
+	if a, ok := alloc[v1.ResourceCPU]; ok && want.CPUShares != nil &&
+		!runtime.PodCgroupResized(runtime.PodCgroupConfig{CPUShares: cur.CPUShares}, runtime.PodCgroupConfig{CPUShares: want.CPUShares}) {
+		return ptr(a.DeepCopy())
+	}
+	m := int64(math.Ceil(float64(*cur.CPUShares*1000) / 1024))
+	return resource.NewMilliQuantity(m, resource.DecimalSI)
+}
+
+// cgroupCPULimit is the cpu limit the pod cgroup's CFS quota gives (the
+// kubelet's CPULimitsFromConfig: quota × 1000 / period, 100ms when
+// unknown), or the allocated one (limits) when the quota is the one it
+// gives; nil without a quota or below one millicore.
+func cgroupCPULimit(cur, want runtime.PodCgroupConfig, limits v1.ResourceList) *resource.Quantity {
+	if cur.CPUQuota == nil || *cur.CPUQuota <= 0 {
+		return nil
+	}
+	period := int64(100000)
+	if cur.CPUPeriod != nil && *cur.CPUPeriod > 0 {
+		period = int64(*cur.CPUPeriod)
+	}
+	m := *cur.CPUQuota * 1000 / period
+	if m <= 0 {
+		return nil
+	}
+	if a, ok := limits[v1.ResourceCPU]; ok && want.CPUQuota != nil &&
+		!runtime.PodCgroupResized(runtime.PodCgroupConfig{CPUQuota: cur.CPUQuota, CPUPeriod: cur.CPUPeriod}, runtime.PodCgroupConfig{CPUQuota: want.CPUQuota, CPUPeriod: want.CPUPeriod}) {
+		return ptr(a.DeepCopy())
+	}
+	return resource.NewMilliQuantity(m, resource.DecimalSI)
+}
+
+// cgroupMemoryLimit is the pod cgroup's memory limit (the kubelet's
+// MemoryLimitsFromConfig), or the allocated one (limits) when it is the
+// one they give; nil without a limit.
+func cgroupMemoryLimit(cur, want runtime.PodCgroupConfig, limits v1.ResourceList) *resource.Quantity {
+	if cur.Memory == nil || *cur.Memory <= 0 {
+		return nil
+	}
+	if a, ok := limits[v1.ResourceMemory]; ok && want.Memory != nil &&
+		!runtime.PodCgroupResized(runtime.PodCgroupConfig{Memory: cur.Memory}, runtime.PodCgroupConfig{Memory: want.Memory}) {
+		return ptr(a.DeepCopy())
+	}
+	return resource.NewQuantity(*cur.Memory, resource.BinarySI)
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // ResizeInProgress reports whether a running app container or
 // restartable init container (sidecar) of the current sandbox has

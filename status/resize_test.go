@@ -140,17 +140,19 @@ func TestResizeInProgressSidecar(t *testing.T) {
 	}
 }
 
-// TestGeneratePodLevelResize: a pod with pod-level resources reports
-// them as status.allocatedResources (its requests) and status.resources
-// (cpu and memory as its cgroup has them), with PodResizeInProgress while
-// its cgroup lags the allocation; a pod without pod-level resources
-// reports neither.
+// TestGeneratePodLevelResize: a Running pod with pod-level resources
+// reports them as status.allocatedResources (its requests) and
+// status.resources (cpu and memory as its cgroup has them), with
+// PodResizeInProgress while its cgroup lags the allocation; a pod without
+// pod-level resources reports its aggregated ones, and no resize in
+// progress for its cgroup.
 func TestGeneratePodLevelResize(t *testing.T) {
 	q := resource.MustParse
 	i64 := func(v int64) *int64 { return &v }
 	u64 := func(v uint64) *uint64 { return &v }
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid", Generation: 2},
+		Status:     v1.PodStatus{Phase: v1.PodRunning},
 		Spec: v1.PodSpec{
 			Containers: []v1.Container{{Name: "app"}},
 			Resources: &v1.ResourceRequirements{
@@ -207,11 +209,144 @@ func TestGeneratePodLevelResize(t *testing.T) {
 
 	plain := pod.DeepCopy()
 	plain.Spec.Resources = nil
-	s := Generate(Input{Pod: plain, Runtime: rs, RuntimeName: "cri", PodCgroup: &PodCgroupState{Current: lagging, Desired: desired}})
-	if s.AllocatedResources != nil || s.Resources != nil || inProgress(s) {
-		t.Errorf("pod without pod-level resources: allocatedResources %v, resources %v, in progress %v", s.AllocatedResources, s.Resources, inProgress(s))
+	plain.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: q("500m")}}
+	s := Generate(Input{Pod: plain, Runtime: rs, RuntimeName: "cri", PodCgroup: &PodCgroupState{Current: matching, Desired: desired}})
+	wantAlloc := v1.ResourceList{v1.ResourceCPU: q("500m")}
+	if d := cmp.Diff(wantAlloc, s.AllocatedResources, cmpQuantity); d != "" {
+		t.Errorf("pod without pod-level resources: allocatedResources (-want +got):\n%s", d)
+	}
+	wantRes := &v1.ResourceRequirements{Requests: wantAlloc, Limits: v1.ResourceList{v1.ResourceCPU: q("1"), v1.ResourceMemory: q("256Mi")}}
+	if d := cmp.Diff(wantRes, s.Resources, cmpQuantity); d != "" {
+		t.Errorf("pod without pod-level resources: resources (-want +got):\n%s", d)
+	}
+	if inProgress(s) {
+		t.Error("pod without pod-level resources: PodResizeInProgress for its cgroup")
 	}
 }
 
 // cmpQuantity compares quantities by value.
 var cmpQuantity = cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
+
+// TestPodResources: status.allocatedResources and status.resources for
+// every pod, the kubelet's convertStatusToAPIStatus and
+// convertToAPIPodLevelResourcesStatus rules; the cases of the kubelet's
+// TestConvertToAPIPodLevelResourcesStatus (lossy v2 round trip, actuated
+// request, Windows-like unread cgroup) and
+// TestConvertToAPIPodLevelResourcesStatus_ResourceKeysPresent among them.
+func TestPodResources(t *testing.T) {
+	q := resource.MustParse
+	i64 := func(v int64) *int64 { return &v }
+	u64 := func(v uint64) *uint64 { return &v }
+	rl := func(kv ...string) v1.ResourceList {
+		out := v1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			out[v1.ResourceName(kv[i])] = q(kv[i+1])
+		}
+		return out
+	}
+	container := func(req, lim v1.ResourceList) v1.Container {
+		return v1.Container{Name: "c1", Resources: v1.ResourceRequirements{Requests: req, Limits: lim}}
+	}
+	pod := func(phase v1.PodPhase, podLevel *v1.ResourceRequirements, cs ...v1.Container) *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{Containers: cs, Resources: podLevel}, Status: v1.PodStatus{Phase: phase}}
+	}
+	cpuOnly := func(shares uint64) runtime.PodCgroupConfig { return runtime.PodCgroupConfig{CPUShares: u64(shares)} }
+	podLevel := &v1.ResourceRequirements{
+		Requests: rl("cpu", "50m", "memory", "50Mi"),
+		Limits:   rl("cpu", "100m", "memory", "100Mi"),
+	}
+	burstable := container(rl("cpu", "20m", "memory", "100Mi"), rl("cpu", "20m", "memory", "100Mi"))
+	tests := []struct {
+		name      string
+		pod       *v1.Pod
+		pc        *PodCgroupState
+		wantAlloc v1.ResourceList
+		wantRes   *v1.ResourceRequirements
+	}{{
+		name: "pod-level, lossy cgroup v2 round trip keeps the allocated request",
+		pod:  pod(v1.PodRunning, podLevel, v1.Container{Name: "pause"}),
+		// 50m is 51 shares, weight 2, read back as 29 shares (28m).
+		pc:        &PodCgroupState{Current: cpuOnly(29), Desired: cpuOnly(51)},
+		wantAlloc: rl("cpu", "50m", "memory", "50Mi"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "50m", "memory", "50Mi"), Limits: rl("cpu", "100m", "memory", "100Mi")},
+	}, {
+		name:      "pod-level, actuated request other than allocated",
+		pod:       pod(v1.PodRunning, podLevel, v1.Container{Name: "pause"}),
+		pc:        &PodCgroupState{Current: cpuOnly(102), Desired: cpuOnly(51)},
+		wantAlloc: rl("cpu", "50m", "memory", "50Mi"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "100m", "memory", "50Mi"), Limits: rl("cpu", "100m", "memory", "100Mi")},
+	}, {
+		name:      "pod not running: the allocated resources, cgroup not consulted",
+		pod:       pod(v1.PodPending, podLevel, v1.Container{Name: "pause"}),
+		pc:        &PodCgroupState{Current: runtime.PodCgroupConfig{CPUShares: u64(1024), CPUQuota: i64(99900), CPUPeriod: u64(100000), Memory: i64(999 << 20)}},
+		wantAlloc: rl("cpu", "50m", "memory", "50Mi"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "50m", "memory", "50Mi"), Limits: rl("cpu", "100m", "memory", "100Mi")},
+	}, {
+		name:      "no pod-level resources, cgroup unread: keys of the aggregated resources",
+		pod:       pod(v1.PodRunning, nil, burstable),
+		wantAlloc: rl("cpu", "20m", "memory", "100Mi"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "20m", "memory", "100Mi"), Limits: rl("cpu", "20m", "memory", "100Mi")},
+	}, {
+		name: "pod-level resources over the containers', cgroup unread",
+		pod: pod(v1.PodRunning, &v1.ResourceRequirements{Requests: rl("cpu", "300m", "memory", "300Mi"), Limits: rl("cpu", "500m", "memory", "500Mi")},
+			container(rl("cpu", "50m", "memory", "50Mi"), rl("cpu", "50m", "memory", "50Mi"))),
+		wantAlloc: rl("cpu", "300m", "memory", "300Mi"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "300m", "memory", "300Mi"), Limits: rl("cpu", "500m", "memory", "500Mi")},
+	}, {
+		name: "no pod-level resources, cgroup lags a resize: cpu and memory as the cgroup has them",
+		pod:  pod(v1.PodRunning, nil, container(rl("cpu", "200m", "memory", "200Mi"), rl("cpu", "400m", "memory", "400Mi"))),
+		pc: &PodCgroupState{
+			Current: runtime.PodCgroupConfig{CPUShares: u64(102), CPUQuota: i64(20000), CPUPeriod: u64(100000), Memory: i64(100 << 20)},
+			Desired: runtime.PodCgroupConfig{CPUShares: u64(204), CPUQuota: i64(40000), CPUPeriod: u64(100000), Memory: i64(400 << 20)},
+		},
+		wantAlloc: rl("cpu", "200m", "memory", "200Mi"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "100m", "memory", "200Mi"), Limits: rl("cpu", "200m", "memory", "100Mi")},
+	}, {
+		name: "best effort: minimum shares, no quota, no memory limit",
+		pod:  pod(v1.PodRunning, nil, v1.Container{Name: "c1"}),
+		pc: &PodCgroupState{
+			Current: runtime.PodCgroupConfig{CPUShares: u64(2), CPUQuota: i64(-1), CPUPeriod: u64(100000), Memory: i64(-1)},
+			Desired: runtime.PodCgroupConfig{CPUShares: u64(2), CPUQuota: i64(-1), CPUPeriod: u64(100000), Memory: i64(-1)},
+		},
+		wantAlloc: v1.ResourceList{},
+		wantRes:   &v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}},
+	}, {
+		name: "cpu limit at the smallest quota: the allocated limit",
+		pod:  pod(v1.PodRunning, nil, container(rl("cpu", "5m"), rl("cpu", "5m"))),
+		pc: &PodCgroupState{
+			Current: runtime.PodCgroupConfig{CPUQuota: i64(1000), CPUPeriod: u64(100000)},
+			Desired: runtime.PodCgroupConfig{CPUQuota: i64(1000), CPUPeriod: u64(100000)},
+		},
+		wantAlloc: rl("cpu", "5m"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "5m"), Limits: rl("cpu", "5m")},
+	}, {
+		name: "overhead counted in requests and in the limits set",
+		pod: func() *v1.Pod {
+			p := pod(v1.PodRunning, nil, container(rl("cpu", "100m", "memory", "64Mi"), rl("memory", "64Mi")))
+			p.Spec.Overhead = rl("cpu", "10m", "memory", "16Mi")
+			return p
+		}(),
+		wantAlloc: rl("cpu", "110m", "memory", "80Mi"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "110m", "memory", "80Mi"), Limits: rl("memory", "80Mi")},
+	}, {
+		name: "other pod-level fields kept",
+		pod: func() *v1.Pod {
+			p := pod(v1.PodRunning, &v1.ResourceRequirements{Requests: rl("cpu", "1")}, v1.Container{Name: "c1"})
+			p.Spec.Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
+			return p
+		}(),
+		wantAlloc: rl("cpu", "1"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "1"), Limits: v1.ResourceList{}, Claims: []v1.ResourceClaim{{Name: "gpu"}}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			alloc, res := podResources(tt.pod, tt.pc)
+			if d := cmp.Diff(tt.wantAlloc, alloc, cmpQuantity); d != "" {
+				t.Errorf("allocatedResources (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tt.wantRes, res, cmpQuantity); d != "" {
+				t.Errorf("resources (-want +got):\n%s", d)
+			}
+		})
+	}
+}

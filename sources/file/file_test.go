@@ -315,6 +315,9 @@ func TestBadManifests(t *testing.T) {
 		{name: "no containers", file: "empty.yaml", content: "kind: Pod\nmetadata:\n  name: x\n", wantErr: "spec.containers: Required value"},
 		{name: "other kind", file: "svc.yaml", content: "kind: Service\napiVersion: v1\n", wantErr: `kind \"Service\" is not Pod`},
 		{name: "empty file", file: "nothing.yaml", content: "", wantErr: "no object"},
+		{name: "hostUsers false with hostNetwork", file: "userns.yaml",
+			content: "kind: Pod\nmetadata:\n  name: x\nspec:\n  hostUsers: false\n  hostNetwork: true\n  containers: [{name: c, image: 'nginx:1'}]\n",
+			wantErr: "spec.hostNetwork: Forbidden: when `pod.Spec.HostUsers` is false"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

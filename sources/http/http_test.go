@@ -297,6 +297,13 @@ func TestBodies(t *testing.T) {
 			wantLog: []string{`"msg"="dropping invalid pod from the list"`, `"pod"="bad"`, "spec.containers: Required value"},
 		},
 		{
+			name: "a hostUsers: false pod with hostPID is dropped alone",
+			body: podListJSON(podJSON("a", "nginx:1"),
+				`{"metadata":{"name":"userns"},"spec":{"hostUsers":false,"hostPID":true,"containers":[{"name":"c","image":"x:1"}]}}`),
+			want:    []string{"a-node-1 nginx:1"},
+			wantLog: []string{`"msg"="dropping invalid pod from the list"`, `"pod"="userns"`, "spec.HostPID: Forbidden: when `pod.Spec.HostUsers` is false"},
+		},
+		{
 			name: "empty list",
 			body: podListJSON(),
 			want: []string{},

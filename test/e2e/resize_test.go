@@ -198,6 +198,14 @@ func TestInPlaceResize(t *testing.T) {
 		}
 	}
 	checkCgroups(64<<20, 20000)
+	// A pod without pod-level resources reports its aggregated resources
+	// as status.allocatedResources and status.resources, as the kubelet;
+	// the Node reports the runtime's handlers (userns_test.go).
+	eventuallyNil(t, 30*time.Second, "the grow pod's status.allocatedResources and status.resources", func() error {
+		_, err := c.podLevelResized("grow", initial)
+		return err
+	})
+	eventuallyNil(t, 30*time.Second, "the Node's status.runtimeHandlers", func() error { return c.runtimeHandlersReported(t) })
 
 	steps := []struct {
 		name string
