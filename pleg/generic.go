@@ -16,7 +16,9 @@ import (
 )
 
 // Lister lists the runtime's sandboxes and containers: the two CRI calls
-// Generic makes. runtime.RuntimeService satisfies it.
+// Generic makes. runtime.RuntimeService satisfies it. A Lister that is
+// also a runtime.WireLister is listed through that instead, its answers
+// read in wire form.
 type Lister interface {
 	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)

@@ -88,9 +88,9 @@ func newTracker() tracker {
 // valid until finish. A pod no longer known that is owed a PodSync gets
 // it through send here; diff returns how many of those send refused.
 //
-// diff is begin, listed for every sandbox and container, then end; a
-// relist that reads the list answers in wire form (Generic.relistWire)
-// makes those calls itself.
+// diff is begin, observe (after newRecord for what is new) for every
+// sandbox and container, then end; a relist that reads the list answers
+// in wire form (Generic.relistWire) makes those calls through foldWire.
 func (t *tracker) diff(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, send sendFunc) (inspect []*podRecord, dropped int) {
 	t.begin()
 	for _, s := range sandboxes {
@@ -121,8 +121,8 @@ func (t *tracker) diff(sandboxes []*runtimeapi.PodSandbox, containers []*runtime
 	return t.end(send)
 }
 
-// begin starts folding a listing in: listed (or observe) follows for
-// every sandbox and container, then end.
+// begin starts folding a listing in: observe follows for every sandbox
+// and container, then end (or abort).
 func (t *tracker) begin() {
 	t.gen++
 	t.dirty = t.dirty[:0]
