@@ -146,11 +146,13 @@ const clockTicks = 100
 //     changes, after 3 s of settling (NODEKIT_BENCH_SETTLE changes it), as
 //     a percentage of one core;
 //   - relist-floor-%: the CPU this process spends listing every sandbox and
-//     container over the socket once a second (the floor of any relisting
-//     PLEG), measured after the agent stopped, in the same run;
+//     container over the socket once a second with the standard client
+//     calls (the floor of a relisting PLEG that decodes its lists),
+//     measured after the agent stopped, in the same run;
 //   - wire-list-floor-%: the same lists once a second, the answers kept
 //     in their protobuf encoding (runtime.WireLister), as the relisting
-//     PLEG lists: the floor of its relists;
+//     PLEG lists: the floor of its relists; list-KiB is the size of the
+//     two answers;
 //   - pleg-relist-%: the CPU of a relisting PLEG's relists once a second
 //     on the same runtime, finding nothing changed, measured after the
 //     agent stopped, and pleg-relist/relist-floor, its ratio to
@@ -158,8 +160,10 @@ const clockTicks = 100
 //   - unary-floor-us: the CPU of one CRI Version call, the floor of one
 //     round trip;
 //   - idle/relist-floor: idle-cpu-% over relist-floor-% (at least 1 for a
-//     relisting PLEG; what the agent spends above its relists), and
-//     pod-cpu/unary-floor: cpu-ms/pod in CRI round trips.
+//     relisting PLEG that decodes its lists; what the agent spends above
+//     its relists), idle/wire-list-floor the same over wire-list-floor-%
+//     (at least 1 for the relisting PLEG, which reads its lists in wire
+//     form), and pod-cpu/unary-floor: cpu-ms/pod in CRI round trips.
 //
 // The benchmark process also runs the test framework, and reads its
 // memory right after a collection, before the Go runtime returned the
@@ -176,6 +180,7 @@ func BenchmarkCRI(b *testing.B) {
 func benchmarkCRI(b *testing.B, n int, generic bool) {
 	pods := benchPods(n)
 	var cpu, srvCPU, idleCPU, relistCPU, wireCPU, plegCPU, unaryCPU time.Duration
+	var listBytes int
 	var heapGrowth int64
 	const idle = 10 * time.Second
 	const relists = 10
@@ -272,6 +277,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 			if len(sb) == 0 || len(cs) == 0 {
 				b.Fatal("the wire lists answered nothing")
 			}
+			listBytes = len(sb) + len(cs)
 		}
 		wireCPU += rusage() - w0
 		// A relist of the PLEG, on the same runtime, finding nothing
@@ -299,6 +305,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 	b.ReportMetric(relistPct, "relist-floor-%")
 	wirePct := 100 * float64(wireCPU) / float64(relists*time.Second) / runs
 	b.ReportMetric(wirePct, "wire-list-floor-%")
+	b.ReportMetric(float64(listBytes)/1024, "list-KiB")
 	plegPct := 100 * float64(plegCPU) / float64(relists*time.Second) / runs
 	b.ReportMetric(plegPct, "pleg-relist-%")
 	if relistPct > 0 {
@@ -307,9 +314,13 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 	unaryUs := float64(unaryCPU.Nanoseconds()) / 1000 / unary / runs
 	b.ReportMetric(unaryUs, "unary-floor-us")
 	// Each figure beside its floor: the idle CPU in relists' worth (a
-	// relisting PLEG cannot go below 1), a pod start in CRI round trips.
+	// relisting PLEG cannot go below 1 on the lists it makes), a pod
+	// start in CRI round trips.
 	if relistPct > 0 {
 		b.ReportMetric(idlePct/relistPct, "idle/relist-floor")
+	}
+	if wirePct > 0 {
+		b.ReportMetric(idlePct/wirePct, "idle/wire-list-floor")
 	}
 	if unaryUs > 0 {
 		b.ReportMetric(float64(cpu.Microseconds())/runs/float64(n)/unaryUs, "pod-cpu/unary-floor")
