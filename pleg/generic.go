@@ -98,6 +98,13 @@ func (o GenericOptions) withDefaults() (GenericOptions, error) {
 // label (sandboxes: or a metadata UID) are not nodekit's and are ignored.
 type Generic struct {
 	lister Lister
+	// wire is the lister's runtime.WireLister capability, nil without
+	// one or once it answered Unimplemented; sandboxItems and
+	// containerItems are relistWire's scratch space. Relist's mutex
+	// guards them.
+	wire                         runtime.WireLister
+	sandboxItems, containerItems []wireItem
+
 	status StatusGetter
 	cache  Cache
 	opts   GenericOptions
@@ -112,11 +119,6 @@ type Generic struct {
 	// tracker decides what each relist reports; Relist does the I/O
 	// around it.
 	tracker
-	// wire is the lister's runtime.WireLister capability, nil without
-	// one or once it answered Unimplemented; sandboxItems and
-	// containerItems are relistWire's scratch space.
-	wire                         runtime.WireLister
-	sandboxItems, containerItems []wireItem
 }
 
 // NewGeneric returns a Generic PLEG reading the runtime through lister and
