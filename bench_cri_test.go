@@ -17,10 +17,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -144,13 +146,24 @@ const clockTicks = 100
 //     changes, after 3 s of settling (NODEKIT_BENCH_SETTLE changes it), as
 //     a percentage of one core;
 //   - relist-floor-%: the CPU this process spends listing every sandbox and
-//     container over the socket once a second (the floor of any relisting
-//     PLEG), measured after the agent stopped, in the same run;
+//     container over the socket once a second with the standard client
+//     calls (the floor of a relisting PLEG that decodes its lists),
+//     measured after the agent stopped, in the same run;
+//   - wire-list-floor-%: the same lists once a second, the answers kept
+//     in their protobuf encoding (runtime.WireLister), as the relisting
+//     PLEG lists: the floor of its relists; list-KiB is the size of the
+//     two answers;
+//   - pleg-relist-%: the CPU of a relisting PLEG's relists once a second
+//     on the same runtime, finding nothing changed, measured after the
+//     agent stopped, and pleg-relist/relist-floor, its ratio to
+//     relist-floor-%;
 //   - unary-floor-us: the CPU of one CRI Version call, the floor of one
 //     round trip;
 //   - idle/relist-floor: idle-cpu-% over relist-floor-% (at least 1 for a
-//     relisting PLEG; what the agent spends above its relists), and
-//     pod-cpu/unary-floor: cpu-ms/pod in CRI round trips.
+//     relisting PLEG that decodes its lists; what the agent spends above
+//     its relists), idle/wire-list-floor the same over wire-list-floor-%
+//     (at least 1 for the relisting PLEG, which reads its lists in wire
+//     form), and pod-cpu/unary-floor: cpu-ms/pod in CRI round trips.
 //
 // The benchmark process also runs the test framework, and reads its
 // memory right after a collection, before the Go runtime returned the
@@ -166,7 +179,8 @@ func BenchmarkCRI(b *testing.B) {
 
 func benchmarkCRI(b *testing.B, n int, generic bool) {
 	pods := benchPods(n)
-	var cpu, srvCPU, idleCPU, relistCPU, unaryCPU time.Duration
+	var cpu, srvCPU, idleCPU, relistCPU, wireCPU, plegCPU, unaryCPU time.Duration
+	var listBytes int
 	var heapGrowth int64
 	const idle = 10 * time.Second
 	const relists = 10
@@ -249,6 +263,26 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 			}
 		}
 		relistCPU += rusage() - r0
+		// The PLEG's own list calls: the same answers, kept in wire form.
+		w0 := rusage()
+		for range relists {
+			sb, err := client.ListPodSandboxWire(b.Context(), nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cs, err := client.ListContainersWire(b.Context(), nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(sb) == 0 || len(cs) == 0 {
+				b.Fatal("the wire lists answered nothing")
+			}
+			listBytes = len(sb) + len(cs)
+		}
+		wireCPU += rusage() - w0
+		// A relist of the PLEG, on the same runtime, finding nothing
+		// changed: the lists, and the comparison with the last relist.
+		plegCPU += benchRelists(b, client, n, relists)
 		u0 := rusage()
 		for range unary {
 			if _, err := client.Version(b.Context(), ""); err != nil {
@@ -269,17 +303,61 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 	// relists happen once a second: their CPU over one second per relist.
 	relistPct := 100 * float64(relistCPU) / float64(relists*time.Second) / runs
 	b.ReportMetric(relistPct, "relist-floor-%")
+	wirePct := 100 * float64(wireCPU) / float64(relists*time.Second) / runs
+	b.ReportMetric(wirePct, "wire-list-floor-%")
+	b.ReportMetric(float64(listBytes)/1024, "list-KiB")
+	plegPct := 100 * float64(plegCPU) / float64(relists*time.Second) / runs
+	b.ReportMetric(plegPct, "pleg-relist-%")
+	if relistPct > 0 {
+		b.ReportMetric(plegPct/relistPct, "pleg-relist/relist-floor")
+	}
 	unaryUs := float64(unaryCPU.Nanoseconds()) / 1000 / unary / runs
 	b.ReportMetric(unaryUs, "unary-floor-us")
 	// Each figure beside its floor: the idle CPU in relists' worth (a
-	// relisting PLEG cannot go below 1), a pod start in CRI round trips.
+	// relisting PLEG cannot go below 1 on the lists it makes), a pod
+	// start in CRI round trips.
 	if relistPct > 0 {
 		b.ReportMetric(idlePct/relistPct, "idle/relist-floor")
+	}
+	if wirePct > 0 {
+		b.ReportMetric(idlePct/wirePct, "idle/wire-list-floor")
 	}
 	if unaryUs > 0 {
 		b.ReportMetric(float64(cpu.Microseconds())/runs/float64(n)/unaryUs, "pod-cpu/unary-floor")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// benchRelists returns the CPU of relists relists of a relisting PLEG on
+// the runtime of n running pods that finds nothing changed (the first
+// relist, which sees every pod, is not counted).
+func benchRelists(b *testing.B, rt runtime.RuntimeService, n, relists int) time.Duration {
+	b.Helper()
+	status := pleg.StatusGetterFunc(func(_ context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) {
+		return &runtime.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
+	})
+	g, err := pleg.NewGeneric(rt, status, pleg.NewCache(), pleg.GenericOptions{ChannelCapacity: 4 * n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := g.Relist(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	if got := len(g.Events()); got < 2*n {
+		b.Fatalf("the first relist sent %d events, want at least %d", got, 2*n)
+	}
+	first := len(g.Events())
+	r0 := rusage()
+	for range relists {
+		if err := g.Relist(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	d := rusage() - r0
+	if len(g.Events()) != first {
+		b.Fatal("a relist without changes sent events")
+	}
+	return d
 }
 
 // settleEnv, when set to a duration, replaces the 3 s the CRI benchmark

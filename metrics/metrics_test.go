@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -240,5 +241,72 @@ func TestSeparateRegistries(t *testing.T) {
 	}
 	if _, err := metrics.New(r1); err == nil {
 		t.Errorf("registering twice on one registry: no error")
+	}
+}
+
+// wireRuntime is a runtimetest.Runtime that is a runtime.WireLister.
+type wireRuntime struct{ *runtimetest.Runtime }
+
+func (r wireRuntime) ListPodSandboxWire(ctx context.Context, filter *runtimeapi.PodSandboxFilter, buf []byte) ([]byte, error) {
+	items, err := r.ListPodSandbox(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	return proto.MarshalOptions{}.MarshalAppend(buf[:0], &runtimeapi.ListPodSandboxResponse{Items: items})
+}
+
+func (r wireRuntime) ListContainersWire(ctx context.Context, filter *runtimeapi.ContainerFilter, buf []byte) ([]byte, error) {
+	items, err := r.ListContainers(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	return proto.MarshalOptions{}.MarshalAppend(buf[:0], &runtimeapi.ListContainersResponse{Containers: items})
+}
+
+// TestRuntimeWireLists: the wrapper forwards runtime.WireLister, counting
+// the calls as the decoded lists, and answers ErrUnimplemented, counting
+// nothing, for a runtime without it.
+func TestRuntimeWireLists(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	k, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := runtimetest.New(runtimetest.Options{})
+	t.Cleanup(inner.Close)
+	ctx := t.Context()
+	wl, ok := k.Runtime(wireRuntime{inner}).(runtime.WireLister)
+	if !ok {
+		t.Fatal("the wrapper is no runtime.WireLister")
+	}
+	if _, err := wl.ListPodSandboxWire(ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	inner.InjectErrorOnce("ListContainers", errors.New("boom"))
+	if _, err := wl.ListContainersWire(ctx, nil, nil); err == nil {
+		t.Fatal("no injected error")
+	}
+	if _, err := wl.ListContainersWire(ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	plain := k.Runtime(inner).(runtime.WireLister)
+	if _, err := plain.ListPodSandboxWire(ctx, nil, nil); !errors.Is(err, runtime.ErrUnimplemented) {
+		t.Errorf("ListPodSandboxWire on a runtime without wire lists = %v, want ErrUnimplemented", err)
+	}
+	if _, err := plain.ListContainersWire(ctx, nil, nil); !errors.Is(err, runtime.ErrUnimplemented) {
+		t.Errorf("ListContainersWire on a runtime without wire lists = %v, want ErrUnimplemented", err)
+	}
+	want := `
+# HELP kubelet_runtime_operations_total Cumulative number of runtime operations by operation type.
+# TYPE kubelet_runtime_operations_total counter
+kubelet_runtime_operations_total{operation_type="list_containers"} 2
+kubelet_runtime_operations_total{operation_type="list_podsandbox"} 1
+# HELP kubelet_runtime_operations_errors_total Cumulative number of runtime operation errors by operation type.
+# TYPE kubelet_runtime_operations_errors_total counter
+kubelet_runtime_operations_errors_total{operation_type="list_containers"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"kubelet_runtime_operations_total", "kubelet_runtime_operations_errors_total"); err != nil {
+		t.Error(err)
 	}
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -15,7 +16,8 @@ import (
 // counted in kubelet_started_pods_total and
 // kubelet_started_containers_total (by container_type), as the kubelet's
 // instrumented runtime service does. The result keeps rs's
-// ContainerEventStreamer capability; Unwrap returns rs.
+// ContainerEventStreamer capability and forwards runtime.WireLister;
+// Unwrap returns rs.
 func (k *Kubelet) Runtime(rs runtime.RuntimeService) runtime.RuntimeService {
 	if rs == nil {
 		return nil
@@ -98,6 +100,19 @@ func (r *instrumentedRuntime) ListPodSandbox(ctx context.Context, filter *runtim
 	return v, err
 }
 
+// ListPodSandboxWire forwards runtime.WireLister, counted as
+// ListPodSandbox, when the runtime wrapped has it.
+func (r *instrumentedRuntime) ListPodSandboxWire(ctx context.Context, filter *runtimeapi.PodSandboxFilter, buf []byte) ([]byte, error) {
+	wl, ok := r.rs.(runtime.WireLister)
+	if !ok {
+		return nil, fmt.Errorf("metrics: %T lists only decoded messages: %w", r.rs, runtime.ErrUnimplemented)
+	}
+	start := time.Now()
+	v, err := wl.ListPodSandboxWire(ctx, filter, buf)
+	r.k.recordOperation("list_podsandbox", start, err)
+	return v, err
+}
+
 // containerTypeLabel maps nodekit's container type annotation to the
 // kubelet's container_type label.
 func containerTypeLabel(config *runtimeapi.ContainerConfig) string {
@@ -142,6 +157,19 @@ func (r *instrumentedRuntime) RemoveContainer(ctx context.Context, containerID s
 func (r *instrumentedRuntime) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
 	start := time.Now()
 	v, err := r.rs.ListContainers(ctx, filter)
+	r.k.recordOperation("list_containers", start, err)
+	return v, err
+}
+
+// ListContainersWire forwards runtime.WireLister, counted as
+// ListContainers, when the runtime wrapped has it.
+func (r *instrumentedRuntime) ListContainersWire(ctx context.Context, filter *runtimeapi.ContainerFilter, buf []byte) ([]byte, error) {
+	wl, ok := r.rs.(runtime.WireLister)
+	if !ok {
+		return nil, fmt.Errorf("metrics: %T lists only decoded messages: %w", r.rs, runtime.ErrUnimplemented)
+	}
+	start := time.Now()
+	v, err := wl.ListContainersWire(ctx, filter, buf)
 	r.k.recordOperation("list_containers", start, err)
 	return v, err
 }

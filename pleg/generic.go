@@ -16,7 +16,9 @@ import (
 )
 
 // Lister lists the runtime's sandboxes and containers: the two CRI calls
-// Generic makes. runtime.RuntimeService satisfies it.
+// Generic makes. runtime.RuntimeService satisfies it. A Lister that is
+// also a runtime.WireLister is listed through that instead, its answers
+// read in wire form.
 type Lister interface {
 	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
@@ -96,6 +98,13 @@ func (o GenericOptions) withDefaults() (GenericOptions, error) {
 // label (sandboxes: or a metadata UID) are not nodekit's and are ignored.
 type Generic struct {
 	lister Lister
+	// wire is the lister's runtime.WireLister capability, nil without
+	// one or once it answered Unimplemented; sandboxItems and
+	// containerItems are relistWire's scratch space. Relist's mutex
+	// guards them.
+	wire                         runtime.WireLister
+	sandboxItems, containerItems []wireItem
+
 	status StatusGetter
 	cache  Cache
 	opts   GenericOptions
@@ -127,7 +136,9 @@ func NewGeneric(lister Lister, status StatusGetter, cache Cache, opts GenericOpt
 	case cache == nil:
 		return nil, errors.New("pleg: NewGeneric needs a Cache")
 	}
+	wire, _ := lister.(runtime.WireLister)
 	return &Generic{
+		wire:    wire,
 		lister:  lister,
 		status:  status,
 		cache:   cache,
@@ -194,13 +205,32 @@ func (g *Generic) Relist(ctx context.Context) error {
 	defer g.mu.Unlock()
 
 	start := time.Now()
-	sandboxes, err := g.lister.ListPodSandbox(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("pleg: list sandboxes: %w", err)
+	var (
+		pods                    []*podRecord
+		dropped                 int
+		nSandboxes, nContainers int
+		err                     error
+	)
+	if g.wire != nil {
+		pods, dropped, nSandboxes, nContainers, err = g.relistWire(ctx)
+		if errors.Is(err, runtime.ErrUnimplemented) {
+			g.log.V(1).Info("the runtime does not list in wire form; relisting with decoded lists", "reason", err.Error())
+			g.wire = nil
+		} else if err != nil {
+			return err
+		}
 	}
-	containers, err := g.lister.ListContainers(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("pleg: list containers: %w", err)
+	if g.wire == nil {
+		sandboxes, err := g.lister.ListPodSandbox(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("pleg: list sandboxes: %w", err)
+		}
+		containers, err := g.lister.ListContainers(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("pleg: list containers: %w", err)
+		}
+		pods, dropped = g.tracker.diff(sandboxes, containers, g.send)
+		nSandboxes, nContainers = len(sandboxes), len(containers)
 	}
 	prev := g.relistTime.Swap(start.UnixNano())
 	if g.opts.OnRelist != nil {
@@ -213,7 +243,6 @@ func (g *Generic) Relist(ctx context.Context) error {
 		}()
 	}
 
-	pods, dropped := g.tracker.diff(sandboxes, containers, g.send)
 	var droppedPods, inspected int
 	var rest []*podRecord
 	for i, pod := range pods {
@@ -240,10 +269,44 @@ func (g *Generic) Relist(ctx context.Context) error {
 			"dropped", dropped, "pods", droppedPods, "capacity", cap(g.events))
 	}
 	if l := g.log.V(4); l.Enabled() {
-		l.Info("relisted", "sandboxes", len(sandboxes), "containers", len(containers),
+		l.Info("relisted", "sandboxes", nSandboxes, "containers", nContainers,
 			"podsInspected", inspected, "duration", time.Since(start))
 	}
 	return ctx.Err()
+}
+
+// relistWire lists the runtime through its runtime.WireLister and folds
+// the answers into the tracker, reading from their bytes only what the
+// tracker compares (IDs and states; the labels and metadata of what it
+// does not know yet). It returns what tracker.diff returns and how many
+// sandboxes and containers were listed. An error wrapping
+// runtime.ErrUnimplemented means the lister cannot list in wire form.
+func (g *Generic) relistWire(ctx context.Context) (pods []*podRecord, dropped, nSandboxes, nContainers int, err error) {
+	// The answers are not kept between relists: at 1000 pods they weigh
+	// megabytes, which the agent would hold for the bytes of a second.
+	sb, err := g.wire.ListPodSandboxWire(ctx, nil, nil)
+	if err != nil {
+		return nil, 0, 0, 0, fmt.Errorf("pleg: list sandboxes: %w", err)
+	}
+	cs, err := g.wire.ListContainersWire(ctx, nil, nil)
+	if err != nil {
+		return nil, 0, 0, 0, fmt.Errorf("pleg: list containers: %w", err)
+	}
+	g.sandboxItems, err = splitList(sb, fieldSandboxState, g.sandboxItems[:0])
+	if err != nil {
+		return nil, 0, 0, 0, fmt.Errorf("pleg: list sandboxes: %w", err)
+	}
+	g.containerItems, err = splitList(cs, fieldContainerState, g.containerItems[:0])
+	if err != nil {
+		return nil, 0, 0, 0, fmt.Errorf("pleg: list containers: %w", err)
+	}
+	g.tracker.begin()
+	if err := g.tracker.foldWire(sb, g.sandboxItems, cs, g.containerItems); err != nil {
+		g.tracker.abort()
+		return nil, 0, 0, 0, fmt.Errorf("pleg: list: %w", err)
+	}
+	pods, dropped = g.tracker.end(g.send)
+	return pods, dropped, len(g.sandboxItems), len(g.containerItems), nil
 }
 
 // syncPod inspects a pod the tracker found changed (or owed a retry) and

@@ -6,6 +6,7 @@ import (
 	sysruntime "runtime"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -132,4 +133,84 @@ func BenchmarkRelistChurn(b *testing.B) {
 			b.Fatalf("%d events, want %d", got, changed)
 		}
 	}
+}
+
+// fixedWireLister answers the same list answers in wire form every time.
+type fixedWireLister struct {
+	Lister
+	sandboxes, containers []byte
+}
+
+func (l *fixedWireLister) ListPodSandboxWire(context.Context, *runtimeapi.PodSandboxFilter, []byte) ([]byte, error) {
+	return l.sandboxes, nil
+}
+
+func (l *fixedWireLister) ListContainersWire(context.Context, *runtimeapi.ContainerFilter, []byte) ([]byte, error) {
+	return l.containers, nil
+}
+
+// BenchmarkRelistWire measures a relist that finds nothing changed, from
+// list answers in wire form that need no transport (the runtime's answers
+// marshaled once): what a relist adds to the transport of its lists when
+// it reads them in wire form (pleg.Generic over runtime/cri), against
+// decode=full, the same answers decoded as gRPC's codec does.
+func BenchmarkRelistWire(b *testing.B) {
+	for _, pods := range []int{110, 1000} {
+		rt, _ := benchRuntime(b, pods)
+		ctx := b.Context()
+		sandboxes, _ := rt.ListPodSandbox(ctx, nil)
+		containers, _ := rt.ListContainers(ctx, nil)
+		sb, err := proto.Marshal(&runtimeapi.ListPodSandboxResponse{Items: sandboxes})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cs, err := proto.Marshal(&runtimeapi.ListContainersResponse{Containers: containers})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, decode := range []string{"wire", "full"} {
+			b.Run(fmt.Sprintf("pods=%d/decode=%s", pods, decode), func(b *testing.B) {
+				var l Lister = &fixedWireLister{Lister: rt, sandboxes: sb, containers: cs}
+				if decode == "full" {
+					l = decodingLister{sb, cs}
+				}
+				g, err := NewGeneric(l, nopStatus, NewCache(), GenericOptions{ChannelCapacity: 4 * pods})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := g.Relist(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if got := len(drain(g.Events())); got != 2*pods {
+					b.Fatalf("first relist sent %d events, want %d", got, 2*pods)
+				}
+				b.ReportAllocs()
+				b.SetBytes(int64(len(sb) + len(cs)))
+				for b.Loop() {
+					if err := g.Relist(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if len(g.Events()) != 0 {
+					b.Fatal("a relist without changes sent events")
+				}
+			})
+		}
+	}
+}
+
+// decodingLister decodes the same list answers on every call, as gRPC's
+// proto codec decodes a runtime's.
+type decodingLister struct{ sandboxes, containers []byte }
+
+func (l decodingLister) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	var r runtimeapi.ListPodSandboxResponse
+	err := proto.Unmarshal(l.sandboxes, &r)
+	return r.Items, err
+}
+
+func (l decodingLister) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	var r runtimeapi.ListContainersResponse
+	err := proto.Unmarshal(l.containers, &r)
+	return r.Containers, err
 }

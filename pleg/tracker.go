@@ -17,6 +17,7 @@ import (
 // A relist drives it in this order:
 //
 //	pods, dropped := t.diff(sandboxes, containers, send)
+//	    (or t.begin(), t.foldWire(answers), t.end(send); t.abort() if foldWire failed)
 //	for each pod, until the relist gives up:
 //		if t.gone(pod): delete it from the cache, then t.commit(pod, send)
 //		else inspect it: on success t.commit(pod, send), on failure t.inspectFailed(pod)
@@ -36,6 +37,9 @@ type tracker struct {
 	// dirty and evBuf are scratch space reused by every relist.
 	dirty []*podRecord
 	evBuf []*Event
+	// seenPods and seenCtrs count the records the listing being folded
+	// in showed.
+	seenPods, seenCtrs int
 }
 
 // podRecord is what the tracker knows of a pod across relists.
@@ -83,39 +87,54 @@ func newTracker() tracker {
 // listed at all, and those earlier relists owe something. The slice is
 // valid until finish. A pod no longer known that is owed a PodSync gets
 // it through send here; diff returns how many of those send refused.
+//
+// diff is begin, observe (after newRecord for what is new) for every
+// sandbox and container, then end; a relist that reads the list answers
+// in wire form (Generic.relistWire) makes those calls through foldWire.
 func (t *tracker) diff(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, send sendFunc) (inspect []*podRecord, dropped int) {
-	t.gen++
-	t.dirty = t.dirty[:0]
-	var seenPods, seenCtrs int
+	t.begin()
 	for _, s := range sandboxes {
-		rec := t.ctrs[s.Id]
-		if rec == nil {
-			uid := s.Labels[runtime.LabelPodUID]
-			if uid == "" {
-				uid = s.GetMetadata().GetUid()
-			}
-			if uid == "" {
-				continue
-			}
-			rec = t.newRecord(s.Id, types.UID(uid), s.GetMetadata().GetName(), s.GetMetadata().GetNamespace())
+		if rec := t.ctrs[s.Id]; rec != nil {
+			t.observe(rec, sandboxState(s.State))
+			continue
 		}
-		t.observe(rec, sandboxState(s.State), &seenPods, &seenCtrs)
+		uid := s.Labels[runtime.LabelPodUID]
+		if uid == "" {
+			uid = s.GetMetadata().GetUid()
+		}
+		if uid == "" {
+			continue
+		}
+		t.observe(t.newRecord(s.Id, types.UID(uid), s.GetMetadata().GetName(), s.GetMetadata().GetNamespace()), sandboxState(s.State))
 	}
 	for _, c := range containers {
-		rec := t.ctrs[c.Id]
-		if rec == nil {
-			uid := c.Labels[runtime.LabelPodUID]
-			if uid == "" {
-				continue
-			}
-			rec = t.newRecord(c.Id, types.UID(uid), c.Labels[runtime.LabelPodName], c.Labels[runtime.LabelPodNamespace])
+		if rec := t.ctrs[c.Id]; rec != nil {
+			t.observe(rec, containerState(c.State))
+			continue
 		}
-		t.observe(rec, containerState(c.State), &seenPods, &seenCtrs)
+		uid := c.Labels[runtime.LabelPodUID]
+		if uid == "" {
+			continue
+		}
+		t.observe(t.newRecord(c.Id, types.UID(uid), c.Labels[runtime.LabelPodName], c.Labels[runtime.LabelPodNamespace]), containerState(c.State))
 	}
-	if seenCtrs < len(t.ctrs) {
+	return t.end(send)
+}
+
+// begin starts folding a listing in: observe follows for every sandbox
+// and container, then end (or abort).
+func (t *tracker) begin() {
+	t.gen++
+	t.dirty = t.dirty[:0]
+	t.seenPods, t.seenCtrs = 0, 0
+}
+
+// end finishes folding a listing in; it returns what diff returns.
+func (t *tracker) end(send sendFunc) (inspect []*podRecord, dropped int) {
+	if t.seenCtrs < len(t.ctrs) {
 		t.sweepContainers()
 	}
-	if seenPods < len(t.pods) {
+	if t.seenPods < len(t.pods) {
 		for _, pod := range t.pods {
 			if pod.seen != t.gen {
 				t.markDirty(pod)
@@ -124,6 +143,18 @@ func (t *tracker) diff(sandboxes []*runtimeapi.PodSandbox, containers []*runtime
 	}
 	dropped = t.addRetries(send)
 	return t.dirty, dropped
+}
+
+// abort gives up a listing begun but not ended (its answer turned out
+// malformed): the next begin starts afresh. The records it created or
+// observed are compared again by the next listing, and the ones it
+// created that the next listing does not show are dropped unreported.
+func (t *tracker) abort() {
+	for _, pod := range t.dirty {
+		pod.dirty = false
+	}
+	clear(t.dirty)
+	t.dirty = t.dirty[:0]
 }
 
 // newRecord starts tracking a container or sandbox the relist has not seen
@@ -144,16 +175,16 @@ func (t *tracker) newRecord(id string, uid types.UID, name, namespace string) *c
 }
 
 // observe records the state a relist lists for a container or sandbox.
-func (t *tracker) observe(rec *ctrRecord, state plegState, seenPods, seenCtrs *int) {
+func (t *tracker) observe(rec *ctrRecord, state plegState) {
 	if rec.seen != t.gen {
 		rec.seen = t.gen
-		*seenCtrs++
+		t.seenCtrs++
 	}
 	rec.cur = state
 	pod := rec.pod
 	if pod.seen != t.gen {
 		pod.seen = t.gen
-		*seenPods++
+		t.seenPods++
 	}
 	if state != rec.old {
 		t.markDirty(pod)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -74,8 +75,41 @@ type trackerStep struct {
 }
 
 // runTracker drives a tracker through steps as Generic.Relist does, with
-// the I/O faked, and checks each step.
+// the I/O faked, and checks each step: once with the listings decoded
+// (diff), once in wire form (splitList and foldWire, as relistWire).
 func runTracker(t *testing.T, steps []trackerStep) {
+	t.Helper()
+	t.Run("decoded", func(t *testing.T) { runTrackerMode(t, steps, false) })
+	t.Run("wire", func(t *testing.T) { runTrackerMode(t, steps, true) })
+}
+
+// diffWire is tracker.diff on the listings in wire form.
+func diffWire(t *testing.T, tr *tracker, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container, send sendFunc) ([]*podRecord, int) {
+	t.Helper()
+	sb, err := proto.Marshal(&runtimeapi.ListPodSandboxResponse{Items: sandboxes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := proto.Marshal(&runtimeapi.ListContainersResponse{Containers: containers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbItems, err := splitList(sb, fieldSandboxState, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csItems, err := splitList(cs, fieldContainerState, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.begin()
+	if err := tr.foldWire(sb, sbItems, cs, csItems); err != nil {
+		t.Fatal(err)
+	}
+	return tr.end(send)
+}
+
+func runTrackerMode(t *testing.T, steps []trackerStep, wire bool) {
 	t.Helper()
 	tr := newTracker()
 	byPod := cmpopts.SortSlices(func(a, b Event) bool { return a.ID < b.ID }) // stable
@@ -89,7 +123,13 @@ func runTracker(t *testing.T, steps []trackerStep) {
 			return true
 		}
 
-		pods, dropped := tr.diff(st.sandboxes, st.containers, send)
+		var pods []*podRecord
+		var dropped int
+		if wire {
+			pods, dropped = diffWire(t, &tr, st.sandboxes, st.containers, send)
+		} else {
+			pods, dropped = tr.diff(st.sandboxes, st.containers, send)
+		}
 		var inspect []podRef
 		for _, pod := range pods {
 			inspect = append(inspect, podRef{UID: pod.uid, Name: pod.name, Namespace: pod.namespace, Gone: tr.gone(pod)})

@@ -10,6 +10,10 @@
 // client in runtime/cri, the in-memory runtime in runtime/runtimetest, or
 // k8s.io/cri-api's own fakes (the interfaces here are a subset of cri-api's
 // RuntimeService and ImageManagerService, with identical method signatures).
+// Optional capabilities are discovered with a type assertion:
+// ContainerEventStreamer (CRI GetContainerEvents, for the evented PLEG) and
+// WireLister (the list answers in their protobuf encoding, for the
+// relisting PLEG, which reads a few fields of each item from the bytes).
 //
 //	rt := runtimetest.New(runtimetest.Options{})
 //	m, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{})

@@ -25,9 +25,9 @@ type Scoped interface {
 
 // WithIdentity returns rs scoped to the agent named identity: every
 // sandbox and container it creates carries the label LabelAgent=identity,
-// ListPodSandbox and ListContainers add that label to their selector, and,
-// when rs is a ContainerEventStreamer, the event stream leaves out the
-// events of other agents' sandboxes. Calls by ID are passed on as they
+// ListPodSandbox and ListContainers (and their WireLister forms) add that
+// label to their selector, and, when rs is a ContainerEventStreamer, the
+// event stream leaves out the events of other agents' sandboxes. Calls by ID are passed on as they
 // are: IDs come from the lists. So every part of an agent built on it
 // (relist, housekeeping, orphan removal) sees only its own pods, and two
 // agents on one runtime do not touch each other's. Objects created without
@@ -114,6 +114,36 @@ func (s *scoped) ListContainers(ctx context.Context, filter *runtimeapi.Containe
 	}
 	f.LabelSelector = s.selector(filter.GetLabelSelector())
 	return s.RuntimeService.ListContainers(ctx, f)
+}
+
+// ListPodSandboxWire implements WireLister with the scope's selector,
+// when the runtime it scopes is a WireLister.
+func (s *scoped) ListPodSandboxWire(ctx context.Context, filter *runtimeapi.PodSandboxFilter, buf []byte) ([]byte, error) {
+	wl, ok := s.RuntimeService.(WireLister)
+	if !ok {
+		return nil, errNoWireLister(s.RuntimeService)
+	}
+	f := &runtimeapi.PodSandboxFilter{}
+	if filter != nil {
+		f.Id, f.State = filter.Id, filter.State
+	}
+	f.LabelSelector = s.selector(filter.GetLabelSelector())
+	return wl.ListPodSandboxWire(ctx, f, buf)
+}
+
+// ListContainersWire implements WireLister with the scope's selector,
+// when the runtime it scopes is a WireLister.
+func (s *scoped) ListContainersWire(ctx context.Context, filter *runtimeapi.ContainerFilter, buf []byte) ([]byte, error) {
+	wl, ok := s.RuntimeService.(WireLister)
+	if !ok {
+		return nil, errNoWireLister(s.RuntimeService)
+	}
+	f := &runtimeapi.ContainerFilter{}
+	if filter != nil {
+		f.Id, f.State, f.PodSandboxId = filter.Id, filter.State, filter.PodSandboxId
+	}
+	f.LabelSelector = s.selector(filter.GetLabelSelector())
+	return wl.ListContainersWire(ctx, f, buf)
 }
 
 // scopedEvents filters the event stream of a scoped runtime.

@@ -2,9 +2,11 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -101,5 +103,69 @@ func TestWithIdentity(t *testing.T) {
 	case ev := <-events:
 		t.Errorf("b heard of %s", ev.ContainerId)
 	default:
+	}
+}
+
+// wireRuntime is a runtimetest.Runtime that is a runtime.WireLister, its
+// lists marshaled as a CRI runtime sends them.
+type wireRuntime struct{ *runtimetest.Runtime }
+
+func (r wireRuntime) ListPodSandboxWire(ctx context.Context, filter *runtimeapi.PodSandboxFilter, buf []byte) ([]byte, error) {
+	items, err := r.ListPodSandbox(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	return proto.MarshalOptions{}.MarshalAppend(buf[:0], &runtimeapi.ListPodSandboxResponse{Items: items})
+}
+
+func (r wireRuntime) ListContainersWire(ctx context.Context, filter *runtimeapi.ContainerFilter, buf []byte) ([]byte, error) {
+	items, err := r.ListContainers(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	return proto.MarshalOptions{}.MarshalAppend(buf[:0], &runtimeapi.ListContainersResponse{Containers: items})
+}
+
+// TestWithIdentityWireLists: a scoped runtime lists in wire form only its
+// own objects, with the caller's filter, when the runtime it scopes is a
+// runtime.WireLister, and answers ErrUnimplemented otherwise.
+func TestWithIdentityWireLists(t *testing.T) {
+	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
+	defer rt.Close()
+	ctx := t.Context()
+	a := runtime.WithIdentity(wireRuntime{rt}, "a").(runtime.WireLister)
+	b := runtime.WithIdentity(wireRuntime{rt}, "b").(runtime.RuntimeService)
+	for _, scope := range []runtime.RuntimeService{a.(runtime.RuntimeService), b, b} {
+		sc := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Namespace: "ns", Uid: "u"}}
+		sid, err := scope.RunPodSandbox(ctx, sc, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "c"}, Image: &runtimeapi.ImageSpec{Image: "busybox"}}
+		if _, err := scope.CreateContainer(ctx, sid, cc, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sbs runtimeapi.ListPodSandboxResponse
+	buf, err := a.ListPodSandboxWire(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"x": "y"}}, nil)
+	if err != nil || proto.Unmarshal(buf, &sbs) != nil || len(sbs.Items) != 0 {
+		t.Errorf("scoped ListPodSandboxWire with a selector nothing has = %d sandboxes, %v; want none", len(sbs.Items), err)
+	}
+	buf, err = a.ListPodSandboxWire(ctx, nil, nil)
+	if err != nil || proto.Unmarshal(buf, &sbs) != nil || len(sbs.Items) != 1 || sbs.Items[0].Labels[runtime.LabelAgent] != "a" {
+		t.Errorf("scoped ListPodSandboxWire = %v, %v; want the one sandbox of a", sbs.Items, err)
+	}
+	var cs runtimeapi.ListContainersResponse
+	buf, err = b.(runtime.WireLister).ListContainersWire(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{}}, nil)
+	if err != nil || proto.Unmarshal(buf, &cs) != nil || len(cs.Containers) != 2 || cs.Containers[0].Labels[runtime.LabelAgent] != "b" {
+		t.Errorf("scoped ListContainersWire = %v, %v; want the two created containers of b", cs.Containers, err)
+	}
+
+	plain := runtime.WithIdentity(rt, "a").(runtime.WireLister)
+	if _, err := plain.ListPodSandboxWire(ctx, nil, nil); !errors.Is(err, runtime.ErrUnimplemented) {
+		t.Errorf("ListPodSandboxWire scoping a runtime without wire lists = %v, want ErrUnimplemented", err)
+	}
+	if _, err := plain.ListContainersWire(ctx, nil, nil); !errors.Is(err, runtime.ErrUnimplemented) {
+		t.Errorf("ListContainersWire scoping a runtime without wire lists = %v, want ErrUnimplemented", err)
 	}
 }
