@@ -70,6 +70,7 @@ cmd_install() {
 	command -v iptables >/dev/null || missing+=(iptables)
 	# Building runc with seccomp (cgo): the compiler, pkg-config, libseccomp.
 	command -v gcc >/dev/null || missing+=(gcc)
+	[ -f /usr/include/stdio.h ] || missing+=(libc6-dev) # gcc only recommends it
 	command -v pkg-config >/dev/null || missing+=(pkg-config)
 	[ -f /usr/include/seccomp.h ] || missing+=(libseccomp-dev)
 	if [ ${#missing[@]} -eq 0 ]; then
@@ -147,13 +148,22 @@ cmd_images() {
 	local t0; t0=$(now)
 	[ -x /bin/busybox ] || die "images: /bin/busybox is missing (hack/containerd.sh install)"
 	command -v go >/dev/null || die "images: go is needed to build the pause binary"
-	mkdir -p "$IMAGES_DIR"
-	local key; key=$(images_key)
-	if [ "$(cat "$IMAGES_DIR/key" 2>/dev/null)" = "$key" ] &&
-		[ -f "$IMAGES_DIR/busybox.tar" ] && [ -f "$IMAGES_DIR/pause.tar" ] && [ -f "$IMAGES_DIR/web.tar" ]; then
+	if images_cached; then
 		log "images: cached in $IMAGES_DIR ($(elapsed "$t0"))"
 		return
 	fi
+	locked images-build build_images
+	log "images: built in $IMAGES_DIR ($(elapsed "$t0"))"
+}
+
+images_cached() {
+	[ "$(cat "$IMAGES_DIR/key" 2>/dev/null)" = "$(images_key)" ] &&
+		[ -f "$IMAGES_DIR/busybox.tar" ] && [ -f "$IMAGES_DIR/pause.tar" ] && [ -f "$IMAGES_DIR/web.tar" ]
+}
+
+build_images() {
+	images_cached && return
+	mkdir -p "$IMAGES_DIR"
 	local work; work=$(mktemp -d)
 	# busybox: the static binary and its applets as hard links (a symlinked
 	# applet would be masked with busybox itself by CRI's MaskedPaths).
@@ -177,8 +187,7 @@ cmd_images() {
 	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$work/pause/pause" ./hack/pause)
 	oci_image "$IMAGES_DIR/pause.tar" "$PAUSE_IMAGE" '{"Entrypoint":["/pause"]}' "$work/pause"
 	rm -rf "$work"
-	echo "$key" >"$IMAGES_DIR/key"
-	log "images: built in $IMAGES_DIR ($(elapsed "$t0"))"
+	images_key >"$IMAGES_DIR/key"
 }
 
 # ------------------------------------------------------------------ build
@@ -188,19 +197,40 @@ cmd_build() {
 	build_runc
 }
 
+# locked NAME FN: runs FN holding the cache's lock NAME, so that runs at the
+# same time build a cached thing once (FN checks again under the lock).
+locked() {
+	mkdir -p "$CACHE"
+	(
+		flock 8
+		"$2"
+	) 8>"$CACHE/$1.lock"
+}
+
+containerd_cached() { [ -x "$CD2_BIN/containerd" ] && [ -x "$CD2_BIN/containerd-shim-runc-v2" ] && [ -x "$CD2_BIN/ctr" ]; }
+
 build_containerd() {
 	local t0; t0=$(now)
-	if [ -x "$CD2_BIN/containerd" ] && [ -x "$CD2_BIN/containerd-shim-runc-v2" ] && [ -x "$CD2_BIN/ctr" ]; then
+	if containerd_cached; then
 		log "build: containerd $CD2_VERSION cached in $CD2_BIN ($(elapsed "$t0"))"
 		return
 	fi
 	command -v go >/dev/null || die "build: go is needed to build containerd $CD2_VERSION"
-	log "build: containerd $CD2_VERSION from the Go module proxy into $CD2_BIN (takes minutes the first time)"
-	mkdir -p "$CD2_BIN"
-	local m=github.com/containerd/containerd/v2/cmd
-	(cd / && GOBIN="$CD2_BIN" GOFLAGS="-buildvcs=false -tags=no_btrfs,no_devmapper,no_zfs,no_aufs" \
-		go install "$m/containerd@$CD2_VERSION" "$m/containerd-shim-runc-v2@$CD2_VERSION" "$m/ctr@$CD2_VERSION")
+	locked containerd-build build_containerd_locked
 	log "build: done ($(elapsed "$t0"))"
+}
+
+build_containerd_locked() {
+	containerd_cached && return
+	log "build: containerd $CD2_VERSION from the Go module proxy into $CD2_BIN (takes minutes the first time)"
+	local tmp; tmp=$(mktemp -d "$CACHE/containerd-build.XXXXXX")
+	local m=github.com/containerd/containerd/v2/cmd
+	(cd / && GOBIN="$tmp" GOFLAGS="-buildvcs=false -tags=no_btrfs,no_devmapper,no_zfs,no_aufs" \
+		go install "$m/containerd@$CD2_VERSION" "$m/containerd-shim-runc-v2@$CD2_VERSION" "$m/ctr@$CD2_VERSION") ||
+		{ rm -rf "$tmp"; die "build: containerd $CD2_VERSION failed"; }
+	mkdir -p "$CD2_BIN"
+	mv "$tmp"/* "$CD2_BIN"/
+	rm -rf "$tmp"
 }
 
 # build_runc: runc for the 2.x instance, with seccomp (cgo, libseccomp),
@@ -213,23 +243,21 @@ build_runc() {
 	fi
 	command -v go >/dev/null || die "build: go is needed to build runc $RUNC_VERSION"
 	pkg-config --exists libseccomp 2>/dev/null || die "build: runc needs libseccomp-dev and pkg-config (hack/containerd.sh install)"
-	mkdir -p "$CACHE"
-	exec 8>"$CACHE/runc-build.lock"
-	flock 8
-	if [ ! -x "$RUNC_BIN/runc" ]; then
-		log "build: runc $RUNC_VERSION (seccomp) from the Go module proxy into $RUNC_BIN"
-		local tmp; tmp=$(mktemp -d "$CACHE/runc-build.XXXXXX")
-		(cd / && GOBIN="$tmp" CGO_ENABLED=1 GOFLAGS="-buildvcs=false" \
-			go install -tags seccomp -trimpath -ldflags "-X main.version=${RUNC_VERSION#v}" \
-			"github.com/opencontainers/runc@$RUNC_VERSION") || { rm -rf "$tmp"; die "build: runc $RUNC_VERSION failed"; }
-		"$tmp/runc" --version | grep -q '^libseccomp: ' || { rm -rf "$tmp"; die "build: runc $RUNC_VERSION has no seccomp"; }
-		mkdir -p "$RUNC_BIN"
-		mv "$tmp/runc" "$RUNC_BIN/runc"
-		rm -rf "$tmp"
-		log "build: done ($(elapsed "$t0"))"
-	fi
-	flock -u 8
-	exec 8>&-
+	locked runc-build build_runc_locked
+	log "build: done ($(elapsed "$t0"))"
+}
+
+build_runc_locked() {
+	[ -x "$RUNC_BIN/runc" ] && return
+	log "build: runc $RUNC_VERSION (seccomp) from the Go module proxy into $RUNC_BIN"
+	local tmp; tmp=$(mktemp -d "$CACHE/runc-build.XXXXXX")
+	(cd / && GOBIN="$tmp" CGO_ENABLED=1 GOFLAGS="-buildvcs=false" \
+		go install -tags seccomp -trimpath -ldflags "-X main.version=${RUNC_VERSION#v}" \
+		"github.com/opencontainers/runc@$RUNC_VERSION") || { rm -rf "$tmp"; die "build: runc $RUNC_VERSION failed"; }
+	"$tmp/runc" --version | grep -q '^libseccomp: ' || { rm -rf "$tmp"; die "build: runc $RUNC_VERSION has no seccomp"; }
+	mkdir -p "$RUNC_BIN"
+	mv "$tmp/runc" "$RUNC_BIN/runc"
+	rm -rf "$tmp"
 }
 
 # -------------------------------------------------------------- instances
