@@ -208,6 +208,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 		heap0 := heapBytes()
 		ru0 := rusage()
 		srv0 := procCPU(b, pid)
+		stopStart := cpuProfile(b, startProfileEnv)
 		b.StartTimer()
 
 		src <- pods
@@ -218,10 +219,11 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 		}
 
 		b.StopTimer()
+		stopStart()
 		cpu += rusage() - ru0
 		srvCPU += procCPU(b, pid) - srv0
 		time.Sleep(settle(b))
-		stopProfile := idleProfile(b)
+		stopProfile := cpuProfile(b, idleProfileEnv)
 		i0 := rusage()
 		time.Sleep(idle)
 		idleCPU += rusage() - i0
@@ -307,8 +309,16 @@ const idleProfileEnv = "NODEKIT_BENCH_IDLE_CPUPROFILE"
 
 // idleProfile starts the idle window's CPU profile when idleProfileEnv
 // is set, and returns the function that stops it.
-func idleProfile(b *testing.B) func() {
-	path := os.Getenv(idleProfileEnv)
+func idleProfile(b *testing.B) func() { return cpuProfile(b, idleProfileEnv) }
+
+// startProfileEnv, when set, names a file that receives a CPU profile of
+// the start alone: from handing the pods to the agent until all run.
+const startProfileEnv = "NODEKIT_BENCH_START_CPUPROFILE"
+
+// cpuProfile starts a CPU profile into the file named by the environment
+// variable env when it is set, and returns the function that stops it.
+func cpuProfile(b *testing.B, env string) func() {
+	path := os.Getenv(env)
 	if path == "" {
 		return func() {}
 	}
