@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -188,6 +190,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 			RootDir:        shmDir(b, "root"),
 			Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 			PLEG:           newPLEG(generic),
+			Logger:         benchLogger(b),
 			OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
 				if s.Phase == v1.PodRunning && !seen[string(pod.UID)] {
 					seen[string(pod.UID)] = true
@@ -334,6 +337,29 @@ func cpuProfile(b *testing.B, env string) func() {
 		pprof.StopCPUProfile()
 		f.Close()
 	}
+}
+
+// logEnv, when set to a verbosity (0 and up), sends the agent's logs of
+// that verbosity and below to the benchmark's standard error, with the
+// time since the benchmark started: what a long start or a busy idle
+// window was doing (relists, stream fall-backs, slow housekeeping).
+const logEnv = "NODEKIT_BENCH_LOG"
+
+// benchLogger is the agent's logger: one that discards, unless logEnv is
+// set.
+func benchLogger(b *testing.B) logr.Logger {
+	v := os.Getenv(logEnv)
+	if v == "" {
+		return logr.Discard()
+	}
+	level, err := strconv.Atoi(v)
+	if err != nil || level < 0 {
+		b.Fatalf("%s: want a verbosity, got %q", logEnv, v)
+	}
+	start := time.Now()
+	return funcr.New(func(prefix, args string) {
+		fmt.Fprintf(os.Stderr, "%8.3fs %s %s\n", time.Since(start).Seconds(), prefix, args)
+	}, funcr.Options{Verbosity: level})
 }
 
 // heapBytes is the live heap after the last GC.
