@@ -6,6 +6,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/logrotate"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -19,6 +20,27 @@ import (
 type cachedContainers struct {
 	runtime.RuntimeService
 	cache *pleg.StatusCache
+	// logPath is the log path the agent's runtime manager gave a
+	// container; nil when not known.
+	logPath func(*runtime.PodStatus, *runtime.ContainerStatus) string
+}
+
+var _ logrotate.LogPathLister = cachedContainers{}
+
+// RunningLogPaths implements logrotate.LogPathLister: the log paths of the
+// running containers the cache holds, while it is current, so that the
+// rotator's first pass over new containers reads none of their statuses.
+func (c cachedContainers) RunningLogPaths() (map[string]string, bool) {
+	if c.logPath == nil {
+		return nil, false
+	}
+	paths := map[string]string{}
+	ok := c.cache.EachRunningContainer(time.Now().Add(-cacheMaxAge), func(pod *runtime.PodStatus, cs *runtime.ContainerStatus) {
+		if pod.ID != "" && pod.Name != "" && pod.Namespace != "" && cs.Name != "" {
+			paths[cs.ID] = c.logPath(pod, cs)
+		}
+	})
+	return paths, ok
 }
 
 func (c cachedContainers) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
@@ -49,7 +71,7 @@ func (a *Agent) logRotationRuntime() runtime.RuntimeService {
 	if !ok || !a.plegKeepsCache() {
 		return a.opts.Runtime
 	}
-	return cachedContainers{RuntimeService: a.opts.Runtime, cache: sc}
+	return cachedContainers{RuntimeService: a.opts.Runtime, cache: sc, logPath: a.runtime.ContainerLogPath}
 }
 
 // plegKeepsCache reports whether the agent's PLEG is one of package pleg,

@@ -58,6 +58,13 @@ func containerLogPath(container string, restartCount int) string {
 	return filepath.Join(container, strconv.Itoa(restartCount)+".log")
 }
 
+// ContainerLogPath is the log path the Manager gave container cs of the
+// pod (what the runtime reports as the container's log_path):
+// <PodLogsDir>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
+func (m *Manager) ContainerLogPath(pod *PodStatus, cs *ContainerStatus) string {
+	return filepath.Join(PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.ID), containerLogPath(cs.Name, cs.RestartCount))
+}
+
 // restartCountFromLogDir returns one more than the highest <n>.log in dir,
 // or 0: the restart count of a container whose previous instances the
 // runtime forgot (the kubelet's calcRestartCountByLogDir).
