@@ -111,7 +111,7 @@ type Loop struct {
 // many pods and however loaded the machine. At 10,000 pods on a loaded
 // machine a pass can take over a second, and passes every 2 s would hold
 // the loop (and the PLEG events waiting on it) half the time. A pass
-// shorter than a fifth of HousekeepingPeriod changes nothing.
+// shorter than a tenth of HousekeepingPeriod changes nothing.
 const housekeepingRest = 9
 
 // Errors of the loop.
