@@ -80,9 +80,10 @@ type Runtime interface {
 // the running containers it knows without reading each container's status
 // (an agent knows where its runtime manager puts the logs of the
 // containers it created), by container ID, and whether it could tell them.
-// A pass that meets containers the previous one did not asks it once, and
-// reads the status of those it leaves out: after a burst of thousands of
-// new containers, the first pass then reads none.
+// It lists only paths it is sure of: the Rotator takes them as the
+// runtime's. A pass that meets containers the previous one did not asks
+// it once, and reads the status of those it leaves out: after a burst of
+// thousands of new containers, the first pass then reads none.
 type LogPathLister interface {
 	RunningLogPaths() (map[string]string, bool)
 }
@@ -229,11 +230,8 @@ func (r *Rotator) RotateAll(ctx context.Context) error {
 				listed, _ = l.RunningLogPaths()
 			}
 		}
-		if p, ok := listed[id]; ok && !known {
-			// A log that is not where it was said to be is looked up.
-			if _, err := os.Stat(p); err == nil {
-				path, known = p, true
-			}
+		if !known {
+			path, known = listed[id]
 		}
 		if !known {
 			st, err := r.rt.ContainerStatus(ctx, id, false)

@@ -62,7 +62,13 @@ func containerLogPath(container string, restartCount int) string {
 // pod (what the runtime reports as the container's log_path):
 // <PodLogsDir>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
 func (m *Manager) ContainerLogPath(pod *PodStatus, cs *ContainerStatus) string {
-	return filepath.Join(PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.ID), containerLogPath(cs.Name, cs.RestartCount))
+	return filepath.Join(m.PodLogDir(pod), containerLogPath(cs.Name, cs.RestartCount))
+}
+
+// PodLogDir is the pod's log directory, the sandbox's log_directory:
+// <PodLogsDir>/<namespace>_<name>_<uid>.
+func (m *Manager) PodLogDir(pod *PodStatus) string {
+	return PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.ID)
 }
 
 // restartCountFromLogDir returns one more than the highest <n>.log in dir,
