@@ -358,15 +358,11 @@ func (e *Evented) relistLoop(ctx context.Context) {
 		case <-timer.C:
 		case <-e.kick:
 		}
-		dropped := e.g.dropped.Load()
 		if err := e.Relist(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error(err, "relist failed")
 		}
 		period := e.opts.RelistPeriod
-		if e.Streaming() && e.g.dropped.Load() == dropped {
-			// A relist whose events the channel could not all take owes
-			// their pods a PodSync, sent by the next relist: that one
-			// comes after RelistPeriod, not the evented period.
+		if e.Streaming() {
 			period = e.opts.EventedRelistPeriod
 		}
 		timer.Reset(period)

@@ -18,7 +18,6 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -834,50 +833,6 @@ func TestEventedRelistAfterLostStream(t *testing.T) {
 		f.e.wmu.Unlock()
 		if left != 0 {
 			t.Errorf("%d witnessed states kept after the relists, want 0", left)
-		}
-	})
-}
-
-// TestEventedRelistDropsRetried: events a relist in evented mode could not
-// send are made good by the next relist a second later, not after the
-// evented relist period.
-func TestEventedRelistDropsRetried(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newEventedFixture(t, EventedOptions{ChannelCapacity: 1}, nil)
-		time.Sleep(streamSettle)
-		synctest.Wait()
-		if !f.e.Streaming() {
-			t.Fatal("not Streaming once the stream settled")
-		}
-		// Two pods start while the stream is lost: the relist after it
-		// finds both, and the channel takes one event.
-		f.rt.SetDown(true)
-		synctest.Wait()
-		f.rt.SetDown(false)
-		sbA := f.runSandbox("a")
-		sbB := f.runSandbox("b")
-		time.Sleep(time.Second + streamSettle)
-		synctest.Wait()
-		if !f.e.Streaming() {
-			t.Fatal("not Streaming again")
-		}
-		if f.e.DroppedEvents() == 0 {
-			t.Fatal("no drop counted")
-		}
-		got := f.events()
-		if len(got) != 1 || got[0].Type != ContainerStarted || (got[0].Data != sbA && got[0].Data != sbB) {
-			t.Fatalf("events of the relist %v, want one ContainerStarted", got)
-		}
-		// The pod left out gets its PodSync from the next relist, a
-		// second later.
-		time.Sleep(time.Second)
-		synctest.Wait()
-		left := types.UID("b")
-		if got[0].ID == "b" {
-			left = "a"
-		}
-		if d := cmp.Diff([]Event{{ID: left, Type: PodSync}}, f.events()); d != "" {
-			t.Errorf("events a second later (-want +got):\n%s", d)
 		}
 	})
 }
