@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -202,6 +204,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 			RootDir:        shmDir(b, "root"),
 			Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 			PLEG:           newPLEG(generic),
+			Logger:         benchLogger(b),
 			OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
 				if s.Phase == v1.PodRunning && !seen[string(pod.UID)] {
 					seen[string(pod.UID)] = true
@@ -222,6 +225,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 		heap0 := heapBytes()
 		ru0 := rusage()
 		srv0 := procCPU(b, pid)
+		stopStart := cpuProfile(b, startProfileEnv)
 		b.StartTimer()
 
 		src <- pods
@@ -232,10 +236,11 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 		}
 
 		b.StopTimer()
+		stopStart()
 		cpu += rusage() - ru0
 		srvCPU += procCPU(b, pid) - srv0
 		time.Sleep(settle(b))
-		stopProfile := idleProfile(b)
+		stopProfile := cpuProfile(b, idleProfileEnv)
 		i0 := rusage()
 		time.Sleep(idle)
 		idleCPU += rusage() - i0
@@ -385,8 +390,16 @@ const idleProfileEnv = "NODEKIT_BENCH_IDLE_CPUPROFILE"
 
 // idleProfile starts the idle window's CPU profile when idleProfileEnv
 // is set, and returns the function that stops it.
-func idleProfile(b *testing.B) func() {
-	path := os.Getenv(idleProfileEnv)
+func idleProfile(b *testing.B) func() { return cpuProfile(b, idleProfileEnv) }
+
+// startProfileEnv, when set, names a file that receives a CPU profile of
+// the start alone: from handing the pods to the agent until all run.
+const startProfileEnv = "NODEKIT_BENCH_START_CPUPROFILE"
+
+// cpuProfile starts a CPU profile into the file named by the environment
+// variable env when it is set, and returns the function that stops it.
+func cpuProfile(b *testing.B, env string) func() {
+	path := os.Getenv(env)
 	if path == "" {
 		return func() {}
 	}
@@ -402,6 +415,29 @@ func idleProfile(b *testing.B) func() {
 		pprof.StopCPUProfile()
 		f.Close()
 	}
+}
+
+// logEnv, when set to a verbosity (0 and up), sends the agent's logs of
+// that verbosity and below to the benchmark's standard error, with the
+// time since the benchmark started: what a long start or a busy idle
+// window was doing (relists, stream fall-backs, slow housekeeping).
+const logEnv = "NODEKIT_BENCH_LOG"
+
+// benchLogger is the agent's logger: one that discards, unless logEnv is
+// set.
+func benchLogger(b *testing.B) logr.Logger {
+	v := os.Getenv(logEnv)
+	if v == "" {
+		return logr.Discard()
+	}
+	level, err := strconv.Atoi(v)
+	if err != nil || level < 0 {
+		b.Fatalf("%s: want a verbosity, got %q", logEnv, v)
+	}
+	start := time.Now()
+	return funcr.New(func(prefix, args string) {
+		fmt.Fprintf(os.Stderr, "%8.3fs %s %s\n", time.Since(start).Seconds(), prefix, args)
+	}, funcr.Options{Verbosity: level})
 }
 
 // heapBytes is the live heap after the last GC.

@@ -488,7 +488,11 @@ func (h *Handler) cleanup(ctx context.Context) error {
 	if err := h.cleanupCgroups(ctx, keep, workers); err != nil {
 		errs = append(errs, err)
 	}
-	h.updateQoS(h.activePods())
+	if h.c.Cgroups.Enabled() {
+		// Listing the active pods reads every pod's status: not without
+		// QoS cgroups to size.
+		h.updateQoS(h.activePods())
+	}
 	if h.c.Mirrors != nil {
 		var static []*v1.Pod
 		for _, p := range desired {

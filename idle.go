@@ -2,10 +2,13 @@ package nodekit
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/logrotate"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -19,6 +22,50 @@ import (
 type cachedContainers struct {
 	runtime.RuntimeService
 	cache *pleg.StatusCache
+	// logPath is the log path the agent's runtime manager gave a
+	// container, in the pod's log directory podLogDir; nil when not
+	// known.
+	logPath   func(*runtime.PodStatus, *runtime.ContainerStatus) string
+	podLogDir func(*runtime.PodStatus) string
+}
+
+var _ logrotate.LogPathLister = cachedContainers{}
+
+// RunningLogPaths implements logrotate.LogPathLister: the log paths of the
+// running containers the cache holds, while it is current, so that the
+// rotator's first pass over new containers reads none of their statuses.
+// A path is listed only when its pod's log directory is there (the agent
+// makes it before the pod's sandbox): a container created while the agent
+// put logs elsewhere (another PodLogsDir) has its status read.
+func (c cachedContainers) RunningLogPaths() (map[string]string, bool) {
+	if c.logPath == nil || c.podLogDir == nil {
+		return nil, false
+	}
+	paths := map[string]string{}
+	var dirs []string
+	ok := c.cache.EachRunningContainer(time.Now().Add(-cacheMaxAge), func(pod *runtime.PodStatus, cs *runtime.ContainerStatus) {
+		if pod.ID != "" && pod.Name != "" && pod.Namespace != "" && cs.Name != "" {
+			paths[cs.ID] = c.logPath(pod, cs)
+			dirs = append(dirs, c.podLogDir(pod))
+		}
+	})
+	if !ok {
+		return nil, false
+	}
+	// The directories are checked outside the cache's lock.
+	present := make(map[string]bool, len(dirs))
+	for _, d := range dirs {
+		if _, seen := present[d]; !seen {
+			fi, err := os.Stat(d)
+			present[d] = err == nil && fi.IsDir()
+		}
+	}
+	for id, p := range paths {
+		if !present[filepath.Dir(filepath.Dir(p))] {
+			delete(paths, id)
+		}
+	}
+	return paths, true
 }
 
 func (c cachedContainers) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
@@ -49,7 +96,7 @@ func (a *Agent) logRotationRuntime() runtime.RuntimeService {
 	if !ok || !a.plegKeepsCache() {
 		return a.opts.Runtime
 	}
-	return cachedContainers{RuntimeService: a.opts.Runtime, cache: sc}
+	return cachedContainers{RuntimeService: a.opts.Runtime, cache: sc, logPath: a.runtime.ContainerLogPath, podLogDir: a.runtime.PodLogDir}
 }
 
 // plegKeepsCache reports whether the agent's PLEG is one of package pleg,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -520,3 +522,43 @@ func TestProbeChangeDuringSyncNotLost(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestRunningLogPaths checks the log paths the log rotator gets from the
+// agent: those of the running containers in the PLEG's cache, laid out as
+// the runtime manager lays them out, for pods whose log directory is
+// there, and none from a cache that is not current.
+func TestRunningLogPaths(t *testing.T) {
+	logs := t.TempDir()
+	rt := runtimetest.New(runtimetest.Options{})
+	t.Cleanup(rt.Close)
+	m, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{PodLogsDir: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := pleg.NewCache()
+	cc := cachedContainers{RuntimeService: rt, cache: cache, logPath: m.ContainerLogPath, podLogDir: m.PodLogDir}
+	if paths, ok := cc.RunningLogPaths(); ok {
+		t.Errorf("a cache never refreshed gave %v", paths)
+	}
+	now := time.Now()
+	cache.Set("u1", &runtime.PodStatus{ID: "u1", Name: "p1", Namespace: "ns", ContainerStatuses: []*runtime.ContainerStatus{
+		{ID: "c1", Name: "app", State: runtime.ContainerStateRunning, RestartCount: 2},
+		{ID: "c0", Name: "init", State: runtime.ContainerStateExited},
+	}}, nil, now)
+	cache.Set("u2", &runtime.PodStatus{ID: "u2", Name: "p2", Namespace: "ns", ContainerStatuses: []*runtime.ContainerStatus{
+		{ID: "c2", Name: "app", State: runtime.ContainerStateRunning},
+	}}, nil, now)
+	cache.UpdateTime(now)
+	// Only p1's log directory is there.
+	if err := os.MkdirAll(runtime.PodLogsDirectory(logs, "ns", "p1", "u1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	paths, ok := cc.RunningLogPaths()
+	if !ok {
+		t.Fatal("a current cache gave no log paths")
+	}
+	want := map[string]string{"c1": filepath.Join(logs, "ns_p1_u1", "app", "2.log")}
+	if diff := cmp.Diff(want, paths); diff != "" {
+		t.Errorf("log paths (-want +got):\n%s", diff)
+	}
+}

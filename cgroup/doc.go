@@ -72,7 +72,12 @@
 // No systemd driver (cgroupfs only), no CPU manager cpusets. The QoS
 // cgroups' hugetlb limits are left at the kernel's default (no limit)
 // where the kubelet writes 1<<62, the same in effect. UpdateQoS writes memory.min even when it drops to 0, which the kubelet
-// skips. CPUWeightToShares rounds up, so that weights convert back.
+// skips. UpdateQoS keeps each active pod's requests and their sums between
+// calls, so that admitting n pods one at a time computes n pods' requests
+// rather than n²/2 (the kubelet sums every active pod's requests for each
+// new pod), and writes nothing when the values are those it last wrote
+// (a BestEffort pod admitted). CPUWeightToShares rounds up, so that
+// weights convert back.
 //
 // # Concurrency
 //

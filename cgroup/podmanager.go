@@ -136,7 +136,8 @@ type PodManager struct {
 	mu    sync.Mutex // guards mgr and alloc
 	mgr   Manager
 	alloc v1.ResourceList
-	qosMu sync.Mutex // serializes UpdateQoS
+	qosMu sync.Mutex // serializes UpdateQoS and guards qos
+	qos   qosTally
 }
 
 // NewPodManager checks opts and returns a PodManager. It does no I/O.
@@ -442,22 +443,11 @@ func (p *PodManager) UpdateQoS(activePods []*v1.Pod) error {
 	p.qosMu.Lock()
 	defer p.qosMu.Unlock()
 
-	var burstableCPU int64
-	memReqs := map[v1.PodQOSClass]int64{}
-	for _, pod := range activePods {
-		qos := podmodel.QOSClass(pod)
-		if qos == v1.PodQOSBestEffort {
-			continue
-		}
-		reqs := podmodel.Requests(pod)
-		if qos == v1.PodQOSBurstable {
-			if q, ok := reqs[v1.ResourceCPU]; ok {
-				burstableCPU += q.MilliValue()
-			}
-		}
-		if q, ok := reqs[v1.ResourceMemory]; ok {
-			memReqs[qos] += q.Value()
-		}
+	sums := p.qos.sum(activePods)
+	burstableCPU := sums.burstableCPU
+	memReqs := map[v1.PodQOSClass]int64{
+		v1.PodQOSBurstable:  sums.burstableMemory,
+		v1.PodQOSGuaranteed: sums.guaranteedMemory,
 	}
 	bShares, beShares := MilliCPUToShares(burstableCPU), uint64(MinShares)
 	configs := []struct {
@@ -489,7 +479,21 @@ func (p *PodManager) UpdateQoS(activePods []*v1.Pod) error {
 		}
 		return errors.Join(errs...)
 	}
+	want := qosWritten{bShares: bShares}
+	for i, c := range configs {
+		want.min[i], want.mem[i] = c.rc.MemoryMin, c.rc.Memory
+	}
+	if p.qos.written != nil && p.qos.written.equal(want) {
+		// The same values as the last time, written whole: admitting a
+		// BestEffort pod, or one whose requests another's removal offsets,
+		// writes nothing.
+		return nil
+	}
+	p.qos.written = nil
 	err = update()
+	if err == nil {
+		p.qos.written = &want
+	}
 	if err != nil && p.opts.MemoryReservePercent > 0 {
 		p.log.V(1).Info("retrying QoS memory limits at the usage", "cause", err.Error())
 		for _, c := range configs[1:] {
@@ -564,4 +568,139 @@ func (p *PodManager) SetPodConfig(pod *v1.Pod, rc *ResourceConfig) error {
 		return err
 	}
 	return mgr.Update(p.CgroupName(pod), rc)
+}
+
+// qosTally keeps, between UpdateQoS calls, the QoS class and requests of
+// each active pod and their sums. A pod's spec never changes under the
+// same *v1.Pod (an update brings a new object), and the agent admits pods
+// by appending them to the active pods: when the active pods start with
+// those of the last call, only the pods after them are counted. A batch of
+// pods admitted one at a time then computes each pod's requests once, and
+// each call costs pointer comparisons with the last call's pods, rather
+// than the requests of every active pod, which made admitting n pods one
+// by one O(n²) request computations. Any other active pods are summed
+// again from the requests kept of each pod. Used under qosMu.
+type qosTally struct {
+	last []*v1.Pod
+	sums qosSums
+	pods map[types.UID]*qosPod
+	gen  uint64
+	// written holds the values of the last update that wrote all of them
+	// as they were computed (no retry at the usage); nil if none.
+	written *qosWritten
+}
+
+// qosSums are the requests that size the QoS cgroups.
+type qosSums struct {
+	burstableCPU     int64 // millicores
+	burstableMemory  int64
+	guaranteedMemory int64
+}
+
+// qosPod is what a pod adds to the sums.
+type qosPod struct {
+	pod  *v1.Pod
+	sums qosSums
+	gen  uint64
+}
+
+// qosWritten are the values of an update of the three QoS cgroups: the
+// burstable cgroup's cpu shares, and of each its memory.min and memory
+// limit (nil when not set).
+type qosWritten struct {
+	bShares  uint64
+	min, mem [3]*int64
+}
+
+func (w *qosWritten) equal(o qosWritten) bool {
+	eq := func(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+	if w.bShares != o.bShares {
+		return false
+	}
+	for i := range w.min {
+		if !eq(w.min[i], o.min[i]) || !eq(w.mem[i], o.mem[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *qosSums) add(o qosSums) {
+	s.burstableCPU += o.burstableCPU
+	s.burstableMemory += o.burstableMemory
+	s.guaranteedMemory += o.guaranteedMemory
+}
+
+// sum returns the sums of the requests of the active pods.
+func (t *qosTally) sum(active []*v1.Pod) qosSums {
+	if t.pods == nil {
+		t.pods = make(map[types.UID]*qosPod)
+	}
+	from := 0
+	if extendsPods(active, t.last) {
+		from = len(t.last)
+	} else {
+		clear(t.last)
+		t.last = t.last[:0]
+		t.sums = qosSums{}
+		t.gen++
+	}
+	for _, pod := range active[from:] {
+		e := t.pods[pod.UID]
+		if e == nil || e.pod != pod {
+			e = &qosPod{pod: pod, sums: qosRequests(pod)}
+			t.pods[pod.UID] = e
+		}
+		e.gen = t.gen
+		t.sums.add(e.sums)
+	}
+	if from == 0 {
+		for uid, e := range t.pods {
+			if e.gen != t.gen {
+				delete(t.pods, uid)
+			}
+		}
+	}
+	t.last = append(t.last, active[from:]...)
+	return t.sums
+}
+
+// qosRequests is what the pod adds to the sums: a Burstable pod's cpu
+// request, and the memory requests of Burstable and Guaranteed pods.
+func qosRequests(pod *v1.Pod) qosSums {
+	var s qosSums
+	qos := podmodel.QOSClass(pod)
+	if qos == v1.PodQOSBestEffort {
+		return s
+	}
+	reqs := podmodel.Requests(pod)
+	mem, hasMem := reqs[v1.ResourceMemory]
+	switch qos {
+	case v1.PodQOSBurstable:
+		if q, ok := reqs[v1.ResourceCPU]; ok {
+			s.burstableCPU = q.MilliValue()
+		}
+		if hasMem {
+			s.burstableMemory = mem.Value()
+		}
+	case v1.PodQOSGuaranteed:
+		if hasMem {
+			s.guaranteedMemory = mem.Value()
+		}
+	}
+	return s
+}
+
+// extendsPods reports whether active starts with the pods of last (the
+// same objects, in order).
+func extendsPods(active, last []*v1.Pod) bool {
+	if len(last) == 0 || len(active) < len(last) {
+		return false
+	}
+	for i, pod := range last {
+		if active[i] != pod {
+			return false
+		}
+	}
+	return true
 }

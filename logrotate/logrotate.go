@@ -17,7 +17,12 @@
 // # Differences from the kubelet
 //
 // None in the rules. There is one worker, the kubelet's default
-// (containerLogMaxWorkers 1).
+// (containerLogMaxWorkers 1). The kubelet reads every running container's
+// status in every pass for its log path; a Rotator reads it once per
+// container, and not at all for the containers whose paths the runtime's
+// LogPathLister tells (the agent's, from the PLEG's cache), so that the
+// first pass after thousands of containers started costs a stat per log
+// rather than a CRI call per container.
 //
 // # Concurrency
 //
@@ -69,6 +74,18 @@ const (
 type Runtime interface {
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 	ContainerStatus(ctx context.Context, containerID string, verbose bool) (*runtimeapi.ContainerStatusResponse, error)
+}
+
+// LogPathLister is an optional capability of a Runtime: the log paths of
+// the running containers it knows without reading each container's status
+// (an agent knows where its runtime manager puts the logs of the
+// containers it created), by container ID, and whether it could tell them.
+// It lists only paths it is sure of: the Rotator takes them as the
+// runtime's. A pass that meets containers the previous one did not asks
+// it once, and reads the status of those it leaves out: after a burst of
+// thousands of new containers, the first pass then reads none.
+type LogPathLister interface {
+	RunningLogPaths() (map[string]string, bool)
 }
 
 // reopener is the optional ReopenContainerLog of a runtime (cri-api's
@@ -187,8 +204,9 @@ func (r *Rotator) Run(ctx context.Context) error {
 
 // RotateAll rotates the logs of the running containers that need it. It
 // lists the running containers and reads the status (for the log path) of
-// those the previous pass did not see, so that a pass over unchanged
-// containers costs one list and a stat per log.
+// those the previous pass did not see and the runtime's LogPathLister, if
+// it has one, does not list, so that a pass over unchanged containers
+// costs one list and a stat per log.
 func (r *Rotator) RotateAll(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -198,12 +216,23 @@ func (r *Rotator) RotateAll(ctx context.Context) error {
 	}
 	var errs []error
 	paths := make(map[string]string, len(cs))
+	var listed map[string]string // the LogPathLister's, asked once
+	asked := false
 	for _, c := range cs {
 		if ctx.Err() != nil {
 			break
 		}
 		id := c.GetId()
 		path, known := r.paths[id]
+		if !known && !asked {
+			asked = true
+			if l, ok := r.rt.(LogPathLister); ok {
+				listed, _ = l.RunningLogPaths()
+			}
+		}
+		if !known {
+			path, known = listed[id]
+		}
 		if !known {
 			st, err := r.rt.ContainerStatus(ctx, id, false)
 			if err != nil {

@@ -208,3 +208,59 @@ func TestRotatorAsksStatusOfNewContainersOnly(t *testing.T) {
 		t.Errorf("remembered paths (-want +got):\n%s", diff)
 	}
 }
+
+// listingRuntime is a fakeRuntime that tells the log paths of some of its
+// containers (LogPathLister).
+type listingRuntime struct {
+	*fakeRuntime
+	listed map[string]string
+	asked  int
+}
+
+func (l *listingRuntime) RunningLogPaths() (map[string]string, bool) {
+	l.asked++
+	return l.listed, l.listed != nil
+}
+
+func TestRotatorUsesListedLogPaths(t *testing.T) {
+	d := t.TempDir()
+	big := make([]byte, 2048)
+	logs := map[string]string{}
+	for _, id := range []string{"c1", "c2", "c3"} {
+		logs[id] = filepath.Join(d, id+".log")
+		if err := os.WriteFile(logs[id], big, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := &listingRuntime{
+		fakeRuntime: &fakeRuntime{logs: logs},
+		// c1 and c2 as the runtime has them; c3 not listed.
+		listed: map[string]string{"c1": logs["c1"], "c2": logs["c2"]},
+	}
+	r, err := New(rt, Options{MaxSize: resource.MustParse("1Ki")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RotateAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]int{"c3": 1}, rt.statuses); diff != "" {
+		t.Errorf("ContainerStatus calls (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"c1", "c2", "c3"}, rt.reopened); diff != "" {
+		t.Errorf("logs rotated (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(logs, r.paths); diff != "" {
+		t.Errorf("remembered paths (-want +got):\n%s", diff)
+	}
+	// A pass over the same containers asks nobody.
+	if err := r.RotateAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if rt.asked != 1 {
+		t.Errorf("log paths asked %d times, want once", rt.asked)
+	}
+	if diff := cmp.Diff(map[string]int{"c3": 1}, rt.statuses); diff != "" {
+		t.Errorf("ContainerStatus calls after a second pass (-want +got):\n%s", diff)
+	}
+}

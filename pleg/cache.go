@@ -279,6 +279,31 @@ func (c *StatusCache) RunningContainers(since time.Time) ([]*runtimeapi.Containe
 	return out, true
 }
 
+// EachRunningContainer calls fn with each running container the cache
+// holds and the status of its pod, and reports true, when the cache was
+// refreshed since since and holds no failed read, as RunningContainers;
+// it reports false, without calling fn, otherwise. fn runs under the
+// cache's lock: it must not call the cache, nor keep or change its
+// arguments.
+func (c *StatusCache) EachRunningContainer(since time.Time, fn func(pod *runtime.PodStatus, cs *runtime.ContainerStatus)) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refreshed.Before(since) || c.failed > 0 {
+		return false
+	}
+	for _, e := range c.pods {
+		if e.status == nil {
+			continue
+		}
+		for _, cs := range e.status.ContainerStatuses {
+			if cs.State == runtime.ContainerStateRunning {
+				fn(e.status, cs)
+			}
+		}
+	}
+	return true
+}
+
 // Delete forgets the pod. Readers waiting for it keep waiting.
 func (c *StatusCache) Delete(uid types.UID) {
 	c.mu.Lock()

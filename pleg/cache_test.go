@@ -404,3 +404,37 @@ func TestCacheRunningContainers(t *testing.T) {
 		t.Errorf("container c2 = %v", got[1])
 	}
 }
+
+// TestCacheEachRunningContainer: the running containers of every pod with
+// their pod's status, from a current cache only.
+func TestCacheEachRunningContainer(t *testing.T) {
+	c := NewCache()
+	c.Set("a", &runtime.PodStatus{ID: "a", Name: "pa", ContainerStatuses: []*runtime.ContainerStatus{
+		{ID: "c2", Name: "app", State: runtime.ContainerStateRunning},
+		{ID: "c1", Name: "init", State: runtime.ContainerStateExited},
+	}}, nil, at(1))
+	c.Set("b", &runtime.PodStatus{ID: "b", Name: "pb", ContainerStatuses: []*runtime.ContainerStatus{
+		{ID: "c0", Name: "side", State: runtime.ContainerStateRunning},
+	}}, nil, at(1))
+	seen := func(since time.Time) (map[string]string, bool) {
+		got := map[string]string{}
+		ok := c.EachRunningContainer(since, func(pod *runtime.PodStatus, cs *runtime.ContainerStatus) {
+			got[cs.ID] = pod.Name + "/" + cs.Name
+		})
+		return got, ok
+	}
+	if got, ok := seen(at(0)); ok || len(got) != 0 {
+		t.Errorf("a cache never refreshed answered %v", got)
+	}
+	c.UpdateTime(at(1))
+	got, ok := seen(at(0))
+	if !ok {
+		t.Fatal("EachRunningContainer did not answer from a current cache")
+	}
+	if diff := cmp.Diff(map[string]string{"c0": "pb/side", "c2": "pa/app"}, got); diff != "" {
+		t.Errorf("running containers (-want +got):\n%s", diff)
+	}
+	if got, ok := seen(at(2)); ok || len(got) != 0 {
+		t.Errorf("a cache older than asked answered %v", got)
+	}
+}

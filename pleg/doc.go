@@ -71,7 +71,12 @@
 // seconds. When the runtime answers Unimplemented (containerd 1.6), or the
 // stream fails 5 times in a row, it relists every second instead, logs the
 // switch once, retries the stream with a back-off up to 30 s, and goes
-// back to events once the stream works. NewAuto picks Evented for a
+// back to events once the stream works. A relist in evented mode (the
+// stream lost, or the safety net) sends nothing for a pod whose changes
+// since the last relist the stream delivered, the Cache showing them: the
+// kubelet's relist after a lost stream reports every change since its
+// previous relist again, which after a burst of thousands of pods overflows
+// the event channel and syncs every pod once more. NewAuto picks Evented for a
 // runtime that can stream events (runtime/cri.Client, runtimetest) and
 // Generic otherwise, so an agent calls it unconditionally:
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,6 +177,26 @@ type Evented struct {
 	// Only the consumer goroutine uses it.
 	pending map[types.UID]*pendingPod
 	batch   []*runtimeapi.ContainerEventResponse
+
+	// witnessed holds the state of each container and sandbox in the
+	// events whose lifecycle events went out (the cache updated first),
+	// with the number of the relist they may serve (relists counts them).
+	// A relist that finds a pod changed to exactly the states witnessed
+	// sends nothing again (Generic.announced): after the stream was lost
+	// in a burst, the relist that takes over reports only what the stream
+	// missed, not every change since the previous relist, which at
+	// thousands of pods overflowed the events channel with duplicates and
+	// synced every pod once more. Entries go once a relist used them, on
+	// a DELETED event, or after the relist they were for.
+	wmu       sync.Mutex
+	witnessed map[string]witness
+	relists   uint64
+}
+
+// witness is the state of a container or sandbox an event showed.
+type witness struct {
+	state  plegState
+	relist uint64
 }
 
 type pendingPod struct {
@@ -198,17 +219,20 @@ func NewEvented(rt EventedRuntime, status StatusGetter, cache Cache, opts Evente
 	if err != nil {
 		return nil, err
 	}
-	return &Evented{
-		rt:      rt,
-		status:  status,
-		cache:   cache,
-		opts:    o,
-		log:     o.Logger.WithName("pleg"),
-		g:       g,
-		kick:    make(chan struct{}, 1),
-		opened:  make(chan struct{}, 1),
-		pending: make(map[types.UID]*pendingPod),
-	}, nil
+	e := &Evented{
+		rt:        rt,
+		status:    status,
+		cache:     cache,
+		opts:      o,
+		log:       o.Logger.WithName("pleg"),
+		g:         g,
+		kick:      make(chan struct{}, 1),
+		opened:    make(chan struct{}, 1),
+		pending:   make(map[types.UID]*pendingPod),
+		witnessed: make(map[string]witness),
+	}
+	g.announced = e.announced
+	return e, nil
 }
 
 // NewAuto returns the PLEG for rt: an Evented PLEG when rt can stream
@@ -247,7 +271,24 @@ func (e *Evented) Streaming() bool {
 func (e *Evented) StreamEvents() uint64 { return e.events.Load() }
 
 // Relist relists the runtime once (see Generic.Relist).
-func (e *Evented) Relist(ctx context.Context) error { return e.g.Relist(ctx) }
+func (e *Evented) Relist(ctx context.Context) error {
+	e.wmu.Lock()
+	e.relists++
+	n := e.relists
+	e.wmu.Unlock()
+	err := e.g.Relist(ctx)
+	if err != nil {
+		// Nothing was committed (the listing failed) or not everything:
+		// what was witnessed serves the next relist.
+		return err
+	}
+	// What was witnessed before this relist listed is either used, or
+	// about containers the relist did not find changed or found gone.
+	e.wmu.Lock()
+	maps.DeleteFunc(e.witnessed, func(_ string, w witness) bool { return w.relist <= n })
+	e.wmu.Unlock()
+	return nil
+}
 
 // Healthy returns an error when neither a relist nor the event stream has
 // shown a working runtime recently: within EventedRelistThreshold while
@@ -317,7 +358,7 @@ func (e *Evented) relistLoop(ctx context.Context) {
 		case <-timer.C:
 		case <-e.kick:
 		}
-		if err := e.g.Relist(ctx); err != nil && ctx.Err() == nil {
+		if err := e.Relist(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error(err, "relist failed")
 		}
 		period := e.opts.RelistPeriod
@@ -561,13 +602,61 @@ drain:
 			dropped += n
 			droppedPods++
 			e.owe(p.uid, p.name, p.namespace).sync = true
+			continue
 		}
+		e.witness(p.events)
 	}
 	if dropped > 0 {
 		e.g.dropped.Add(uint64(dropped))
 		e.log.Error(nil, "event channel full, events dropped; their pods get a PodSync",
 			"dropped", dropped, "pods", droppedPods, "capacity", cap(e.g.events))
 	}
+}
+
+// witness records the states the events show, their lifecycle events
+// sent: the next relist need not send them again.
+func (e *Evented) witness(events []*runtimeapi.ContainerEventResponse) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	n := e.relists + 1 // the next relist's
+	for _, ev := range events {
+		if ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+			delete(e.witnessed, ev.GetContainerId())
+			continue
+		}
+		if sb := ev.GetPodSandboxStatus(); sb.GetId() != "" {
+			e.witnessed[sb.GetId()] = witness{state: sandboxState(sb.GetState()), relist: n}
+		}
+		for _, c := range ev.GetContainersStatuses() {
+			if c.GetId() != "" {
+				e.witnessed[c.GetId()] = witness{state: containerState(c.GetState()), relist: n}
+			}
+		}
+	}
+}
+
+// announced reports whether every container and sandbox of pod that a
+// relist found changed is in the state the event stream last showed: the
+// stream sent the events of those changes, and a sync followed them. The
+// entries it used are dropped then. It is Generic.announced, called during
+// a relist.
+func (e *Evented) announced(pod *podRecord) bool {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	for _, rec := range pod.ctrs {
+		if rec.cur == rec.old {
+			continue
+		}
+		if w, ok := e.witnessed[rec.id]; !ok || rec.cur == stateNonExistent || w.state != rec.cur {
+			return false
+		}
+	}
+	for _, rec := range pod.ctrs {
+		if rec.cur != rec.old {
+			delete(e.witnessed, rec.id)
+		}
+	}
+	return true
 }
 
 // readSince reports whether the cache holds a status of the pod read

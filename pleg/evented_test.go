@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -769,4 +770,69 @@ func BenchmarkDeathDetection(b *testing.B) {
 			b.ReportMetric(float64(worst.Microseconds())/1000, "max-latency-ms")
 		})
 	}
+}
+
+// TestEventedRelistAfterLostStream loses the stream after it delivered
+// pods' changes: the relist that takes over sends the events of the pods
+// with changes the stream missed, and none for a pod whose changes it
+// sent.
+func TestEventedRelistAfterLostStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newEventedFixture(t, EventedOptions{}, nil)
+		time.Sleep(streamSettle)
+		synctest.Wait()
+		if !f.e.Streaming() {
+			t.Fatal("not Streaming once the stream settled")
+		}
+		sbA := f.runSandbox("a")
+		cA := f.createContainer("a", sbA, "app", true, "sleep", "infinity")
+		sbC := f.runSandbox("c")
+		cC := f.createContainer("c", sbC, "app", true, "sleep", "infinity")
+		want := []Event{
+			{ID: "a", Type: ContainerStarted, Data: sbA},
+			{ID: "a", Type: ContainerStarted, Data: cA},
+			{ID: "c", Type: ContainerStarted, Data: sbC},
+			{ID: "c", Type: ContainerStarted, Data: cC},
+		}
+		if d := cmp.Diff(want, f.events()); d != "" {
+			t.Fatalf("events from the stream (-want +got):\n%s", d)
+		}
+
+		// The stream ends; pod b starts and pod c's container exits
+		// before a new stream opens.
+		f.rt.SetDown(true)
+		synctest.Wait()
+		f.rt.SetDown(false)
+		if f.e.Streaming() {
+			t.Fatal("Streaming after the stream ended")
+		}
+		sbB := f.runSandbox("b")
+		if err := f.rt.StopContainer(t.Context(), cC, 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second + streamSettle)
+		synctest.Wait()
+		if !f.e.Streaming() {
+			t.Fatal("not Streaming again")
+		}
+		byPod := map[string][]Event{}
+		for _, ev := range f.events() {
+			byPod[string(ev.ID)] = append(byPod[string(ev.ID)], ev)
+		}
+		if len(byPod["a"]) != 0 {
+			t.Errorf("events of pod a, whose changes the stream sent: %v, want none", byPod["a"])
+		}
+		if d := cmp.Diff([]Event{{ID: "b", Type: ContainerStarted, Data: sbB}}, byPod["b"]); d != "" {
+			t.Errorf("events of pod b, started while the stream was lost (-want +got):\n%s", d)
+		}
+		if !slices.Contains(byPod["c"], Event{ID: "c", Type: ContainerDied, Data: cC}) {
+			t.Errorf("events of pod c %v, want its container's death", byPod["c"])
+		}
+		f.e.wmu.Lock()
+		left := len(f.e.witnessed)
+		f.e.wmu.Unlock()
+		if left != 0 {
+			t.Errorf("%d witnessed states kept after the relists, want 0", left)
+		}
+	})
 }

@@ -119,6 +119,11 @@ type Generic struct {
 	// tracker decides what each relist reports; Relist does the I/O
 	// around it.
 	tracker
+	// announced, set by an Evented PLEG, reports whether its event stream
+	// already sent the events of every change a relist found in pod: the
+	// relist then commits the pod without sending them again. Nil for a
+	// Generic PLEG of its own.
+	announced func(pod *podRecord) bool
 }
 
 // NewGeneric returns a Generic PLEG reading the runtime through lister and
@@ -322,6 +327,9 @@ func (g *Generic) syncPod(ctx context.Context, pod *podRecord) int {
 		// The cache holds a read of the pod (made after a sync, or on
 		// container events) that shows every container and sandbox as
 		// listed: reading it again would find the same.
+		if pod.owed == 0 && g.announced != nil && g.announced(pod) {
+			return g.tracker.commit(pod, sentBefore)
+		}
 		return g.tracker.commit(pod, g.send)
 	}
 	ts := time.Now()
@@ -343,6 +351,9 @@ func (g *Generic) syncPod(ctx context.Context, pod *podRecord) int {
 	}
 	return g.tracker.commit(pod, g.send)
 }
+
+// sentBefore is the sendFunc of a commit whose events were sent before.
+func sentBefore(*Event) bool { return true }
 
 // cachedAsListed reports whether the cache holds a status of the pod, read
 // without error, whose containers and sandboxes are exactly those this

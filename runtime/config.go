@@ -58,6 +58,19 @@ func containerLogPath(container string, restartCount int) string {
 	return filepath.Join(container, strconv.Itoa(restartCount)+".log")
 }
 
+// ContainerLogPath is the log path the Manager gave container cs of the
+// pod (what the runtime reports as the container's log_path):
+// <PodLogsDir>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
+func (m *Manager) ContainerLogPath(pod *PodStatus, cs *ContainerStatus) string {
+	return filepath.Join(m.PodLogDir(pod), containerLogPath(cs.Name, cs.RestartCount))
+}
+
+// PodLogDir is the pod's log directory, the sandbox's log_directory:
+// <PodLogsDir>/<namespace>_<name>_<uid>.
+func (m *Manager) PodLogDir(pod *PodStatus) string {
+	return PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.ID)
+}
+
 // restartCountFromLogDir returns one more than the highest <n>.log in dir,
 // or 0: the restart count of a container whose previous instances the
 // runtime forgot (the kubelet's calcRestartCountByLogDir).

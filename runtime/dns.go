@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -51,7 +52,7 @@ const (
 // rise to.
 func (m *Manager) podDNSConfig(pod *v1.Pod) (*runtimeapi.DNSConfig, [][2]string) {
 	var warnings [][2]string
-	host, err := parseResolvConf(m.opts.DNS.ResolvConf)
+	host, err := m.resolv.get(m.opts.DNS.ResolvConf)
 	if err != nil {
 		m.log.Error(err, "Cannot read the host's resolver configuration", "path", m.opts.DNS.ResolvConf)
 		host = &runtimeapi.DNSConfig{}
@@ -170,6 +171,41 @@ func mergeDNSOptions(existing []string, pod []v1.PodDNSConfigOption) []string {
 		}
 	}
 	return out
+}
+
+// resolvConfCache holds the host's resolver file as last parsed, so that
+// a burst of sandboxes parses it once: each sandbox costs a stat of the
+// file, and the file is read again when its size or modification time
+// changed or another file took its place (a rename). The kubelet reads
+// and parses it for every sandbox. The zero value is ready to use; it is
+// safe for concurrent use.
+type resolvConfCache struct {
+	mu   sync.Mutex
+	path string
+	fi   os.FileInfo           // of the version parsed
+	cfg  *runtimeapi.DNSConfig // never modified once cached
+}
+
+// get returns the parsed file at path: a copy the caller may change.
+func (c *resolvConfCache) get(path string) (*runtimeapi.DNSConfig, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cfg == nil || c.path != path || !os.SameFile(c.fi, fi) || c.fi.Size() != fi.Size() || !c.fi.ModTime().Equal(fi.ModTime()) {
+		cfg, err := parseResolvConf(path)
+		if err != nil {
+			return nil, err
+		}
+		c.path, c.fi, c.cfg = path, fi, cfg
+	}
+	return &runtimeapi.DNSConfig{
+		Servers:  slices.Clone(c.cfg.Servers),
+		Searches: slices.Clone(c.cfg.Searches),
+		Options:  slices.Clone(c.cfg.Options),
+	}, nil
 }
 
 // parseResolvConf reads nameserver, search and options lines as the

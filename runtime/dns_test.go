@@ -1,16 +1,22 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	critest "k8s.io/cri-api/pkg/apis/testing"
 )
 
 func dnsManager(t *testing.T, dns DNSOptions, resolv string) *Manager {
@@ -137,5 +143,135 @@ func TestManagedHosts(t *testing.T) {
 	}
 	if got := string(managedHosts([]string{"10.1.0.5"}, "p", "", nil)); !strings.HasSuffix(got, "fe00::2\tip6-allrouters\n10.1.0.5\tp\n") {
 		t.Errorf("hosts without a domain or aliases:\n%s", got)
+	}
+}
+
+// TestResolvConfCache checks that the host's resolver file, parsed once,
+// is read again when it is edited in place or replaced, and that each
+// caller gets its own copy.
+func TestResolvConfCache(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "resolv.conf")
+	write := func(p, content string, mtime time.Time) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	write(path, "nameserver 10.0.0.1\nsearch a.example\noptions ndots:2\n", t0)
+	var c resolvConfCache
+	get := func() *runtimeapi.DNSConfig {
+		t.Helper()
+		cfg, err := c.get(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	want := &runtimeapi.DNSConfig{Servers: []string{"10.0.0.1"}, Searches: []string{"a.example"}, Options: []string{"ndots:2"}}
+	first := get()
+	if diff := cmp.Diff(want, first, protocmp.Transform()); diff != "" {
+		t.Fatalf("first read (-want +got):\n%s", diff)
+	}
+	// A caller's changes stay its own.
+	first.Servers = append(first.Servers[:1], "changed")
+	first.Searches[0] = "changed"
+	if diff := cmp.Diff(want, get(), protocmp.Transform()); diff != "" {
+		t.Fatalf("after a caller changed its copy (-want +got):\n%s", diff)
+	}
+
+	// Edited in place, same size, new modification time.
+	write(path, "nameserver 10.0.0.2\nsearch b.example\noptions ndots:3\n", t0.Add(time.Second))
+	want = &runtimeapi.DNSConfig{Servers: []string{"10.0.0.2"}, Searches: []string{"b.example"}, Options: []string{"ndots:3"}}
+	if diff := cmp.Diff(want, get(), protocmp.Transform()); diff != "" {
+		t.Fatalf("after an edit (-want +got):\n%s", diff)
+	}
+
+	// Replaced by a rename, with the same size and modification time.
+	tmp := filepath.Join(dir, "resolv.conf.new")
+	write(tmp, "nameserver 10.0.0.3\nsearch c.example\noptions ndots:4\n", t0.Add(time.Second))
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	want = &runtimeapi.DNSConfig{Servers: []string{"10.0.0.3"}, Searches: []string{"c.example"}, Options: []string{"ndots:4"}}
+	if diff := cmp.Diff(want, get(), protocmp.Transform()); diff != "" {
+		t.Fatalf("after a replacement (-want +got):\n%s", diff)
+	}
+
+	// Gone: an error, and the file is read again once it is back.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.get(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing file: got %v, want ErrNotExist", err)
+	}
+	write(path, "nameserver 10.0.0.4\n", t0)
+	if diff := cmp.Diff(&runtimeapi.DNSConfig{Servers: []string{"10.0.0.4"}}, get(), protocmp.Transform()); diff != "" {
+		t.Fatalf("after the file came back (-want +got):\n%s", diff)
+	}
+}
+
+// TestResolvConfCacheConcurrent has sandboxes read the cached file while
+// it changes (run with -race).
+func TestResolvConfCacheConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(path, []byte("nameserver 10.0.0.1\nsearch a.example\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var c resolvConfCache
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				cfg, err := c.get(path)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(cfg.Servers) != 1 {
+					t.Errorf("servers %v, want one", cfg.Servers)
+					return
+				}
+				cfg.Servers = append(cfg.Servers, "10.9.9.9")
+				cfg.Searches = append(cfg.Searches, "x.example")
+			}
+		})
+	}
+	// Each version replaces the file whole, as resolvers' tools do: a
+	// reader never sees half a file.
+	for i := range 50 {
+		tmp := path + ".new"
+		if err := os.WriteFile(tmp, []byte(fmt.Sprintf("nameserver 10.0.0.%d\nsearch a.example\n", i%200+1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+}
+
+// BenchmarkPodDNSConfig forms the DNS configuration of one sandbox, the
+// host's resolver file being unchanged: a stat of the file, no parse.
+func BenchmarkPodDNSConfig(b *testing.B) {
+	dir := b.TempDir()
+	dns := DNSOptions{ClusterDNS: []string{"10.0.0.10"}, ClusterDomain: "cluster.local", ResolvConf: filepath.Join(dir, "resolv.conf")}
+	if err := os.WriteFile(dns.ResolvConf, []byte(hostResolv), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	m, err := NewManager(critest.NewFakeRuntimeService(), critest.NewFakeImageService(), ManagerOptions{DNS: dns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if cfg, _ := m.podDNSConfig(pod); len(cfg.Servers) != 1 {
+			b.Fatalf("servers %v", cfg.Servers)
+		}
 	}
 }

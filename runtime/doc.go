@@ -219,7 +219,10 @@
 //     MissingClusterDNS warning at every pod; an unreadable host resolver
 //     file is logged and treated as empty instead of failing the sandbox.
 //     DNS options merged from the host and the pod keep their first order
-//     (the kubelet's is a map's).
+//     (the kubelet's is a map's). The host resolver file is parsed once
+//     and again only when its size, modification time or inode changes
+//     (a stat per sandbox), where the kubelet reads and parses it for
+//     every sandbox.
 //   - The managed /etc/hosts (with RootDir) is the kubelet's file; it is
 //     written at each container start, as the kubelet does.
 //   - Old stopped sandboxes of a running pod are left to package gc (the

@@ -330,3 +330,37 @@ func BenchmarkStartPod(b *testing.B) {
 func apiStatus(m *runtime.Manager, pod *v1.Pod, st *runtime.PodStatus) v1.PodStatus {
 	return nkstatus.Generate(nkstatus.Input{Pod: pod, Runtime: st, RuntimeName: m.RuntimeName(), Waiting: m})
 }
+
+// TestContainerLogPath checks that ContainerLogPath is the log path the
+// runtime reports for the containers the Manager created.
+func TestContainerLogPath(t *testing.T) {
+	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox:1.36"}})
+	defer rt.Close()
+	m, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{PodLogsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := newPod("logs", v1.RestartPolicyAlways)
+	pod.Spec.Containers = []v1.Container{container("a", "sleep infinity"), container("b", "sleep infinity")}
+	ctx := t.Context()
+	st, _ := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err := m.SyncPod(ctx, pod, st).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.ContainerStatuses) != 2 {
+		t.Fatalf("%d containers, want 2", len(st.ContainerStatuses))
+	}
+	for _, cs := range st.ContainerStatuses {
+		resp, err := rt.ContainerStatus(ctx, cs.ID, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := m.ContainerLogPath(st, cs), resp.GetStatus().GetLogPath(); got != want || want == "" {
+			t.Errorf("container %s: ContainerLogPath %q, runtime's %q", cs.Name, got, want)
+		}
+	}
+}

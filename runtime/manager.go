@@ -189,6 +189,8 @@ type Manager struct {
 	clock clock.Clock
 	// pulls coalesces the pulls of one image.
 	pulls *puller
+	// resolv is the host's resolver file, parsed once per version.
+	resolv resolvConfCache
 
 	mu             sync.Mutex
 	runtimeName    string

@@ -17,6 +17,18 @@
 //	...
 //	err = loop.Run(ctx)
 //
+// # Differences from the kubelet
+//
+// After a housekeeping pass, the housekeeping ticks that come within 9
+// times the pass's duration are skipped, so that housekeeping takes at
+// most a tenth of the loop's time; the kubelet runs a pass at every 2 s
+// tick, back to back when a pass takes longer. With the default period, a
+// pass under 200 ms (10,000 pods take 50–130 ms on an idle machine)
+// changes nothing; at more pods or on a
+// loaded machine, orphans are cleaned up a few seconds later rather than
+// the loop spending most of its time on housekeeping while PLEG events
+// wait.
+//
 // # Concurrency
 //
 // The handler is called from the loop's goroutine only, one call at a time;

@@ -252,3 +252,54 @@ func TestNewValidates(t *testing.T) {
 		t.Error("New with a nil extra channel = nil error")
 	}
 }
+
+// slowCleanups is a recorder whose housekeeping passes take a while.
+type slowCleanups struct {
+	recorder
+	pass time.Duration
+}
+
+func (s *slowCleanups) HandlePodCleanups(context.Context) error {
+	s.add("Cleanup", nil)
+	time.Sleep(s.pass)
+	return nil
+}
+
+// TestLoopHousekeepingRests checks that a long housekeeping pass is
+// followed by a rest of 9 times its duration, and that short passes run
+// at every tick.
+func TestLoopHousekeepingRests(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pass time.Duration
+		want int // passes within 20 s of 2 s ticks
+	}{
+		// Passes at 2, 4, ..., 20 s.
+		{"short passes", 100 * time.Millisecond, 10},
+		// A pass at 2 s ends at 3 s and rests until 12 s: the next at 12 s
+		// (ends 13 s, rests until 22 s).
+		{"long passes", time.Second, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := &slowCleanups{pass: tc.pass}
+				l, err := New(h, Config{Pods: podMap{}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error, 1)
+				go func() { done <- l.Run(ctx) }()
+				time.Sleep(20*time.Second + time.Millisecond)
+				synctest.Wait()
+				if got := len(h.take()); got != tc.want {
+					t.Errorf("%d housekeeping passes in 20 s, want %d", got, tc.want)
+				}
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
