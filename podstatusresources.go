@@ -15,7 +15,11 @@ import (
 // Nil otherwise, when cgroups are off, or when the cgroup cannot be read.
 func statusPodCgroup(c PodCgroups, pod *v1.Pod) *status.PodCgroupState {
 	if podmodel.HasPodLevelResources(pod) {
-		return podCgroupState(c, pod)
+		st := podCgroupState(c, pod)
+		if st != nil {
+			st.CPU, st.Memory = &st.Current, &st.Current
+		}
+		return st
 	}
 	if pod.Status.Phase != v1.PodRunning {
 		return nil
@@ -28,5 +32,5 @@ func statusPodCgroup(c PodCgroups, pod *v1.Pod) *status.PodCgroupState {
 	if err != nil {
 		return nil
 	}
-	return &status.PodCgroupState{Current: cur, Desired: pc.Desired(pod)}
+	return &status.PodCgroupState{CPU: &cur, Memory: &cur}
 }
