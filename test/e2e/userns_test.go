@@ -153,7 +153,7 @@ func TestUserNamespaces(t *testing.T) {
 	}
 
 	// The static pod with a host namespace never got past its source.
-	const refused = "spec.hostNetwork: Forbidden: when `pod.Spec.HostUsers` is false"
+	const refused = "spec.hostNetwork: Forbidden: when `hostUsers` is false"
 	eventually(t, time.Minute, "the hostNetwork manifest refused", func() bool { return a.logs.count("bad manifest", refused) > 0 })
 	if _, ok := a.status(f.pod("hostnet")); ok {
 		t.Errorf("%s has a status: the agent took it", f.pod("hostnet"))
