@@ -27,7 +27,18 @@ type runtimeHandlerCache struct {
 // cacheRuntimeHandlers wraps rs so that its Status responses feed the
 // Node's runtime handlers (nodeRuntimeHandlers).
 func (a *Agent) cacheRuntimeHandlers(rs runtime.RuntimeService) runtime.RuntimeService {
-	a.runtimeHandlers = &runtimeHandlerCache{RuntimeService: rs}
+	c := a.handlerCache()
+	c.RuntimeService = rs
+	return c
+}
+
+// handlerCache is the agent's runtimeHandlerCache, made on first use:
+// New sets up the Node (nodeRuntimeHandlers) before the runtime manager
+// (cacheRuntimeHandlers).
+func (a *Agent) handlerCache() *runtimeHandlerCache {
+	if a.runtimeHandlers == nil {
+		a.runtimeHandlers = &runtimeHandlerCache{}
+	}
 	return a.runtimeHandlers
 }
 
@@ -72,8 +83,8 @@ func runtimeReady(resp *runtimeapi.StatusResponse) bool {
 // status.runtimeHandlers, as the kubelet reports them. Until the runtime
 // has been ready once the Node's stay.
 func (a *Agent) nodeRuntimeHandlers(o *node.Options) {
-	if o.RuntimeHandlers != nil || a.runtimeHandlers == nil {
+	if o.RuntimeHandlers != nil {
 		return
 	}
-	o.RuntimeHandlers = a.runtimeHandlers.get
+	o.RuntimeHandlers = a.handlerCache().get
 }

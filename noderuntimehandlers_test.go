@@ -48,10 +48,11 @@ func TestNodeRuntimeHandlers(t *testing.T) {
 		return out
 	}
 	fake := &statusRuntime{resp: ready(false, "never")}
+	// New sets up the Node before the runtime manager.
 	a := &Agent{}
-	rs := a.cacheRuntimeHandlers(fake)
 	var o node.Options
 	a.nodeRuntimeHandlers(&o)
+	rs := a.cacheRuntimeHandlers(fake)
 	if o.RuntimeHandlers == nil {
 		t.Fatal("RuntimeHandlers not set")
 	}
