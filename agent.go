@@ -38,6 +38,10 @@ type Agent struct {
 	opts Options
 	log  logr.Logger
 
+	// runtimeHandlers keeps the handlers of the runtime's Status
+	// (noderuntimehandlers.go).
+	runtimeHandlers *runtimeHandlerCache
+
 	config   *sources.Config
 	runtime  *runtime.Manager
 	cache    pleg.Cache
@@ -166,7 +170,7 @@ func New(opts Options) (*Agent, error) {
 	if rmOpts.Recorder == nil {
 		rmOpts.Recorder = &a.recorder
 	}
-	rm, err := runtime.NewManager(a.metrics.runtime(opts.Runtime), a.metrics.images(opts.Images), rmOpts)
+	rm, err := runtime.NewManager(a.cacheRuntimeHandlers(a.metrics.runtime(opts.Runtime)), a.metrics.images(opts.Images), rmOpts)
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}

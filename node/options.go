@@ -110,8 +110,10 @@ type Options struct {
 	// their recursiveReadOnlyMounts and userNamespaces features, which the
 	// scheduler and the API server match pods against). Called once per
 	// status update; on error the Node's are kept. Defaults to none:
-	// status.runtimeHandlers is left alone. The Agent sets it to its
-	// runtime's.
+	// status.runtimeHandlers is left alone. The Agent sets it to the
+	// handlers its runtime health check last read from a ready runtime
+	// (no CRI call of its own, as the kubelet's updateRuntimeUp keeps
+	// them): it should return what it holds, not call the runtime.
 	RuntimeHandlers func(ctx context.Context) ([]*runtimeapi.RuntimeHandler, error)
 	// AgentVersion is reported as the Node's kubelet version. Defaults to
 	// KubernetesVersion(), the Kubernetes version nodekit follows (v1.37.2

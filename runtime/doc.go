@@ -147,17 +147,26 @@
 //     the containers' own changes). PodResizeInProgress holds until the
 //     pod cgroup, as read, has them. status.allocatedResources and
 //     status.resources are filled for every pod, with pod-level resources
-//     or not, as the kubelet's convertStatusToAPIStatus and
+//     or not, as the kubelet v1.37.2's convertStatusToAPIStatus and
 //     convertToAPIPodLevelResourcesStatus fill them: the pod's requests
 //     (containers aggregated, pod-level requests in their place, overhead
-//     added); spec.resources with the pod's requests and limits, and for a
-//     pod Running as its source gives it the cpu request, cpu limit and
-//     memory limit its cgroup has (the allocated value where the cgroup's
-//     is only its round trip through a cgroup v2 weight or the smallest
-//     quota; the allocated value where the cgroup has none or is unread).
-//     On purpose, as for containers: the actual values are read from the
-//     pod cgroup, not from a checkpoint of what was written (cpu shares
-//     compare as cgroup v2 weights, the value cgroup v2 keeps).
+//     added); for a pod not Running, spec.resources with the aggregated
+//     requests and limits; for a pod Running as its source gives it,
+//     spec.resources alone (pod-level) with the cgroup's cpu request (the
+//     pod-level request where the cgroup's shares are its lossy cgroup v2
+//     round trip; without pod-level resources that of no request, so a
+//     50m container request reads back as 28m), the aggregated memory
+//     request when spec.resources has none, and the cgroup's cpu limit
+//     and memory limit, a value the cgroup lacks or could not be read
+//     being the previous Running status's. The status reads only the
+//     cgroup's cpu files and memory limit, as the kubelet's
+//     GetPodCgroupConfig (cgroup.PodManager.PodStatusConfig). On purpose,
+//     as for containers: a resize of the pod-level resources is in
+//     progress while the pod cgroup as read differs from the allocation,
+//     not the kubelet's checkpoint of what was written (cpu shares compare
+//     as cgroup v2 weights, the value cgroup v2 keeps); on cgroup v1 an
+//     unlimited memory limit reads as none, not as the kernel's largest
+//     value.
 //   - Image pull secrets (ManagerOptions.Secrets; package
 //     runtime/credentials has the docker-config rules) are read when an
 //     image is pulled or its access checked, not at every sync: the

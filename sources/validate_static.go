@@ -37,9 +37,10 @@ const (
 // environment variable names, volume mounts (a known volume, a unique
 // mount path, a relative subPath without ".."), resources (non-negative,
 // requests within limits), probes (one handler; liveness and startup
-// successThreshold 1), and hostUsers: false with hostNetwork, hostPID or
-// hostIPC (userns.ValidatePod, the API server's rule; the error matches
-// userns.ErrHostNamespaces).
+// successThreshold 1), and hostUsers: false with hostNetwork, hostPID,
+// hostIPC or a container's volumeDevices (userns.ValidatePod, the API
+// server's rule and message; the error matches userns.ErrHostNamespaces
+// or userns.ErrVolumeDevices).
 //
 // It is never stricter than the API server: a pod the API server accepts
 // passes (environment variable names follow the relaxed rule, any
@@ -127,8 +128,9 @@ func ValidateStatic(pod *v1.Pod) error {
 	for i := range spec.Containers {
 		errs = append(errs, validateContainer(&spec.Containers[i], cp.Index(i), volumes, spec.HostNetwork)...)
 	}
-	// hostUsers: false with a host namespace, as the API server (and
-	// package userns, which fails such a pod's sandbox) refuses it.
+	// hostUsers: false with a host namespace or volume devices, as the API
+	// server (and package userns, which fails such a pod's sandbox)
+	// refuses it.
 	usernsErr := userns.ValidatePod(pod)
 	switch {
 	case len(errs) > 0 && usernsErr != nil:

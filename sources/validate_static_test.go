@@ -123,14 +123,20 @@ func TestValidateStatic(t *testing.T) {
 			f := false
 			p.Spec.HostUsers = &f
 			p.Spec.HostNetwork, p.Spec.HostPID, p.Spec.HostIPC = true, true, true
-		}, wantErr: []string{"spec.hostNetwork: Forbidden: when `pod.Spec.HostUsers` is false",
-			"spec.HostPID: Forbidden: when `pod.Spec.HostUsers` is false", "spec.HostIPC: Forbidden: when `pod.Spec.HostUsers` is false"}},
+		}, wantErr: []string{"spec.hostNetwork: Forbidden: when `hostUsers` is false",
+			"spec.HostPID: Forbidden: when `hostUsers` is false", "spec.HostIPC: Forbidden: when `hostUsers` is false"}},
 		{name: "hostUsers false with hostPID, and another error", mut: func(p *v1.Pod) {
 			f := false
 			p.Spec.HostUsers = &f
 			p.Spec.HostPID = true
 			p.Spec.Hostname = "a.b"
 		}, wantErr: []string{"spec.hostname: Invalid value", "spec.HostPID: Forbidden"}},
+		{name: "hostUsers false with volumeDevices", mut: func(p *v1.Pod) {
+			f := false
+			p.Spec.HostUsers = &f
+			p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "blk", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}})
+			p.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "blk", DevicePath: "/dev/xvda"}}
+		}, wantErr: []string{"spec.containers[0].volumeDevices: Forbidden: when `hostUsers` is false"}},
 		{name: "hostUsers false alone", mut: func(p *v1.Pod) {
 			f := false
 			p.Spec.HostUsers = &f

@@ -66,11 +66,19 @@
 // (Input.PodCgroup) differs from them. Every pod, with pod-level
 // resources or not, reports its requests (containers aggregated,
 // pod-level requests in their place, overhead added) as
-// status.allocatedResources and, as status.resources, spec.resources
-// with its requests and limits, the cpu request, cpu limit and memory
-// limit of a Running pod as its cgroup has them (the allocated value
-// where the cgroup's only rounds it), as the kubelet's
-// convertToAPIPodLevelResourcesStatus. The condition comes with reason Error and the runtime's message when the last attempt failed
+// status.allocatedResources. As status.resources, a pod not Running
+// reports spec.resources with those requests and the aggregated limits;
+// a Running pod reports spec.resources alone (pod-level only: no limit a
+// container lacks, no ephemeral-storage nor extended resources) with its
+// cgroup's cpu request (kept as allocated when the cgroup v2 weight only
+// rounds the pod-level request: the kubelet's lossy v2 round trip, which
+// for a pod without pod-level resources is that of no request, so that a
+// 50m container request reads back as 28m), the aggregated memory request
+// when spec.resources has none, the cgroup's cpu limit and memory limit;
+// a value the cgroup lacks or could not be read is the previous status's
+// when that was Running too, else left out, as the kubelet v1.37.2's
+// convertToAPIPodLevelResourcesStatus. The condition comes with reason
+// Error and the runtime's message when the last attempt failed
 // (ResizeErrors, found on Input.Waiting); PodResizePending is
 // Input.ResizePending (Infeasible or Deferred, podmodel.DecideResize). The
 // Manager clears both in the API server by leaving them out, as the
@@ -82,7 +90,13 @@
 // carried from the previous status only for the same container instance
 // (the kubelet carries it to a new instance until the probes run); the
 // phase's reason and message are not carried over while the phase stays
-// (the agent sets its own, such as FailedMount, which must clear).
+// (the agent sets its own, such as FailedMount, which must clear); a
+// resize of pod-level resources is in progress while the pod cgroup as
+// read differs from the allocation (the kubelet compares its record of the
+// pod-level resources last actuated: the cgroup is what the pod runs
+// with, and needs no record kept); on cgroup v1 a memory limit of
+// "unlimited" (above 2^62) reads as none, where the kubelet reports the
+// kernel's largest value.
 //
 // # Usage
 //

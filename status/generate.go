@@ -79,11 +79,13 @@ type Input struct {
 	// Deferred); nil when none is pending. The agent decides it
 	// (podmodel.DecideResize). Pod then holds the allocated resources.
 	ResizePending *v1.PodCondition
-	// PodCgroup is the pod cgroup's cpu and memory as read and as the
-	// allocated resources give them, for a pod with pod-level resources
-	// or Running (pod.Status.Phase); nil when unknown. From it come
-	// PodResizeInProgress for a resize of the pod-level resources and
-	// the pod's status.resources.
+	// PodCgroup is the pod cgroup's cpu and memory as read (and, for a
+	// pod with pod-level resources, as the allocated resources give
+	// them), for a pod with pod-level resources or Running
+	// (pod.Status.Phase); nil when unknown. From it come
+	// PodResizeInProgress for a resize of the pod-level resources and a
+	// Running pod's status.resources, with in.Previous where it was not
+	// read.
 	PodCgroup *PodCgroupState
 }
 
@@ -129,7 +131,7 @@ func Generate(in Input) v1.PodStatus {
 		s.HostIP = s.HostIPs[0].IP
 	}
 	s.QOSClass = podmodel.QOSClass(pod)
-	s.AllocatedResources, s.Resources = podResources(pod, in.PodCgroup)
+	s.AllocatedResources, s.Resources = podResources(pod, in.PodCgroup, old)
 	restarting := ShouldAllContainersRestart(pod, rs, old)
 	conv := converter{in: &in, rs: rs, hasInit: len(pod.Spec.InitContainers) > 0, restarting: restarting}
 	s.InitContainerStatuses = conv.statuses(pod.Spec.InitContainers, old.InitContainerStatuses, true)

@@ -17,8 +17,13 @@ const (
 	minMilliCPULimit   = 10
 )
 
-// minShares is the smallest cpu.shares value (the kubelet's MinShares).
-const minShares = 2
+// The kubelet's (the kernel's) smallest and largest cpu.shares, and the
+// largest cgroup v2 cpu.weight.
+const (
+	minShares = 2
+	maxShares = 262144
+	maxWeight = 10000
+)
 
 // allocatedResources is a container's status.allocatedResources: the
 // requests allocated to it (its spec in Input.Pod), nil when it has none.
@@ -128,11 +133,23 @@ func resizeConditions(in Input, rs *runtime.PodStatus, phase v1.PodPhase) []v1.P
 	return append(out, c)
 }
 
-// PodCgroupState is a pod cgroup's cpu and memory as read (Current) and as
-// the pod's allocated resources give them (Desired: the kubelet's
-// ResourceConfigForPod).
+// PodCgroupState is a pod cgroup's configuration as read: Current and
+// Desired (the pod's allocated resources as the kubelet's
+// ResourceConfigForPod gives them) for a pod with pod-level resources,
+// whose resize in place they tell; CPU and Memory, for a Running pod, are
+// what its status.resources come from.
 type PodCgroupState struct {
 	Current, Desired runtime.PodCgroupConfig
+	// CPU is the pod cgroup's cpu configuration as the kubelet's
+	// GetPodCgroupConfig(pod, cpu) reads it: CPUShares (cgroup v2:
+	// cpu.weight converted back to shares as the kubelet converts it,
+	// rounded down: weight 2 is 28 shares), CPUQuota (-1: no limit) and
+	// CPUPeriod. Nil when it could not be read.
+	CPU *runtime.PodCgroupConfig
+	// Memory is the pod cgroup's memory limit (Memory, -1: none) as
+	// GetPodCgroupConfig(pod, memory) reads it. Nil when it could not be
+	// read.
+	Memory *runtime.PodCgroupConfig
 }
 
 // PodResizeInProgress reports whether a resize of the pod is not yet
@@ -155,97 +172,152 @@ func PodResizeInProgress(pod *v1.Pod, rs *runtime.PodStatus, pc *PodCgroupState)
 //   - allocatedResources: the pod's requests (podmodel.Requests: the
 //     containers' aggregated, pod-level requests in their place, the
 //     overhead added);
-//   - resources: spec.resources with the pod's requests and limits
-//     (podmodel.Requests, podmodel.Limits: the kubelet's
-//     getEffectiveAllocatedResources), and, for a pod Running as its
-//     source gives it (pod.Status.Phase, the kubelet's allocatedPod), the
-//     cpu request (shares), cpu limit (CFS quota) and memory limit as its
-//     cgroup has them (pc, when read): the cgroup's cpu request or limit
-//     only when it or the allocated one is above the smallest effective
-//     value (2m, 10m), the allocated value where the cgroup's is the one
-//     it gives (the kubelet's "lossy v2 roundtrip" rule: a 50m request
-//     reads back from a cgroup v2 weight as 28m). A value the cgroup lacks
-//     (no quota, no memory limit, cgroup unread) is the allocated one.
-func podResources(pod *v1.Pod, pc *PodCgroupState) (v1.ResourceList, *v1.ResourceRequirements) {
+//   - resources of a pod not Running as its source gives it
+//     (pod.Status.Phase, the kubelet's allocatedPod): spec.resources with
+//     the pod's aggregated requests and limits (podmodel.Requests,
+//     podmodel.Limits: the kubelet's getEffectiveAllocatedResources);
+//   - resources of a Running pod (the kubelet's
+//     convertToAPIPodLevelResourcesStatus): spec.resources alone (the
+//     pod-level resources, not the containers' aggregate), with the cpu
+//     request its cgroup's shares give when they or the pod-level request
+//     are above the smallest (2m), unless the shares are those the
+//     pod-level request gives once written as a cgroup v2 weight and read
+//     back (the "lossy v2 round trip": a 50m request reads back as 28m
+//     and stays 50m); the memory request of the aggregate when
+//     spec.resources has none; the cpu limit the cgroup's quota gives
+//     when it or the pod-level limit is above the smallest (10m), and the
+//     cgroup's memory limit. A value the cgroup lacks or could not be read
+//     (pc.CPU, pc.Memory nil; no quota; no memory limit) is the one of the
+//     previous status (old) when that was Running too, else left out.
+func podResources(pod *v1.Pod, pc *PodCgroupState, old *v1.PodStatus) (v1.ResourceList, *v1.ResourceRequirements) {
 	alloc := podmodel.Requests(pod)
 	res := pod.Spec.Resources.DeepCopy()
 	if res == nil {
 		res = &v1.ResourceRequirements{}
 	}
-	res.Requests = alloc.DeepCopy()
-	res.Limits = podmodel.Limits(pod)
-	if pod.Status.Phase != v1.PodRunning || pc == nil {
+	if pod.Status.Phase != v1.PodRunning {
+		res.Requests = alloc.DeepCopy()
+		res.Limits = podmodel.Limits(pod)
 		return alloc, res
 	}
-	cur, want := pc.Current, pc.Desired
-	if q := cgroupCPURequest(cur, want, res.Requests); q != nil &&
-		(q.MilliValue() > minMilliCPURequest || res.Requests.Cpu().MilliValue() > minMilliCPURequest) {
-		res.Requests[v1.ResourceCPU] = *q
+	var cpuCfg, memCfg *runtime.PodCgroupConfig
+	if pc != nil {
+		cpuCfg, memCfg = pc.CPU, pc.Memory
 	}
-	if q := cgroupCPULimit(cur, want, res.Limits); q != nil &&
-		(q.MilliValue() > minMilliCPULimit || res.Limits.Cpu().MilliValue() > minMilliCPULimit) {
-		res.Limits[v1.ResourceCPU] = *q
+	cpuRequest := cpuRequestFromConfig(cpuCfg)
+	cpuLimit := cpuLimitFromConfig(cpuCfg)
+	memoryLimit := memoryLimitFromConfig(memCfg)
+	var oldRes v1.ResourceRequirements
+	if old != nil && old.Resources != nil {
+		oldRes = *old.Resources
 	}
-	if q := cgroupMemoryLimit(cur, want, res.Limits); q != nil {
-		res.Limits[v1.ResourceMemory] = *q
+	preserve := func(name v1.ResourceName, from, to v1.ResourceList) {
+		if old != nil && old.Phase == v1.PodRunning && old.Resources != nil {
+			if r, ok := from[name]; ok {
+				to[name] = r.DeepCopy()
+			}
+		}
+	}
+	if res.Requests == nil {
+		res.Requests = v1.ResourceList{}
+	}
+	if res.Limits == nil {
+		res.Limits = v1.ResourceList{}
+	}
+	if cpuRequest != nil {
+		if cpuRequest.MilliValue() > minShares || res.Requests.Cpu().MilliValue() > minShares {
+			allocShares := milliCPUToShares(res.Requests.Cpu().MilliValue())
+			if cpuCfg.CPUShares == nil || !cpuSharesEqualAfterV2RoundTrip(allocShares, *cpuCfg.CPUShares) {
+				res.Requests[v1.ResourceCPU] = cpuRequest.DeepCopy()
+			}
+		}
+	} else {
+		preserve(v1.ResourceCPU, oldRes.Requests, res.Requests)
+	}
+	if _, ok := res.Requests[v1.ResourceMemory]; !ok {
+		if v, ok := alloc[v1.ResourceMemory]; ok {
+			res.Requests[v1.ResourceMemory] = v.DeepCopy()
+		}
+	}
+	if cpuLimit != nil {
+		if cpuLimit.MilliValue() > minMilliCPULimit || res.Limits.Cpu().MilliValue() > minMilliCPULimit {
+			res.Limits[v1.ResourceCPU] = cpuLimit.DeepCopy()
+		}
+	} else {
+		preserve(v1.ResourceCPU, oldRes.Limits, res.Limits)
+	}
+	if memoryLimit != nil {
+		res.Limits[v1.ResourceMemory] = memoryLimit.DeepCopy()
+	} else {
+		preserve(v1.ResourceMemory, oldRes.Limits, res.Limits)
 	}
 	return alloc, res
 }
 
-// cgroupCPURequest is the cpu request the pod cgroup's shares give (the
+// cpuRequestFromConfig is the cpu request a cgroup's shares give (the
 // kubelet's CPURequestsFromConfig: millicores, rounded up, of shares of at
-// least 2), or the allocated one (alloc) when the shares are those it
-// gives as cgroup v2 weights; nil when the cgroup has none.
-func cgroupCPURequest(cur, want runtime.PodCgroupConfig, alloc v1.ResourceList) *resource.Quantity {
-	if cur.CPUShares == nil || *cur.CPUShares < minShares {
+// least 2); nil without shares or below that.
+func cpuRequestFromConfig(cfg *runtime.PodCgroupConfig) *resource.Quantity {
+	if cfg == nil || cfg.CPUShares == nil || *cfg.CPUShares < minShares {
 		return nil
 	}
-	if a, ok := alloc[v1.ResourceCPU]; ok && want.CPUShares != nil &&
-		!runtime.PodCgroupResized(runtime.PodCgroupConfig{CPUShares: cur.CPUShares}, runtime.PodCgroupConfig{CPUShares: want.CPUShares}) {
-		return ptr(a.DeepCopy())
-	}
-	m := int64(math.Ceil(float64(*cur.CPUShares*1000) / 1024))
-	return resource.NewMilliQuantity(m, resource.DecimalSI)
-}
-
-// cgroupCPULimit is the cpu limit the pod cgroup's CFS quota gives (the
-// kubelet's CPULimitsFromConfig: quota × 1000 / period, 100ms when
-// unknown), or the allocated one (limits) when the quota is the one it
-// gives; nil without a quota or below one millicore.
-func cgroupCPULimit(cur, want runtime.PodCgroupConfig, limits v1.ResourceList) *resource.Quantity {
-	if cur.CPUQuota == nil || *cur.CPUQuota <= 0 {
-		return nil
-	}
-	period := int64(100000)
-	if cur.CPUPeriod != nil && *cur.CPUPeriod > 0 {
-		period = int64(*cur.CPUPeriod)
-	}
-	m := *cur.CPUQuota * 1000 / period
+	m := int64(math.Ceil(float64(*cfg.CPUShares*1000) / 1024))
 	if m <= 0 {
 		return nil
 	}
-	if a, ok := limits[v1.ResourceCPU]; ok && want.CPUQuota != nil &&
-		!runtime.PodCgroupResized(runtime.PodCgroupConfig{CPUQuota: cur.CPUQuota, CPUPeriod: cur.CPUPeriod}, runtime.PodCgroupConfig{CPUQuota: want.CPUQuota, CPUPeriod: want.CPUPeriod}) {
-		return ptr(a.DeepCopy())
+	return resource.NewMilliQuantity(m, resource.DecimalSI)
+}
+
+// cpuLimitFromConfig is the cpu limit a cgroup's CFS quota gives (the
+// kubelet's CPULimitsFromConfig: quota × 1000 / period); nil without a
+// period, without a quota (-1) or below one millicore.
+func cpuLimitFromConfig(cfg *runtime.PodCgroupConfig) *resource.Quantity {
+	if cfg == nil || cfg.CPUPeriod == nil || *cfg.CPUPeriod == 0 || cfg.CPUQuota == nil || *cfg.CPUQuota == -1 {
+		return nil
+	}
+	m := *cfg.CPUQuota * 1000 / int64(*cfg.CPUPeriod)
+	if m <= 0 {
+		return nil
 	}
 	return resource.NewMilliQuantity(m, resource.DecimalSI)
 }
 
-// cgroupMemoryLimit is the pod cgroup's memory limit (the kubelet's
-// MemoryLimitsFromConfig), or the allocated one (limits) when it is the
-// one they give; nil without a limit.
-func cgroupMemoryLimit(cur, want runtime.PodCgroupConfig, limits v1.ResourceList) *resource.Quantity {
-	if cur.Memory == nil || *cur.Memory <= 0 {
+// memoryLimitFromConfig is a cgroup's memory limit (the kubelet's
+// MemoryLimitsFromConfig); nil without one.
+func memoryLimitFromConfig(cfg *runtime.PodCgroupConfig) *resource.Quantity {
+	if cfg == nil || cfg.Memory == nil || *cfg.Memory <= 0 {
 		return nil
 	}
-	if a, ok := limits[v1.ResourceMemory]; ok && want.Memory != nil &&
-		!runtime.PodCgroupResized(runtime.PodCgroupConfig{Memory: cur.Memory}, runtime.PodCgroupConfig{Memory: want.Memory}) {
-		return ptr(a.DeepCopy())
-	}
-	return resource.NewQuantity(*cur.Memory, resource.BinarySI)
+	return resource.NewQuantity(*cfg.Memory, resource.BinarySI)
 }
 
-func ptr[T any](v T) *T { return &v }
+// milliCPUToShares is the kubelet's MilliCPUToShares: 0 is the smallest
+// shares (2), as are values below it.
+func milliCPUToShares(milli int64) uint64 {
+	if milli <= 0 {
+		return minShares
+	}
+	s := milli * 1024 / 1000
+	if s < minShares {
+		return minShares
+	}
+	if s > maxShares {
+		return maxShares
+	}
+	return uint64(s)
+}
+
+// cpuSharesEqualAfterV2RoundTrip is the kubelet's function of that name:
+// whether readback is allocated written as a cgroup v2 cpu.weight (its
+// getCPUWeight) and read back as shares (its cpuWeightToCPUShares, which
+// rounds down).
+func cpuSharesEqualAfterV2RoundTrip(allocated, readback uint64) bool {
+	w := uint64(maxWeight)
+	if allocated < maxShares {
+		w = 1 + ((allocated-minShares)*(maxWeight-1))/(maxShares-minShares)
+	}
+	return ((w-1)*(maxShares-minShares))/(maxWeight-1)+minShares == readback
+}
 
 // ResizeInProgress reports whether a running app container or
 // restartable init container (sidecar) of the current sandbox has

@@ -162,10 +162,16 @@ func TestGeneratePodLevelResize(t *testing.T) {
 		},
 	}
 	desired := runtime.PodCgroupConfig{CPUShares: u64(512), CPUQuota: i64(100000), CPUPeriod: u64(100000), Memory: i64(256 << 20)}
-	// The cgroup read back on cgroup v2: the weight's shares (500m is
-	// 512 shares, weight 20, read back as 501).
+	// The cgroup v2 read back: 500m is 512 shares, weight 20; the weight
+	// as shares is 501 for the resize comparison (the fewest shares giving
+	// weight 20) and 500 as the kubelet reads it for the status (rounded
+	// down), which is the allocated 512 after the v2 round trip.
 	matching := runtime.PodCgroupConfig{CPUShares: u64(501), CPUQuota: i64(100000), CPUPeriod: u64(100000), Memory: i64(256 << 20)}
+	matchingRead := runtime.PodCgroupConfig{CPUShares: u64(500), CPUQuota: i64(100000), CPUPeriod: u64(100000), Memory: i64(256 << 20)}
 	lagging := runtime.PodCgroupConfig{CPUShares: u64(256), CPUQuota: i64(50000), CPUPeriod: u64(100000), Memory: i64(128 << 20)}
+	state := func(cur, read runtime.PodCgroupConfig) *PodCgroupState {
+		return &PodCgroupState{Current: cur, Desired: desired, CPU: &read, Memory: &read}
+	}
 	cs := running("app", 0)
 	cs.SandboxID = readySandbox().GetId()
 	cs.Hash = runtime.HashContainer(&pod.Spec.Containers[0])
@@ -185,9 +191,9 @@ func TestGeneratePodLevelResize(t *testing.T) {
 		wantRes      *v1.ResourceRequirements
 		wantProgress bool
 	}{
-		{"cgroup matches", &PodCgroupState{Current: matching, Desired: desired}, pod.Spec.Resources, false},
+		{"cgroup matches", state(matching, matchingRead), pod.Spec.Resources, false},
 		{"cgroup unknown", nil, pod.Spec.Resources, false},
-		{"cgroup lags", &PodCgroupState{Current: lagging, Desired: desired}, &v1.ResourceRequirements{
+		{"cgroup lags", state(lagging, lagging), &v1.ResourceRequirements{
 			Requests: v1.ResourceList{v1.ResourceCPU: q("250m"), v1.ResourceMemory: q("128Mi")},
 			Limits:   v1.ResourceList{v1.ResourceCPU: q("500m"), v1.ResourceMemory: q("128Mi")},
 		}, true},
@@ -210,12 +216,14 @@ func TestGeneratePodLevelResize(t *testing.T) {
 	plain := pod.DeepCopy()
 	plain.Spec.Resources = nil
 	plain.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: q("500m")}}
-	s := Generate(Input{Pod: plain, Runtime: rs, RuntimeName: "cri", PodCgroup: &PodCgroupState{Current: matching, Desired: desired}})
+	s := Generate(Input{Pod: plain, Runtime: rs, RuntimeName: "cri", PodCgroup: state(matching, matchingRead)})
 	wantAlloc := v1.ResourceList{v1.ResourceCPU: q("500m")}
 	if d := cmp.Diff(wantAlloc, s.AllocatedResources, cmpQuantity); d != "" {
 		t.Errorf("pod without pod-level resources: allocatedResources (-want +got):\n%s", d)
 	}
-	wantRes := &v1.ResourceRequirements{Requests: wantAlloc, Limits: v1.ResourceList{v1.ResourceCPU: q("1"), v1.ResourceMemory: q("256Mi")}}
+	// Without pod-level resources the round trip is that of no request
+	// (2 shares): the cgroup's 500 shares are 489m.
+	wantRes := &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: q("489m")}, Limits: v1.ResourceList{v1.ResourceCPU: q("1"), v1.ResourceMemory: q("256Mi")}}
 	if d := cmp.Diff(wantRes, s.Resources, cmpQuantity); d != "" {
 		t.Errorf("pod without pod-level resources: resources (-want +got):\n%s", d)
 	}
@@ -228,11 +236,10 @@ func TestGeneratePodLevelResize(t *testing.T) {
 var cmpQuantity = cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
 
 // TestPodResources: status.allocatedResources and status.resources for
-// every pod, the kubelet's convertStatusToAPIStatus and
-// convertToAPIPodLevelResourcesStatus rules; the cases of the kubelet's
-// TestConvertToAPIPodLevelResourcesStatus (lossy v2 round trip, actuated
-// request, Windows-like unread cgroup) and
-// TestConvertToAPIPodLevelResourcesStatus_ResourceKeysPresent among them.
+// every pod, the kubelet v1.37.2 convertStatusToAPIStatus and
+// convertToAPIPodLevelResourcesStatus rules; the two cases of the
+// kubelet's TestConvertToAPIPodLevelResourcesStatus (lossy v2 round trip,
+// actuated request) among them.
 func TestPodResources(t *testing.T) {
 	q := resource.MustParse
 	i64 := func(v int64) *int64 { return &v }
@@ -244,90 +251,144 @@ func TestPodResources(t *testing.T) {
 		}
 		return out
 	}
-	container := func(req, lim v1.ResourceList) v1.Container {
-		return v1.Container{Name: "c1", Resources: v1.ResourceRequirements{Requests: req, Limits: lim}}
+	container := func(name string, req, lim v1.ResourceList) v1.Container {
+		return v1.Container{Name: name, Resources: v1.ResourceRequirements{Requests: req, Limits: lim}}
 	}
 	pod := func(phase v1.PodPhase, podLevel *v1.ResourceRequirements, cs ...v1.Container) *v1.Pod {
 		return &v1.Pod{Spec: v1.PodSpec{Containers: cs, Resources: podLevel}, Status: v1.PodStatus{Phase: phase}}
 	}
-	cpuOnly := func(shares uint64) runtime.PodCgroupConfig { return runtime.PodCgroupConfig{CPUShares: u64(shares)} }
+	// cpu is a cgroup's cpu configuration as read, memory its memory one.
+	cpu := func(shares uint64, quota int64) *runtime.PodCgroupConfig {
+		return &runtime.PodCgroupConfig{CPUShares: u64(shares), CPUQuota: i64(quota), CPUPeriod: u64(100000)}
+	}
+	memory := func(limit int64) *runtime.PodCgroupConfig { return &runtime.PodCgroupConfig{Memory: i64(limit)} }
+	read := func(c, m *runtime.PodCgroupConfig) *PodCgroupState { return &PodCgroupState{CPU: c, Memory: m} }
 	podLevel := &v1.ResourceRequirements{
 		Requests: rl("cpu", "50m", "memory", "50Mi"),
 		Limits:   rl("cpu", "100m", "memory", "100Mi"),
 	}
-	burstable := container(rl("cpu", "20m", "memory", "100Mi"), rl("cpu", "20m", "memory", "100Mi"))
+	running := func(res *v1.ResourceRequirements) *v1.PodStatus {
+		return &v1.PodStatus{Phase: v1.PodRunning, Resources: res}
+	}
+	oldRes := &v1.ResourceRequirements{Requests: rl("cpu", "300m", "memory", "1Gi"), Limits: rl("cpu", "2", "memory", "2Gi")}
 	tests := []struct {
 		name      string
 		pod       *v1.Pod
 		pc        *PodCgroupState
+		old       *v1.PodStatus
 		wantAlloc v1.ResourceList
 		wantRes   *v1.ResourceRequirements
 	}{{
-		name: "pod-level, lossy cgroup v2 round trip keeps the allocated request",
-		pod:  pod(v1.PodRunning, podLevel, v1.Container{Name: "pause"}),
-		// 50m is 51 shares, weight 2, read back as 29 shares (28m).
-		pc:        &PodCgroupState{Current: cpuOnly(29), Desired: cpuOnly(51)},
+		// The kubelet's case: 50m is 51 shares, weight 2, read back as 28
+		// shares (28m); quota 0 gives no limit, memory unread.
+		name:      "pod-level, lossy cgroup v2 round trip keeps the allocated request",
+		pod:       pod(v1.PodRunning, podLevel, v1.Container{Name: "pause"}),
+		pc:        read(cpu(28, 0), nil),
 		wantAlloc: rl("cpu", "50m", "memory", "50Mi"),
 		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "50m", "memory", "50Mi"), Limits: rl("cpu", "100m", "memory", "100Mi")},
 	}, {
-		name:      "pod-level, actuated request other than allocated",
+		name:      "pod-level, actuated request other than the round trip's",
 		pod:       pod(v1.PodRunning, podLevel, v1.Container{Name: "pause"}),
-		pc:        &PodCgroupState{Current: cpuOnly(102), Desired: cpuOnly(51)},
+		pc:        read(cpu(102, 0), nil),
 		wantAlloc: rl("cpu", "50m", "memory", "50Mi"),
 		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "100m", "memory", "50Mi"), Limits: rl("cpu", "100m", "memory", "100Mi")},
 	}, {
-		name:      "pod not running: the allocated resources, cgroup not consulted",
+		name:      "no pod-level resources: the round trip is that of no request, a 50m request reads back as 28m",
+		pod:       pod(v1.PodRunning, nil, container("c1", rl("cpu", "50m"), nil)),
+		pc:        read(cpu(28, -1), memory(-1)),
+		wantAlloc: rl("cpu", "50m"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "28m"), Limits: v1.ResourceList{}},
+	}, {
+		name:      "pod not running: the aggregated resources, cgroup not consulted",
 		pod:       pod(v1.PodPending, podLevel, v1.Container{Name: "pause"}),
-		pc:        &PodCgroupState{Current: runtime.PodCgroupConfig{CPUShares: u64(1024), CPUQuota: i64(99900), CPUPeriod: u64(100000), Memory: i64(999 << 20)}},
+		pc:        read(cpu(1024, 99900), memory(999<<20)),
 		wantAlloc: rl("cpu", "50m", "memory", "50Mi"),
 		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "50m", "memory", "50Mi"), Limits: rl("cpu", "100m", "memory", "100Mi")},
 	}, {
-		name:      "no pod-level resources, cgroup unread: keys of the aggregated resources",
-		pod:       pod(v1.PodRunning, nil, burstable),
-		wantAlloc: rl("cpu", "20m", "memory", "100Mi"),
-		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "20m", "memory", "100Mi"), Limits: rl("cpu", "20m", "memory", "100Mi")},
+		name: "pod not running without pod-level resources: the containers' aggregate, every key",
+		pod: pod(v1.PodPending, nil,
+			container("a", rl("cpu", "100m", "ephemeral-storage", "1Gi", "example.com/dev", "1"), rl("cpu", "200m", "example.com/dev", "1")),
+			container("b", nil, nil)),
+		wantAlloc: rl("cpu", "100m", "ephemeral-storage", "1Gi", "example.com/dev", "1"),
+		wantRes: &v1.ResourceRequirements{
+			Requests: rl("cpu", "100m", "ephemeral-storage", "1Gi", "example.com/dev", "1"),
+			Limits:   rl("cpu", "200m", "example.com/dev", "1"),
+		},
 	}, {
-		name: "pod-level resources over the containers', cgroup unread",
+		name: "one container with limits, one without: the cgroup has none, nor has the status",
+		pod: pod(v1.PodRunning, nil,
+			container("a", rl("cpu", "100m", "memory", "64Mi"), rl("cpu", "200m", "memory", "128Mi")),
+			container("b", nil, nil)),
+		pc:        read(cpu(102, -1), memory(-1)),
+		wantAlloc: rl("cpu", "100m", "memory", "64Mi"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "100m", "memory", "64Mi"), Limits: v1.ResourceList{}},
+	}, {
+		name: "running: no ephemeral-storage nor extended resources in resources",
+		pod: pod(v1.PodRunning, nil,
+			container("a", rl("cpu", "100m", "memory", "64Mi", "ephemeral-storage", "1Gi", "example.com/dev", "1"),
+				rl("cpu", "100m", "memory", "64Mi", "example.com/dev", "1"))),
+		pc:        read(cpu(102, 10000), memory(64<<20)),
+		wantAlloc: rl("cpu", "100m", "memory", "64Mi", "ephemeral-storage", "1Gi", "example.com/dev", "1"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "100m", "memory", "64Mi"), Limits: rl("cpu", "100m", "memory", "64Mi")},
+	}, {
+		name:      "cgroup unread, previous status Running: its cpu request and limits kept",
+		pod:       pod(v1.PodRunning, nil, container("a", rl("cpu", "100m", "memory", "64Mi"), rl("cpu", "200m", "memory", "128Mi"))),
+		old:       running(oldRes),
+		wantAlloc: rl("cpu", "100m", "memory", "64Mi"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "300m", "memory", "64Mi"), Limits: rl("cpu", "2", "memory", "2Gi")},
+	}, {
+		name:      "cpu unread, memory read, previous status Running: cpu kept, memory limit read",
+		pod:       pod(v1.PodRunning, nil, container("a", rl("cpu", "100m", "memory", "64Mi"), rl("cpu", "200m", "memory", "128Mi"))),
+		pc:        read(nil, memory(128<<20)),
+		old:       running(oldRes),
+		wantAlloc: rl("cpu", "100m", "memory", "64Mi"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "300m", "memory", "64Mi"), Limits: rl("cpu", "2", "memory", "128Mi")},
+	}, {
+		name:      "no quota, no memory limit, previous status Running: its limits kept",
+		pod:       pod(v1.PodRunning, nil, container("a", rl("cpu", "100m"), nil)),
+		pc:        read(cpu(102, -1), memory(-1)),
+		old:       running(oldRes),
+		wantAlloc: rl("cpu", "100m"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "100m"), Limits: rl("cpu", "2", "memory", "2Gi")},
+	}, {
+		name:      "cgroup unread, previous status Pending: nothing kept",
+		pod:       pod(v1.PodRunning, nil, container("a", rl("cpu", "100m", "memory", "64Mi"), rl("cpu", "200m", "memory", "128Mi"))),
+		old:       &v1.PodStatus{Phase: v1.PodPending, Resources: oldRes},
+		wantAlloc: rl("cpu", "100m", "memory", "64Mi"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("memory", "64Mi"), Limits: v1.ResourceList{}},
+	}, {
+		name: "pod-level resources over the containers', cgroup unread: the pod-level ones",
 		pod: pod(v1.PodRunning, &v1.ResourceRequirements{Requests: rl("cpu", "300m", "memory", "300Mi"), Limits: rl("cpu", "500m", "memory", "500Mi")},
-			container(rl("cpu", "50m", "memory", "50Mi"), rl("cpu", "50m", "memory", "50Mi"))),
+			container("c1", rl("cpu", "50m", "memory", "50Mi"), rl("cpu", "50m", "memory", "50Mi"))),
 		wantAlloc: rl("cpu", "300m", "memory", "300Mi"),
 		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "300m", "memory", "300Mi"), Limits: rl("cpu", "500m", "memory", "500Mi")},
 	}, {
-		name: "no pod-level resources, cgroup lags a resize: cpu and memory as the cgroup has them",
-		pod:  pod(v1.PodRunning, nil, container(rl("cpu", "200m", "memory", "200Mi"), rl("cpu", "400m", "memory", "400Mi"))),
-		pc: &PodCgroupState{
-			Current: runtime.PodCgroupConfig{CPUShares: u64(102), CPUQuota: i64(20000), CPUPeriod: u64(100000), Memory: i64(100 << 20)},
-			Desired: runtime.PodCgroupConfig{CPUShares: u64(204), CPUQuota: i64(40000), CPUPeriod: u64(100000), Memory: i64(400 << 20)},
-		},
+		name:      "cgroup lags a resize: cpu and memory as the cgroup has them",
+		pod:       pod(v1.PodRunning, nil, container("c1", rl("cpu", "200m", "memory", "200Mi"), rl("cpu", "400m", "memory", "400Mi"))),
+		pc:        read(cpu(102, 20000), memory(100<<20)),
 		wantAlloc: rl("cpu", "200m", "memory", "200Mi"),
 		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "100m", "memory", "200Mi"), Limits: rl("cpu", "200m", "memory", "100Mi")},
 	}, {
-		name: "best effort: minimum shares, no quota, no memory limit",
-		pod:  pod(v1.PodRunning, nil, v1.Container{Name: "c1"}),
-		pc: &PodCgroupState{
-			Current: runtime.PodCgroupConfig{CPUShares: u64(2), CPUQuota: i64(-1), CPUPeriod: u64(100000), Memory: i64(-1)},
-			Desired: runtime.PodCgroupConfig{CPUShares: u64(2), CPUQuota: i64(-1), CPUPeriod: u64(100000), Memory: i64(-1)},
-		},
+		name:      "best effort: minimum shares, no quota, no memory limit",
+		pod:       pod(v1.PodRunning, nil, v1.Container{Name: "c1"}),
+		pc:        read(cpu(2, -1), memory(-1)),
 		wantAlloc: v1.ResourceList{},
 		wantRes:   &v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}},
 	}, {
-		name: "cpu limit at the smallest quota: the allocated limit",
-		pod:  pod(v1.PodRunning, nil, container(rl("cpu", "5m"), rl("cpu", "5m"))),
-		pc: &PodCgroupState{
-			Current: runtime.PodCgroupConfig{CPUQuota: i64(1000), CPUPeriod: u64(100000)},
-			Desired: runtime.PodCgroupConfig{CPUQuota: i64(1000), CPUPeriod: u64(100000)},
-		},
+		name:      "cpu limit at the smallest quota, no pod-level limit: left out",
+		pod:       pod(v1.PodRunning, nil, container("c1", rl("cpu", "5m"), rl("cpu", "5m"))),
+		pc:        read(cpu(5, 1000), memory(-1)),
 		wantAlloc: rl("cpu", "5m"),
-		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "5m"), Limits: rl("cpu", "5m")},
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "5m"), Limits: v1.ResourceList{}},
 	}, {
-		name: "overhead counted in requests and in the limits set",
+		name: "overhead counted in allocatedResources and in the memory request",
 		pod: func() *v1.Pod {
-			p := pod(v1.PodRunning, nil, container(rl("cpu", "100m", "memory", "64Mi"), rl("memory", "64Mi")))
+			p := pod(v1.PodRunning, nil, container("c1", rl("cpu", "100m", "memory", "64Mi"), rl("memory", "64Mi")))
 			p.Spec.Overhead = rl("cpu", "10m", "memory", "16Mi")
 			return p
 		}(),
 		wantAlloc: rl("cpu", "110m", "memory", "80Mi"),
-		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "110m", "memory", "80Mi"), Limits: rl("memory", "80Mi")},
+		wantRes:   &v1.ResourceRequirements{Requests: rl("memory", "80Mi"), Limits: v1.ResourceList{}},
 	}, {
 		name: "other pod-level fields kept",
 		pod: func() *v1.Pod {
@@ -340,7 +401,7 @@ func TestPodResources(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			alloc, res := podResources(tt.pod, tt.pc)
+			alloc, res := podResources(tt.pod, tt.pc, tt.old)
 			if d := cmp.Diff(tt.wantAlloc, alloc, cmpQuantity); d != "" {
 				t.Errorf("allocatedResources (-want +got):\n%s", d)
 			}
@@ -348,5 +409,34 @@ func TestPodResources(t *testing.T) {
 				t.Errorf("resources (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestCPUSharesEqualAfterV2RoundTrip: the kubelet's shares → weight →
+// shares conversion, rounded down.
+func TestCPUSharesEqualAfterV2RoundTrip(t *testing.T) {
+	for _, tt := range []struct {
+		allocated, readback uint64
+		want                bool
+	}{
+		{51, 28, true},   // 50m: weight 2
+		{51, 29, false},  // the fewest shares of weight 2 is not the kubelet's read back
+		{2, 2, true},     // no request: weight 1
+		{512, 500, true}, // 500m: weight 20
+		{512, 512, false},
+		{262144, 262144, true},
+		{300000, 262144, true},
+	} {
+		if got := cpuSharesEqualAfterV2RoundTrip(tt.allocated, tt.readback); got != tt.want {
+			t.Errorf("cpuSharesEqualAfterV2RoundTrip(%d, %d) = %v, want %v", tt.allocated, tt.readback, got, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		milli int64
+		want  uint64
+	}{{0, 2}, {1, 2}, {50, 51}, {500, 512}, {1000, 1024}, {1 << 20, 262144}} {
+		if got := milliCPUToShares(tt.milli); got != tt.want {
+			t.Errorf("milliCPUToShares(%d) = %d, want %d", tt.milli, got, tt.want)
+		}
 	}
 }

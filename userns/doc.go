@@ -34,8 +34,10 @@
 // Status ("can't set `spec.hostUsers: false`, runtime does not support
 // user namespaces", or "RuntimeClass handler %q does not support …"),
 // when the range is used up ("could not find an empty slot to allocate a
-// user namespace"), when its mapping file is invalid, and, as API
-// validation does, with hostNetwork, hostPID or hostIPC.
+// user namespace"), when its mapping file is invalid, and, as the API
+// server's validation does (with its message "when `hostUsers` is
+// false"), with hostNetwork, hostPID, hostIPC or a container's
+// volumeDevices.
 //
 // # Differences from the kubelet, on purpose
 //
@@ -68,6 +70,7 @@
 // # Errors
 //
 // Errors belong to ErrNotSupported, ErrExhausted, ErrHostNamespaces,
+// ErrVolumeDevices,
 // ErrBadMappings or ErrRange (errors.Is); their messages are the
 // kubelet's.
 package userns

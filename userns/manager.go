@@ -41,6 +41,10 @@ var (
 	// ErrHostNamespaces: hostUsers false with hostNetwork, hostPID or
 	// hostIPC, which API validation forbids.
 	ErrHostNamespaces = errors.New("userns: hostUsers false with a host namespace")
+	// ErrVolumeDevices: hostUsers false with a container's volumeDevices,
+	// which API validation forbids (block devices are neither idmapped
+	// nor chowned).
+	ErrVolumeDevices = errors.New("userns: hostUsers false with volume devices")
 	// ErrBadMappings: the pod's mappings file cannot be used.
 	ErrBadMappings = errors.New("userns: invalid user namespace mappings file")
 	// ErrRange: the node's ID range or IDsPerPod is unusable.
@@ -51,10 +55,14 @@ var (
 type classError struct {
 	class error
 	msg   string
+	// also is a second class of the same error, nil when none.
+	also error
 }
 
-func (e *classError) Error() string        { return e.msg }
-func (e *classError) Is(target error) bool { return target == e.class }
+func (e *classError) Error() string { return e.msg }
+func (e *classError) Is(target error) bool {
+	return target == e.class || (e.also != nil && target == e.also)
+}
 
 func classErrorf(class error, format string, args ...any) error {
 	return &classError{class: class, msg: fmt.Sprintf(format, args...)}
@@ -283,15 +291,18 @@ func (m *Manager) PodUserNamespace(ctx context.Context, pod *v1.Pod, runtimeHand
 	return &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: ids, Gids: gids}, nil
 }
 
-// ValidatePod is the API's validation of hostUsers: false: it forbids
-// hostNetwork, hostPID and hostIPC.
+// ValidatePod is the API server's validation of hostUsers: false
+// (validateHostUsers, v1.37.2, a new pod's options): it forbids
+// hostNetwork, hostPID and hostIPC (ErrHostNamespaces) and any init, app
+// or ephemeral container's volumeDevices (ErrVolumeDevices), with the API
+// server's field paths and message.
 func ValidatePod(pod *v1.Pod) error {
 	if pod.Spec.HostUsers == nil || *pod.Spec.HostUsers {
 		return nil
 	}
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
-	const msg = "when `pod.Spec.HostUsers` is false"
+	const msg = "when `hostUsers` is false"
 	if pod.Spec.HostNetwork {
 		errs = append(errs, field.Forbidden(spec.Child("hostNetwork"), msg))
 	}
@@ -301,10 +312,33 @@ func ValidatePod(pod *v1.Pod) error {
 	if pod.Spec.HostIPC {
 		errs = append(errs, field.Forbidden(spec.Child("HostIPC"), msg))
 	}
-	if len(errs) == 0 {
-		return nil
+	nHost := len(errs)
+	hostNS := nHost > 0
+	devices := func(p *field.Path, i int, vd []v1.VolumeDevice) {
+		if len(vd) > 0 {
+			errs = append(errs, field.Forbidden(p.Index(i).Child("volumeDevices"), msg))
+		}
 	}
-	return &classError{class: ErrHostNamespaces, msg: errs.ToAggregate().Error()}
+	for i := range pod.Spec.InitContainers {
+		devices(spec.Child("initContainers"), i, pod.Spec.InitContainers[i].VolumeDevices)
+	}
+	for i := range pod.Spec.Containers {
+		devices(spec.Child("containers"), i, pod.Spec.Containers[i].VolumeDevices)
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		devices(spec.Child("ephemeralContainers"), i, pod.Spec.EphemeralContainers[i].VolumeDevices)
+	}
+	hasDevices := len(errs) > nHost
+	switch {
+	case len(errs) == 0:
+		return nil
+	case hostNS && hasDevices:
+		return &classError{class: ErrHostNamespaces, also: ErrVolumeDevices, msg: errs.ToAggregate().Error()}
+	case hostNS:
+		return &classError{class: ErrHostNamespaces, msg: errs.ToAggregate().Error()}
+	default:
+		return &classError{class: ErrVolumeDevices, msg: errs.ToAggregate().Error()}
+	}
 }
 
 // handlerSupported checks the runtime handler's user-namespace feature

@@ -200,7 +200,7 @@ func TestAllocate(t *testing.T) {
 }
 
 func TestPodUserNamespace(t *testing.T) {
-	forbidden := func(f string) string { return "spec." + f + ": Forbidden: when `pod.Spec.HostUsers` is false" }
+	forbidden := func(f string) string { return "spec." + f + ": Forbidden: when `hostUsers` is false" }
 	for _, tc := range []struct {
 		name    string
 		pod     *v1.Pod
@@ -231,6 +231,19 @@ func TestPodUserNamespace(t *testing.T) {
 		{name: "hostPID and hostIPC", pod: userPod("a", ptr(false)), mutate: func(p *v1.Pod) { p.Spec.HostPID, p.Spec.HostIPC = true, true }, rt: supporting(""),
 			class: ErrHostNamespaces, err: "[" + forbidden("HostPID") + ", " + forbidden("HostIPC") + "]"},
 		{name: "hostNetwork with host users", pod: userPod("a", ptr(true)), mutate: func(p *v1.Pod) { p.Spec.HostNetwork = true }, mode: runtimeapi.NamespaceMode_NODE},
+		{name: "volumeDevices of init, app and ephemeral containers", pod: userPod("a", ptr(false)), mutate: func(p *v1.Pod) {
+			vd := []v1.VolumeDevice{{Name: "blk", DevicePath: "/dev/xvda"}}
+			p.Spec.InitContainers = []v1.Container{{Name: "i"}, {Name: "j", VolumeDevices: vd}}
+			p.Spec.Containers = []v1.Container{{Name: "c", VolumeDevices: vd}}
+			p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "e", VolumeDevices: vd}}}
+		}, rt: supporting(""), class: ErrVolumeDevices, err: "[" + forbidden("initContainers[1].volumeDevices") + ", " + forbidden("containers[0].volumeDevices") + ", " + forbidden("ephemeralContainers[0].volumeDevices") + "]"},
+		{name: "hostIPC and volumeDevices", pod: userPod("a", ptr(false)), mutate: func(p *v1.Pod) {
+			p.Spec.HostIPC = true
+			p.Spec.Containers = []v1.Container{{Name: "c", VolumeDevices: []v1.VolumeDevice{{Name: "blk", DevicePath: "/dev/xvda"}}}}
+		}, rt: supporting(""), class: ErrHostNamespaces, err: "[" + forbidden("HostIPC") + ", " + forbidden("containers[0].volumeDevices") + "]"},
+		{name: "volumeDevices with host users", pod: userPod("a", ptr(true)), mutate: func(p *v1.Pod) {
+			p.Spec.Containers = []v1.Container{{Name: "c", VolumeDevices: []v1.VolumeDevice{{Name: "blk", DevicePath: "/dev/xvda"}}}}
+		}, mode: runtimeapi.NamespaceMode_NODE},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newManager(t, Options{Runtime: tc.rt, Range: &Range{65536, 65536 * 200}})
@@ -666,4 +679,28 @@ func TestRunNotReady(t *testing.T) {
 			t.Errorf("the range error logged %d times over 5 periods, want once: %q", n, lines)
 		}
 	})
+}
+
+// TestValidatePodClasses: a pod refused for a host namespace and for
+// volume devices belongs to both classes; a pod refused for one only to
+// that one.
+func TestValidatePodClasses(t *testing.T) {
+	vd := []v1.VolumeDevice{{Name: "blk", DevicePath: "/dev/xvda"}}
+	both := userPod("a", ptr(false))
+	both.Spec.HostPID = true
+	both.Spec.Containers = []v1.Container{{Name: "c", VolumeDevices: vd}}
+	err := ValidatePod(both)
+	if !errors.Is(err, ErrHostNamespaces) || !errors.Is(err, ErrVolumeDevices) {
+		t.Errorf("host namespace and volume devices: %v, want both classes", err)
+	}
+	devices := userPod("b", ptr(false))
+	devices.Spec.Containers = []v1.Container{{Name: "c", VolumeDevices: vd}}
+	if err := ValidatePod(devices); !errors.Is(err, ErrVolumeDevices) || errors.Is(err, ErrHostNamespaces) {
+		t.Errorf("volume devices: %v, want ErrVolumeDevices alone", err)
+	}
+	host := userPod("c", ptr(false))
+	host.Spec.HostNetwork = true
+	if err := ValidatePod(host); !errors.Is(err, ErrHostNamespaces) || errors.Is(err, ErrVolumeDevices) {
+		t.Errorf("host network: %v, want ErrHostNamespaces alone", err)
+	}
 }

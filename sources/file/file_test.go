@@ -317,7 +317,7 @@ func TestBadManifests(t *testing.T) {
 		{name: "empty file", file: "nothing.yaml", content: "", wantErr: "no object"},
 		{name: "hostUsers false with hostNetwork", file: "userns.yaml",
 			content: "kind: Pod\nmetadata:\n  name: x\nspec:\n  hostUsers: false\n  hostNetwork: true\n  containers: [{name: c, image: 'nginx:1'}]\n",
-			wantErr: "spec.hostNetwork: Forbidden: when `pod.Spec.HostUsers` is false"},
+			wantErr: "spec.hostNetwork: Forbidden: when `hostUsers` is false"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

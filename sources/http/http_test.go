@@ -301,7 +301,7 @@ func TestBodies(t *testing.T) {
 			body: podListJSON(podJSON("a", "nginx:1"),
 				`{"metadata":{"name":"userns"},"spec":{"hostUsers":false,"hostPID":true,"containers":[{"name":"c","image":"x:1"}]}}`),
 			want:    []string{"a-node-1 nginx:1"},
-			wantLog: []string{`"msg"="dropping invalid pod from the list"`, `"pod"="userns"`, "spec.HostPID: Forbidden: when `pod.Spec.HostUsers` is false"},
+			wantLog: []string{`"msg"="dropping invalid pod from the list"`, `"pod"="userns"`, "spec.HostPID: Forbidden: when `hostUsers` is false"},
 		},
 		{
 			name: "empty list",
