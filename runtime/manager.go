@@ -65,6 +65,15 @@ type ManagerOptions struct {
 	// Defaults to 1: pulls are serialized, the kubelet's default
 	// (serializeImagePulls).
 	MaxParallelImagePulls int
+	// MaxParallelStatusReads is how many GetPodStatus calls read from the
+	// runtime at once; the others wait their turn before they send any
+	// request. A burst of pods (a thousand pod workers reading their
+	// status together) otherwise holds a thousand calls' requests,
+	// streams and answers in memory at once while the runtime answers
+	// them a few at a time, and the heap the Go runtime grows for that
+	// peak stays fragmented by the pods' long-lived objects once the
+	// burst is over. Defaults to 16.
+	MaxParallelStatusReads int
 	// MinGracePeriod is the shortest time a container is given to stop
 	// (unless a kill overrides the grace period). Defaults to 2s.
 	MinGracePeriod time.Duration
@@ -153,6 +162,12 @@ func (o *ManagerOptions) setDefaults() error {
 	if o.MaxParallelImagePulls < 0 {
 		return errors.New("runtime: negative MaxParallelImagePulls")
 	}
+	if o.MaxParallelStatusReads < 0 {
+		return errors.New("runtime: negative MaxParallelStatusReads")
+	}
+	if o.MaxParallelStatusReads == 0 {
+		o.MaxParallelStatusReads = 16
+	}
 	if o.MinGracePeriod == 0 {
 		o.MinGracePeriod = 2 * time.Second
 	}
@@ -189,6 +204,9 @@ type Manager struct {
 	clock clock.Clock
 	// pulls coalesces the pulls of one image.
 	pulls *puller
+	// statusReads holds a token for each GetPodStatus reading from the
+	// runtime (MaxParallelStatusReads).
+	statusReads chan struct{}
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -228,6 +246,7 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 		now:          time.Now,
 		clock:        clock.RealClock{},
 		pulls:        newPuller(is, opts.MaxParallelImagePulls).persistIn(opts.RootDir, opts.Logger.WithName("runtime")),
+		statusReads:  make(chan struct{}, opts.MaxParallelStatusReads),
 		runtimeName:  "cri",
 		containerBO:  newBackOff(opts.BackOff),
 		imageBO:      newBackOff(opts.ImageBackOff),
@@ -437,6 +456,12 @@ func sandboxIPs(s *runtimeapi.PodSandboxStatus) []string {
 // it is ready, and the ContainerStatus of every container of the pod,
 // newest first. Objects removed while it reads are skipped.
 func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*PodStatus, error) {
+	select {
+	case m.statusReads <- struct{}{}:
+		defer func() { <-m.statusReads }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("runtime: status of pod %s: %w", uid, context.Cause(ctx))
+	}
 	m.learnRuntimeName(ctx)
 	sandboxes, err := m.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{LabelPodUID: string(uid)}})
 	if err != nil {

@@ -27,6 +27,7 @@ func TestNewManagerValidates(t *testing.T) {
 		{"negative back-off", rs, is, ManagerOptions{BackOff: BackOffOptions{Initial: -time.Second}}},
 		{"negative grace", rs, is, ManagerOptions{MinGracePeriod: -time.Second}},
 		{"CFS period above 1s", rs, is, ManagerOptions{CPUCFSQuotaPeriod: 2 * time.Second}},
+		{"negative status reads", rs, is, ManagerOptions{MaxParallelStatusReads: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,7 +41,7 @@ func TestNewManagerValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ManagerOptions{PodLogsDir: "/var/log/pods", MinGracePeriod: 2 * time.Second, CPUCFSQuotaPeriod: 100 * time.Millisecond,
-		DNS: DNSOptions{ResolvConf: "/etc/resolv.conf"}, HostsFile: "/etc/hosts",
+		DNS: DNSOptions{ResolvConf: "/etc/resolv.conf"}, HostsFile: "/etc/hosts", MaxParallelStatusReads: 16,
 		BackOff:      BackOffOptions{Initial: 10 * time.Second, Max: 300 * time.Second, Reset: 10 * time.Minute},
 		ImageBackOff: BackOffOptions{Initial: 10 * time.Second, Max: 300 * time.Second, Reset: 10 * time.Minute}}
 	if diff := cmp.Diff(want, m.opts, cmp.FilterPath(func(p cmp.Path) bool {

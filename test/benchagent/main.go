@@ -67,19 +67,21 @@ func main() {
 	logs := flag.String("logs", "", "the pods' log directory")
 	window := flag.Duration("window", 5*time.Second, "how long settled memory is watched")
 	heapProfile := flag.String("heapprofile", "", "write the heap profile with the pods running to this file")
+	burstProfile := flag.String("burstprofile", "", "write the heap profile during the start, when -burstat of the pods run, to this file")
+	burstAt := flag.Float64("burstat", 0.5, "the share of the pods running when -burstprofile is written")
 	profileRate := flag.Int("memprofilerate", 0, "runtime.MemProfileRate for -heapprofile (default: the Go runtime's)")
 	verbose := flag.Bool("v", false, "write the Go runtime's memory classes to standard error at each report")
 	flag.Parse()
 	if *profileRate > 0 {
 		sysruntime.MemProfileRate = *profileRate
 	}
-	if err := run(*endpoint, *n, *generic, *root, *logs, *window, *heapProfile, *verbose); err != nil {
+	if err := run(*endpoint, *n, *generic, *root, *logs, *window, *heapProfile, *burstProfile, int(*burstAt*float64(*n)), *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "benchagent:", err)
 		os.Exit(1)
 	}
 }
 
-func run(endpoint string, n int, generic bool, root, logs string, window time.Duration, heapProfile string, verbose bool) error {
+func run(endpoint string, n int, generic bool, root, logs string, window time.Duration, heapProfile, burstProfile string, burstAt int, verbose bool) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { // the benchmark ended or died
@@ -107,8 +109,13 @@ func run(endpoint string, n int, generic bool, root, logs string, window time.Du
 			// Called serially; seen is only touched here.
 			if s.Phase == v1.PodRunning && !seen[pod.UID] {
 				seen[pod.UID] = true
-				if running.Add(1) == int64(n) {
+				switch running.Add(1) {
+				case int64(n):
 					close(allRunning)
+				case int64(burstAt):
+					if burstProfile != "" {
+						go writeHeapProfile(burstProfile)
+					}
 				}
 			}
 		},
