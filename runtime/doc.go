@@ -215,7 +215,11 @@
 //     metadata, state, creation time, network, namespace options, runtime
 //     handler), where the kubelet's keeps the runtime's answer whole: the
 //     PLEG's cache holds one for every pod, and the sandbox's labels and
-//     annotations maps would weigh more than the rest of it.
+//     annotations maps would weigh more than the rest of it. That copy is
+//     two allocations (its messages, its strings), and a ContainerStatus's
+//     strings share one, where the runtime's answer is a dozen small
+//     objects: each small object left from the start of a burst of pods
+//     can keep a page of the heap from being reused.
 //   - At most ManagerOptions.MaxParallelStatusReads (16) GetPodStatus
 //     calls read from the runtime at once; the others wait their turn
 //     (or their context) before sending anything. The kubelet's pod

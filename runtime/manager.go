@@ -484,9 +484,10 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		if st == nil {
 			return nil, fmt.Errorf("runtime: status of sandbox %s of pod %s is empty", s.GetId(), uid)
 		}
-		ps.SandboxStatuses = append(ps.SandboxStatuses, compactSandboxStatus(st))
-		if i == 0 && st.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
-			ps.IPs = sandboxIPs(st)
+		c := compactSandboxStatus(st)
+		ps.SandboxStatuses = append(ps.SandboxStatuses, c)
+		if i == 0 && c.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+			ps.IPs = sandboxIPs(c)
 		}
 	}
 	containers, err := m.rs.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{LabelPodUID: string(uid)}})
@@ -552,6 +553,9 @@ func convertContainerStatus(c *runtimeapi.Container, st *runtimeapi.ContainerSta
 		cs.ID = c.GetId()
 	}
 	cs.SandboxID = c.GetPodSandboxId()
+	// One allocation for the strings a cache keeps for every pod, rather
+	// than one each in the runtime's answer (see compactSandboxStatus).
+	packStrings(&cs.ID, &cs.Name, &cs.SandboxID, &cs.Image, &cs.ImageRef, &cs.Hash, &cs.Reason, &cs.Message)
 	return cs
 }
 

@@ -25,6 +25,7 @@
 // agent goes on allocating towards its next collection. heap is the live
 // heap of the collection.
 //
+// It takes GOGC and GOMEMLIMIT from its environment, as any Go binary.
 // It exits when its standard input closes.
 package main
 
@@ -70,18 +71,19 @@ func main() {
 	burstProfile := flag.String("burstprofile", "", "write the heap profile during the start, when -burstat of the pods run, to this file")
 	burstAt := flag.Float64("burstat", 0.5, "the share of the pods running when -burstprofile is written")
 	profileRate := flag.Int("memprofilerate", 0, "runtime.MemProfileRate for -heapprofile (default: the Go runtime's)")
+	statusReads := flag.Int("statusreads", 0, "runtime.ManagerOptions.MaxParallelStatusReads (default: the runtime package's)")
 	verbose := flag.Bool("v", false, "write the Go runtime's memory classes to standard error at each report")
 	flag.Parse()
 	if *profileRate > 0 {
 		sysruntime.MemProfileRate = *profileRate
 	}
-	if err := run(*endpoint, *n, *generic, *root, *logs, *window, *heapProfile, *burstProfile, int(*burstAt*float64(*n)), *verbose); err != nil {
+	if err := run(*endpoint, *n, *generic, *root, *logs, *window, *heapProfile, *burstProfile, int(*burstAt*float64(*n)), *statusReads, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "benchagent:", err)
 		os.Exit(1)
 	}
 }
 
-func run(endpoint string, n int, generic bool, root, logs string, window time.Duration, heapProfile, burstProfile string, burstAt int, verbose bool) error {
+func run(endpoint string, n int, generic bool, root, logs string, window time.Duration, heapProfile, burstProfile string, burstAt, statusReads int, verbose bool) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { // the benchmark ended or died
@@ -102,7 +104,7 @@ func run(endpoint string, n int, generic bool, root, logs string, window time.Du
 		Sources:        []nodekit.NamedSource{{Name: "bench", Source: src}},
 		Runtime:        client,
 		MaxPods:        n,
-		RuntimeManager: runtime.ManagerOptions{PodLogsDir: logs},
+		RuntimeManager: runtime.ManagerOptions{PodLogsDir: logs, MaxParallelStatusReads: statusReads},
 		RootDir:        root,
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 		OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
@@ -114,7 +116,14 @@ func run(endpoint string, n int, generic bool, root, logs string, window time.Du
 					close(allRunning)
 				case int64(burstAt):
 					if burstProfile != "" {
-						go writeHeapProfile(burstProfile)
+						// Off the status callback, which the agent
+						// calls serially. Its collection
+						// changes the start's heap: measure without it.
+						go func() {
+							if err := writeHeapProfile(burstProfile); err != nil {
+								fmt.Fprintln(os.Stderr, "benchagent: burst profile:", err)
+							}
+						}()
 					}
 				}
 			}
