@@ -220,14 +220,12 @@
 //     strings share one, where the runtime's answer is a dozen small
 //     objects: each small object left from the start of a burst of pods
 //     can keep a page of the heap from being reused.
-//   - At most ManagerOptions.MaxParallelStatusReads (16) GetPodStatus
-//     calls read from the runtime at once; the others wait their turn
-//     (or their context) before sending anything. The kubelet's pod
-//     workers read their statuses all at once: in a burst of a thousand
-//     pods that holds a thousand calls' requests, streams and answers
-//     while the runtime answers a few at a time, and the heap grown for
-//     that peak stays fragmented by the pods' long-lived objects (about 4
-//     KiB of resident memory per pod at 1000 pods, BenchmarkMemory).
+//   - ManagerOptions.MaxParallelStatusReads, when set, bounds the
+//     GetPodStatus calls reading from the runtime at once (the others wait
+//     their turn, or their context, before sending anything). The kubelet
+//     has no such bound, and it is off by default: it trades CPU for
+//     memory (fewer calls held in memory in a burst of pods, so a smaller
+//     heap left fragmented after it; see the field).
 //
 // # Agents sharing a runtime
 //

@@ -65,14 +65,17 @@ type ManagerOptions struct {
 	// Defaults to 1: pulls are serialized, the kubelet's default
 	// (serializeImagePulls).
 	MaxParallelImagePulls int
-	// MaxParallelStatusReads is how many GetPodStatus calls read from the
-	// runtime at once; the others wait their turn before they send any
-	// request. A burst of pods (a thousand pod workers reading their
-	// status together) otherwise holds a thousand calls' requests,
-	// streams and answers in memory at once while the runtime answers
-	// them a few at a time, and the heap the Go runtime grows for that
-	// peak stays fragmented by the pods' long-lived objects once the
-	// burst is over. Defaults to 16.
+	// MaxParallelStatusReads, when positive, is how many GetPodStatus
+	// calls read from the runtime at once; the others wait their turn
+	// before they send any request. A burst of pods (a thousand pod
+	// workers reading their status together) otherwise holds every call's
+	// request, stream and answer in memory at once while the runtime
+	// answers them a few at a time, and the heap the Go runtime grows for
+	// that peak stays fragmented by the pods' long-lived objects after the
+	// burst. It trades CPU for memory: at 16, BenchmarkMemory measured
+	// about 2 KiB less resident memory per pod at 1000 pods and 1 KiB less
+	// at 10,000, for about a sixth more CPU per pod started at 10,000.
+	// Defaults to 0: no limit, as the kubelet.
 	MaxParallelStatusReads int
 	// MinGracePeriod is the shortest time a container is given to stop
 	// (unless a kill overrides the grace period). Defaults to 2s.
@@ -165,9 +168,6 @@ func (o *ManagerOptions) setDefaults() error {
 	if o.MaxParallelStatusReads < 0 {
 		return errors.New("runtime: negative MaxParallelStatusReads")
 	}
-	if o.MaxParallelStatusReads == 0 {
-		o.MaxParallelStatusReads = 16
-	}
 	if o.MinGracePeriod == 0 {
 		o.MinGracePeriod = 2 * time.Second
 	}
@@ -205,7 +205,7 @@ type Manager struct {
 	// pulls coalesces the pulls of one image.
 	pulls *puller
 	// statusReads holds a token for each GetPodStatus reading from the
-	// runtime (MaxParallelStatusReads).
+	// runtime (MaxParallelStatusReads); nil without a limit.
 	statusReads chan struct{}
 
 	mu             sync.Mutex
@@ -236,7 +236,7 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Manager{
+	m := &Manager{
 		rs:           rs,
 		is:           is,
 		opts:         opts,
@@ -246,14 +246,17 @@ func NewManager(rs RuntimeService, is ImageService, opts ManagerOptions) (*Manag
 		now:          time.Now,
 		clock:        clock.RealClock{},
 		pulls:        newPuller(is, opts.MaxParallelImagePulls).persistIn(opts.RootDir, opts.Logger.WithName("runtime")),
-		statusReads:  make(chan struct{}, opts.MaxParallelStatusReads),
 		runtimeName:  "cri",
 		containerBO:  newBackOff(opts.BackOff),
 		imageBO:      newBackOff(opts.ImageBackOff),
 		reasons:      map[types.UID]map[string]waitingReason{},
 		termMessages: map[types.UID]map[string]string{},
 		resizeErrors: map[types.UID]string{},
-	}, nil
+	}
+	if opts.MaxParallelStatusReads > 0 {
+		m.statusReads = make(chan struct{}, opts.MaxParallelStatusReads)
+	}
+	return m, nil
 }
 
 // PruneImageRecords forgets the image pull records of the image IDs not
@@ -456,11 +459,13 @@ func sandboxIPs(s *runtimeapi.PodSandboxStatus) []string {
 // it is ready, and the ContainerStatus of every container of the pod,
 // newest first. Objects removed while it reads are skipped.
 func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*PodStatus, error) {
-	select {
-	case m.statusReads <- struct{}{}:
-		defer func() { <-m.statusReads }()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("runtime: status of pod %s: %w", uid, context.Cause(ctx))
+	if m.statusReads != nil {
+		select {
+		case m.statusReads <- struct{}{}:
+			defer func() { <-m.statusReads }()
+		case <-ctx.Done():
+			return nil, fmt.Errorf("runtime: status of pod %s: %w", uid, context.Cause(ctx))
+		}
 	}
 	m.learnRuntimeName(ctx)
 	sandboxes, err := m.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{LabelPodUID: string(uid)}})

@@ -41,7 +41,7 @@ func TestNewManagerValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ManagerOptions{PodLogsDir: "/var/log/pods", MinGracePeriod: 2 * time.Second, CPUCFSQuotaPeriod: 100 * time.Millisecond,
-		DNS: DNSOptions{ResolvConf: "/etc/resolv.conf"}, HostsFile: "/etc/hosts", MaxParallelStatusReads: 16,
+		DNS: DNSOptions{ResolvConf: "/etc/resolv.conf"}, HostsFile: "/etc/hosts",
 		BackOff:      BackOffOptions{Initial: 10 * time.Second, Max: 300 * time.Second, Reset: 10 * time.Minute},
 		ImageBackOff: BackOffOptions{Initial: 10 * time.Second, Max: 300 * time.Second, Reset: 10 * time.Minute}}
 	if diff := cmp.Diff(want, m.opts, cmp.FilterPath(func(p cmp.Path) bool {

@@ -71,7 +71,7 @@ func main() {
 	burstProfile := flag.String("burstprofile", "", "write the heap profile during the start, when -burstat of the pods run, to this file")
 	burstAt := flag.Float64("burstat", 0.5, "the share of the pods running when -burstprofile is written")
 	profileRate := flag.Int("memprofilerate", 0, "runtime.MemProfileRate for -heapprofile (default: the Go runtime's)")
-	statusReads := flag.Int("statusreads", 0, "runtime.ManagerOptions.MaxParallelStatusReads (default: the runtime package's)")
+	statusReads := flag.Int("statusreads", 0, "runtime.ManagerOptions.MaxParallelStatusReads (default: no limit)")
 	verbose := flag.Bool("v", false, "write the Go runtime's memory classes to standard error at each report")
 	flag.Parse()
 	if *profileRate > 0 {
