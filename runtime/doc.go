@@ -240,7 +240,17 @@
 //     metadata, state, creation time, network, namespace options, runtime
 //     handler), where the kubelet's keeps the runtime's answer whole: the
 //     PLEG's cache holds one for every pod, and the sandbox's labels and
-//     annotations maps would weigh more than the rest of it.
+//     annotations maps would weigh more than the rest of it. That copy is
+//     two allocations (its messages, its strings), and a ContainerStatus's
+//     strings share one, where the runtime's answer is a dozen small
+//     objects: each small object left from the start of a burst of pods
+//     can keep a page of the heap from being reused.
+//   - ManagerOptions.MaxParallelStatusReads, when set, bounds the
+//     GetPodStatus calls reading from the runtime at once (the others wait
+//     their turn, or their context, before sending anything). The kubelet
+//     has no such bound, and it is off by default: it trades CPU for
+//     memory (fewer calls held in memory in a burst of pods, so a smaller
+//     heap left fragmented after it; see the field).
 //
 // # Agents sharing a runtime
 //

@@ -27,6 +27,7 @@ func TestNewManagerValidates(t *testing.T) {
 		{"negative back-off", rs, is, ManagerOptions{BackOff: BackOffOptions{Initial: -time.Second}}},
 		{"negative grace", rs, is, ManagerOptions{MinGracePeriod: -time.Second}},
 		{"CFS period above 1s", rs, is, ManagerOptions{CPUCFSQuotaPeriod: 2 * time.Second}},
+		{"negative status reads", rs, is, ManagerOptions{MaxParallelStatusReads: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -161,18 +162,59 @@ type ContainerStatus struct {
 }
 
 // compactSandboxStatus returns the part of a sandbox's status that a
-// PodStatus keeps (see PodStatus.SandboxStatuses).
+// PodStatus keeps (see PodStatus.SandboxStatuses), in two allocations
+// (its messages, and its strings) rather than the dozen of the runtime's
+// answer: a cache keeps one for every pod, and each small object the
+// start of a burst of pods leaves behind can hold a page of the heap.
 func compactSandboxStatus(st *runtimeapi.PodSandboxStatus) *runtimeapi.PodSandboxStatus {
-	c := &runtimeapi.PodSandboxStatus{
-		Id:             st.GetId(),
-		Metadata:       st.GetMetadata(),
-		State:          st.GetState(),
-		CreatedAt:      st.GetCreatedAt(),
-		Network:        st.GetNetwork(),
-		RuntimeHandler: st.GetRuntimeHandler(),
+	b := &struct {
+		status    runtimeapi.PodSandboxStatus
+		metadata  runtimeapi.PodSandboxMetadata
+		network   runtimeapi.PodSandboxNetworkStatus
+		linux     runtimeapi.LinuxPodSandboxStatus
+		namespace runtimeapi.Namespace
+	}{}
+	c := &b.status
+	c.Id, c.State, c.CreatedAt, c.RuntimeHandler = st.GetId(), st.GetState(), st.GetCreatedAt(), st.GetRuntimeHandler()
+	strs := append(make([]*string, 0, 6), &c.Id, &c.RuntimeHandler)
+	if md := st.GetMetadata(); md != nil {
+		c.Metadata = &b.metadata
+		c.Metadata.Name, c.Metadata.Uid, c.Metadata.Namespace, c.Metadata.Attempt = md.GetName(), md.GetUid(), md.GetNamespace(), md.GetAttempt()
+		strs = append(strs, &c.Metadata.Name, &c.Metadata.Uid, &c.Metadata.Namespace)
 	}
+	if n := st.GetNetwork(); n != nil {
+		c.Network = &b.network
+		c.Network.Ip, c.Network.AdditionalIps = n.GetIp(), n.GetAdditionalIps()
+		strs = append(strs, &c.Network.Ip)
+	}
+	packStrings(strs...)
 	if opts := st.GetLinux().GetNamespaces().GetOptions(); opts != nil {
-		c.Linux = &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: opts}}
+		c.Linux = &b.linux
+		c.Linux.Namespaces = &b.namespace
+		c.Linux.Namespaces.Options = opts
 	}
 	return c
+}
+
+// packStrings makes the strings ps point to share one allocation, which
+// they keep alive together.
+func packStrings(ps ...*string) {
+	n := 0
+	for _, p := range ps {
+		n += len(*p)
+	}
+	if n == 0 {
+		return
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, p := range ps {
+		b.WriteString(*p)
+	}
+	all, off := b.String(), 0
+	for _, p := range ps {
+		l := len(*p)
+		*p = all[off : off+l]
+		off += l
+	}
 }

@@ -25,6 +25,7 @@
 // agent goes on allocating towards its next collection. heap is the live
 // heap of the collection.
 //
+// It takes GOGC and GOMEMLIMIT from its environment, as any Go binary.
 // It exits when its standard input closes.
 package main
 
@@ -67,19 +68,22 @@ func main() {
 	logs := flag.String("logs", "", "the pods' log directory")
 	window := flag.Duration("window", 5*time.Second, "how long settled memory is watched")
 	heapProfile := flag.String("heapprofile", "", "write the heap profile with the pods running to this file")
+	burstProfile := flag.String("burstprofile", "", "write the heap profile during the start, when -burstat of the pods run, to this file")
+	burstAt := flag.Float64("burstat", 0.5, "the share of the pods running when -burstprofile is written")
 	profileRate := flag.Int("memprofilerate", 0, "runtime.MemProfileRate for -heapprofile (default: the Go runtime's)")
+	statusReads := flag.Int("statusreads", 0, "runtime.ManagerOptions.MaxParallelStatusReads (default: no limit)")
 	verbose := flag.Bool("v", false, "write the Go runtime's memory classes to standard error at each report")
 	flag.Parse()
 	if *profileRate > 0 {
 		sysruntime.MemProfileRate = *profileRate
 	}
-	if err := run(*endpoint, *n, *generic, *root, *logs, *window, *heapProfile, *verbose); err != nil {
+	if err := run(*endpoint, *n, *generic, *root, *logs, *window, *heapProfile, *burstProfile, int(*burstAt*float64(*n)), *statusReads, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "benchagent:", err)
 		os.Exit(1)
 	}
 }
 
-func run(endpoint string, n int, generic bool, root, logs string, window time.Duration, heapProfile string, verbose bool) error {
+func run(endpoint string, n int, generic bool, root, logs string, window time.Duration, heapProfile, burstProfile string, burstAt, statusReads int, verbose bool) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { // the benchmark ended or died
@@ -100,15 +104,27 @@ func run(endpoint string, n int, generic bool, root, logs string, window time.Du
 		Sources:        []nodekit.NamedSource{{Name: "bench", Source: src}},
 		Runtime:        client,
 		MaxPods:        n,
-		RuntimeManager: runtime.ManagerOptions{PodLogsDir: logs},
+		RuntimeManager: runtime.ManagerOptions{PodLogsDir: logs, MaxParallelStatusReads: statusReads},
 		RootDir:        root,
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 		OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
 			// Called serially; seen is only touched here.
 			if s.Phase == v1.PodRunning && !seen[pod.UID] {
 				seen[pod.UID] = true
-				if running.Add(1) == int64(n) {
+				switch running.Add(1) {
+				case int64(n):
 					close(allRunning)
+				case int64(burstAt):
+					if burstProfile != "" {
+						// Off the status callback, which the agent
+						// calls serially. Its collection
+						// changes the start's heap: measure without it.
+						go func() {
+							if err := writeHeapProfile(burstProfile); err != nil {
+								fmt.Fprintln(os.Stderr, "benchagent: burst profile:", err)
+							}
+						}()
+					}
 				}
 			}
 		},
