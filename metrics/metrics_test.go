@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
-	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -244,25 +243,6 @@ func TestSeparateRegistries(t *testing.T) {
 	}
 }
 
-// wireRuntime is a runtimetest.Runtime that is a runtime.WireLister.
-type wireRuntime struct{ *runtimetest.Runtime }
-
-func (r wireRuntime) ListPodSandboxWire(ctx context.Context, filter *runtimeapi.PodSandboxFilter, buf []byte) ([]byte, error) {
-	items, err := r.ListPodSandbox(ctx, filter)
-	if err != nil {
-		return nil, err
-	}
-	return proto.MarshalOptions{}.MarshalAppend(buf[:0], &runtimeapi.ListPodSandboxResponse{Items: items})
-}
-
-func (r wireRuntime) ListContainersWire(ctx context.Context, filter *runtimeapi.ContainerFilter, buf []byte) ([]byte, error) {
-	items, err := r.ListContainers(ctx, filter)
-	if err != nil {
-		return nil, err
-	}
-	return proto.MarshalOptions{}.MarshalAppend(buf[:0], &runtimeapi.ListContainersResponse{Containers: items})
-}
-
 // TestRuntimeWireLists: the wrapper forwards runtime.WireLister, counting
 // the calls as the decoded lists, and answers ErrUnimplemented, counting
 // nothing, for a runtime without it.
@@ -275,7 +255,7 @@ func TestRuntimeWireLists(t *testing.T) {
 	inner := runtimetest.New(runtimetest.Options{})
 	t.Cleanup(inner.Close)
 	ctx := t.Context()
-	wl, ok := k.Runtime(wireRuntime{inner}).(runtime.WireLister)
+	wl, ok := k.Runtime(runtimetest.Wire{Runtime: inner}).(runtime.WireLister)
 	if !ok {
 		t.Fatal("the wrapper is no runtime.WireLister")
 	}

@@ -266,7 +266,7 @@ func FuzzWire(f *testing.F) {
 // lists marshaled, as a CRI runtime sends them. fail, when set, answers
 // instead.
 type wireRuntime struct {
-	*runtimetest.Runtime
+	runtimetest.Wire
 	calls atomic.Int64
 	fail  func() ([]byte, error)
 }
@@ -276,11 +276,7 @@ func (r *wireRuntime) ListPodSandboxWire(ctx context.Context, filter *runtimeapi
 	if r.fail != nil {
 		return r.fail()
 	}
-	items, err := r.ListPodSandbox(ctx, filter)
-	if err != nil {
-		return nil, err
-	}
-	return proto.MarshalOptions{}.MarshalAppend(buf[:0], &runtimeapi.ListPodSandboxResponse{Items: items})
+	return r.Wire.ListPodSandboxWire(ctx, filter, buf)
 }
 
 func (r *wireRuntime) ListContainersWire(ctx context.Context, filter *runtimeapi.ContainerFilter, buf []byte) ([]byte, error) {
@@ -288,11 +284,7 @@ func (r *wireRuntime) ListContainersWire(ctx context.Context, filter *runtimeapi
 	if r.fail != nil {
 		return r.fail()
 	}
-	items, err := r.ListContainers(ctx, filter)
-	if err != nil {
-		return nil, err
-	}
-	return proto.MarshalOptions{}.MarshalAppend(buf[:0], &runtimeapi.ListContainersResponse{Containers: items})
+	return r.Wire.ListContainersWire(ctx, filter, buf)
 }
 
 // TestRelistWire: a Generic on a runtime.WireLister lists through it and
@@ -303,7 +295,7 @@ func (r *wireRuntime) ListContainersWire(ctx context.Context, filter *runtimeapi
 func TestRelistWire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, nil, GenericOptions{})
-		wr := &wireRuntime{Runtime: f.rt}
+		wr := &wireRuntime{Wire: runtimetest.Wire{Runtime: f.rt}}
 		wcache := NewCache()
 		w, err := NewGeneric(wr, runtimeStatus(f.rt), wcache, GenericOptions{})
 		if err != nil {

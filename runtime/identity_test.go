@@ -106,26 +106,6 @@ func TestWithIdentity(t *testing.T) {
 	}
 }
 
-// wireRuntime is a runtimetest.Runtime that is a runtime.WireLister, its
-// lists marshaled as a CRI runtime sends them.
-type wireRuntime struct{ *runtimetest.Runtime }
-
-func (r wireRuntime) ListPodSandboxWire(ctx context.Context, filter *runtimeapi.PodSandboxFilter, buf []byte) ([]byte, error) {
-	items, err := r.ListPodSandbox(ctx, filter)
-	if err != nil {
-		return nil, err
-	}
-	return proto.MarshalOptions{}.MarshalAppend(buf[:0], &runtimeapi.ListPodSandboxResponse{Items: items})
-}
-
-func (r wireRuntime) ListContainersWire(ctx context.Context, filter *runtimeapi.ContainerFilter, buf []byte) ([]byte, error) {
-	items, err := r.ListContainers(ctx, filter)
-	if err != nil {
-		return nil, err
-	}
-	return proto.MarshalOptions{}.MarshalAppend(buf[:0], &runtimeapi.ListContainersResponse{Containers: items})
-}
-
 // TestWithIdentityWireLists: a scoped runtime lists in wire form only its
 // own objects, with the caller's filter, when the runtime it scopes is a
 // runtime.WireLister, and answers ErrUnimplemented otherwise.
@@ -133,8 +113,8 @@ func TestWithIdentityWireLists(t *testing.T) {
 	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
 	defer rt.Close()
 	ctx := t.Context()
-	a := runtime.WithIdentity(wireRuntime{rt}, "a").(runtime.WireLister)
-	b := runtime.WithIdentity(wireRuntime{rt}, "b").(runtime.RuntimeService)
+	a := runtime.WithIdentity(runtimetest.Wire{Runtime: rt}, "a").(runtime.WireLister)
+	b := runtime.WithIdentity(runtimetest.Wire{Runtime: rt}, "b").(runtime.RuntimeService)
 	for _, scope := range []runtime.RuntimeService{a.(runtime.RuntimeService), b, b} {
 		sc := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Namespace: "ns", Uid: "u"}}
 		sid, err := scope.RunPodSandbox(ctx, sc, "")
