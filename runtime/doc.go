@@ -99,7 +99,8 @@
 // default, the kubelet's serialized pulls. A shared pull is cancelled only
 // when no pod waits for it any more.
 //
-// Differences from the kubelet, on purpose or not yet done:
+// Differences from the kubelet, each on purpose and with its reason, and
+// the rules this package follows where a reader might expect otherwise:
 //   - Probes are not run here. SyncPodOptions.Unhealthy tells SyncPod which
 //     containers failed their liveness or startup probe.
 //   - A grace period override below the minimum (2s) is kept, also when
