@@ -37,7 +37,8 @@ const (
 // environment variable names, volume mounts (a known volume, a unique
 // mount path, a relative subPath without ".."), resources (non-negative,
 // requests within limits), probes (one handler; liveness and startup
-// successThreshold 1), and hostUsers: false with hostNetwork, hostPID,
+// successThreshold 1), securityContext.procMount (Default, or Unmasked
+// with hostUsers: false), and hostUsers: false with hostNetwork, hostPID,
 // hostIPC or a container's volumeDevices (userns.ValidatePod, the API
 // server's rule and message; the error matches userns.ErrHostNamespaces
 // or userns.ErrVolumeDevices).
@@ -120,13 +121,15 @@ func ValidateStatic(pod *v1.Pod) error {
 		}
 	}
 
+	// The API server's default: a spec without hostUsers uses the host's.
+	hostUsers := spec.HostUsers == nil || *spec.HostUsers
 	cp := sp.Child("initContainers")
 	for i := range spec.InitContainers {
-		errs = append(errs, validateContainer(&spec.InitContainers[i], cp.Index(i), volumes, spec.HostNetwork)...)
+		errs = append(errs, validateContainer(&spec.InitContainers[i], cp.Index(i), volumes, spec.HostNetwork, hostUsers)...)
 	}
 	cp = sp.Child("containers")
 	for i := range spec.Containers {
-		errs = append(errs, validateContainer(&spec.Containers[i], cp.Index(i), volumes, spec.HostNetwork)...)
+		errs = append(errs, validateContainer(&spec.Containers[i], cp.Index(i), volumes, spec.HostNetwork, hostUsers)...)
 	}
 	// hostUsers: false with a host namespace or volume devices, as the API
 	// server (and package userns, which fails such a pod's sandbox)
@@ -192,8 +195,20 @@ func validateDNS(spec *v1.PodSpec, sp *field.Path) field.ErrorList {
 	return errs
 }
 
-func validateContainer(c *v1.Container, p *field.Path, volumes sets.Set[string], hostNetwork bool) field.ErrorList {
+func validateContainer(c *v1.Container, p *field.Path, volumes sets.Set[string], hostNetwork, hostUsers bool) field.ErrorList {
 	var errs field.ErrorList
+	if sc := c.SecurityContext; sc != nil && sc.ProcMount != nil {
+		pp := p.Child("securityContext", "procMount")
+		switch *sc.ProcMount {
+		case v1.DefaultProcMount:
+		case v1.UnmaskedProcMount:
+			if hostUsers {
+				errs = append(errs, field.Invalid(pp, *sc.ProcMount, "`hostUsers` must be false to use `Unmasked`"))
+			}
+		default:
+			errs = append(errs, field.NotSupported(pp, *sc.ProcMount, []v1.ProcMountType{v1.DefaultProcMount, v1.UnmaskedProcMount}))
+		}
+	}
 	if c.Image != strings.TrimSpace(c.Image) {
 		errs = append(errs, field.Invalid(p.Child("image"), c.Image, "must not have leading or trailing whitespace"))
 	}

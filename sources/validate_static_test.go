@@ -146,6 +146,23 @@ func TestValidateStatic(t *testing.T) {
 			p.Spec.HostUsers = &tr
 			p.Spec.HostNetwork, p.Spec.HostPID, p.Spec.HostIPC = true, true, true
 		}},
+		{name: "procMount Unmasked with the host's users", mut: func(p *v1.Pod) {
+			pm := v1.UnmaskedProcMount
+			p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "x", SecurityContext: &v1.SecurityContext{ProcMount: &pm}}}
+		}, wantErr: []string{"spec.initContainers[0].securityContext.procMount: Invalid value: \"Unmasked\": `hostUsers` must be false to use `Unmasked`"}},
+		{name: "procMount Unmasked with hostUsers false", mut: func(p *v1.Pod) {
+			f, pm := false, v1.UnmaskedProcMount
+			p.Spec.HostUsers = &f
+			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{ProcMount: &pm}
+		}},
+		{name: "procMount Default", mut: func(p *v1.Pod) {
+			pm := v1.DefaultProcMount
+			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{ProcMount: &pm}
+		}},
+		{name: "procMount unknown", mut: func(p *v1.Pod) {
+			pm := v1.ProcMountType("Masked")
+			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{ProcMount: &pm}
+		}, wantErr: []string{"spec.containers[0].securityContext.procMount: Unsupported value: \"Masked\""}},
 		{name: "init containers are checked too", mut: func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "x", Env: []v1.EnvVar{{Name: "A=B"}}}}
 		}, wantErr: []string{"spec.initContainers[0].env[0].name: Invalid value"}},
