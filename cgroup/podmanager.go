@@ -444,12 +444,7 @@ func (p *PodManager) UpdateQoS(activePods []*v1.Pod) error {
 	defer p.qosMu.Unlock()
 
 	sums := p.qos.sum(activePods)
-	burstableCPU := sums.burstableCPU
-	memReqs := map[v1.PodQOSClass]int64{
-		v1.PodQOSBurstable:  sums.burstableMemory,
-		v1.PodQOSGuaranteed: sums.guaranteedMemory,
-	}
-	bShares, beShares := MilliCPUToShares(burstableCPU), uint64(MinShares)
+	bShares, beShares := MilliCPUToShares(sums.burstableCPU), uint64(MinShares)
 	configs := []struct {
 		name string
 		rc   *ResourceConfig
@@ -459,15 +454,15 @@ func (p *PodManager) UpdateQoS(activePods []*v1.Pod) error {
 		{p.besteffort(), &ResourceConfig{CPUShares: &beShares}},
 	}
 	if p.opts.MemoryQoS && mgr.Info().Mode == ModeUnified {
-		bMin := memReqs[v1.PodQOSBurstable]
-		gMin := memReqs[v1.PodQOSGuaranteed] + bMin
+		bMin := sums.burstableMemory
+		gMin := sums.guaranteedMemory + bMin
 		configs[0].rc.MemoryMin, configs[1].rc.MemoryMin = &gMin, &bMin
 	}
 	if pct := p.opts.MemoryReservePercent; pct > 0 {
 		a := p.allocatable()
 		alloc := a.Memory().Value()
-		bLimit := alloc - memReqs[v1.PodQOSGuaranteed]*pct/100
-		beLimit := bLimit - memReqs[v1.PodQOSBurstable]*pct/100
+		bLimit := alloc - sums.guaranteedMemory*pct/100
+		beLimit := bLimit - sums.burstableMemory*pct/100
 		configs[1].rc.Memory, configs[2].rc.Memory = &bLimit, &beLimit
 	}
 	update := func() error {

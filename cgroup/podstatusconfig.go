@@ -149,6 +149,13 @@ func (m *fsManager) statusMemory(dir, file string) (*ResourceConfig, error) {
 	return &ResourceConfig{Memory: &l}, nil
 }
 
+// SharesAfterV2RoundTrip is shares written as a cgroup v2 cpu.weight and
+// read back as the kubelet's status reads it (rounded down): the kubelet's
+// lossy v2 round trip, which its status compares with the shares it reads.
+func SharesAfterV2RoundTrip(shares uint64) uint64 {
+	return kubeletWeightToShares(CPUSharesToWeight(shares))
+}
+
 // kubeletWeightToShares is the kubelet's cpuWeightToCPUShares: cpu.weight
 // as shares, rounded down, which its status compares with its lossy v2
 // round trip (CPUWeightToShares rounds up instead, so that the shares

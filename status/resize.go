@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -15,14 +16,6 @@ import (
 const (
 	minMilliCPURequest = 2
 	minMilliCPULimit   = 10
-)
-
-// The kubelet's (the kernel's) smallest and largest cpu.shares, and the
-// largest cgroup v2 cpu.weight.
-const (
-	minShares = 2
-	maxShares = 262144
-	maxWeight = 10000
 )
 
 // allocatedResources is a container's status.allocatedResources: the
@@ -225,8 +218,8 @@ func podResources(pod *v1.Pod, pc *PodCgroupState, old *v1.PodStatus) (v1.Resour
 		res.Limits = v1.ResourceList{}
 	}
 	if cpuRequest != nil {
-		if cpuRequest.MilliValue() > minShares || res.Requests.Cpu().MilliValue() > minShares {
-			allocShares := milliCPUToShares(res.Requests.Cpu().MilliValue())
+		if cpuRequest.MilliValue() > cgroup.MinShares || res.Requests.Cpu().MilliValue() > cgroup.MinShares {
+			allocShares := cgroup.MilliCPUToShares(res.Requests.Cpu().MilliValue())
 			if cpuCfg.CPUShares == nil || !cpuSharesEqualAfterV2RoundTrip(allocShares, *cpuCfg.CPUShares) {
 				res.Requests[v1.ResourceCPU] = cpuRequest.DeepCopy()
 			}
@@ -258,7 +251,7 @@ func podResources(pod *v1.Pod, pc *PodCgroupState, old *v1.PodStatus) (v1.Resour
 // kubelet's CPURequestsFromConfig: millicores, rounded up, of shares of at
 // least 2); nil without shares or below that.
 func cpuRequestFromConfig(cfg *runtime.PodCgroupConfig) *resource.Quantity {
-	if cfg == nil || cfg.CPUShares == nil || *cfg.CPUShares < minShares {
+	if cfg == nil || cfg.CPUShares == nil || *cfg.CPUShares < cgroup.MinShares {
 		return nil
 	}
 	m := int64(math.Ceil(float64(*cfg.CPUShares*1000) / 1024))
@@ -291,32 +284,11 @@ func memoryLimitFromConfig(cfg *runtime.PodCgroupConfig) *resource.Quantity {
 	return resource.NewQuantity(*cfg.Memory, resource.BinarySI)
 }
 
-// milliCPUToShares is the kubelet's MilliCPUToShares: 0 is the smallest
-// shares (2), as are values below it.
-func milliCPUToShares(milli int64) uint64 {
-	if milli <= 0 {
-		return minShares
-	}
-	s := milli * 1024 / 1000
-	if s < minShares {
-		return minShares
-	}
-	if s > maxShares {
-		return maxShares
-	}
-	return uint64(s)
-}
-
 // cpuSharesEqualAfterV2RoundTrip is the kubelet's function of that name:
-// whether readback is allocated written as a cgroup v2 cpu.weight (its
-// getCPUWeight) and read back as shares (its cpuWeightToCPUShares, which
-// rounds down).
+// whether readback is allocated written as a cgroup v2 cpu.weight and
+// read back as shares, rounded down as the kubelet reads them.
 func cpuSharesEqualAfterV2RoundTrip(allocated, readback uint64) bool {
-	w := uint64(maxWeight)
-	if allocated < maxShares {
-		w = 1 + ((allocated-minShares)*(maxWeight-1))/(maxShares-minShares)
-	}
-	return ((w-1)*(maxShares-minShares))/(maxWeight-1)+minShares == readback
+	return cgroup.SharesAfterV2RoundTrip(allocated) == readback
 }
 
 // ResizeInProgress reports whether a running app container or

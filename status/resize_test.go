@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -435,8 +436,8 @@ func TestCPUSharesEqualAfterV2RoundTrip(t *testing.T) {
 		milli int64
 		want  uint64
 	}{{0, 2}, {1, 2}, {50, 51}, {500, 512}, {1000, 1024}, {1 << 20, 262144}} {
-		if got := milliCPUToShares(tt.milli); got != tt.want {
-			t.Errorf("milliCPUToShares(%d) = %d, want %d", tt.milli, got, tt.want)
+		if got := cgroup.MilliCPUToShares(tt.milli); got != tt.want {
+			t.Errorf("MilliCPUToShares(%d) = %d, want %d", tt.milli, got, tt.want)
 		}
 	}
 }
