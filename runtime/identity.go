@@ -99,21 +99,31 @@ func (s *scoped) CreateContainer(ctx context.Context, podSandboxID string, confi
 }
 
 func (s *scoped) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	return s.RuntimeService.ListPodSandbox(ctx, s.sandboxFilter(filter))
+}
+
+func (s *scoped) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return s.RuntimeService.ListContainers(ctx, s.containerFilter(filter))
+}
+
+// sandboxFilter is filter (nil for none) within the scope.
+func (s *scoped) sandboxFilter(filter *runtimeapi.PodSandboxFilter) *runtimeapi.PodSandboxFilter {
 	f := &runtimeapi.PodSandboxFilter{}
 	if filter != nil {
 		f.Id, f.State = filter.Id, filter.State
 	}
 	f.LabelSelector = s.selector(filter.GetLabelSelector())
-	return s.RuntimeService.ListPodSandbox(ctx, f)
+	return f
 }
 
-func (s *scoped) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+// containerFilter is filter (nil for none) within the scope.
+func (s *scoped) containerFilter(filter *runtimeapi.ContainerFilter) *runtimeapi.ContainerFilter {
 	f := &runtimeapi.ContainerFilter{}
 	if filter != nil {
 		f.Id, f.State, f.PodSandboxId = filter.Id, filter.State, filter.PodSandboxId
 	}
 	f.LabelSelector = s.selector(filter.GetLabelSelector())
-	return s.RuntimeService.ListContainers(ctx, f)
+	return f
 }
 
 // ListPodSandboxWire implements WireLister with the scope's selector,
@@ -123,12 +133,7 @@ func (s *scoped) ListPodSandboxWire(ctx context.Context, filter *runtimeapi.PodS
 	if !ok {
 		return nil, errNoWireLister(s.RuntimeService)
 	}
-	f := &runtimeapi.PodSandboxFilter{}
-	if filter != nil {
-		f.Id, f.State = filter.Id, filter.State
-	}
-	f.LabelSelector = s.selector(filter.GetLabelSelector())
-	return wl.ListPodSandboxWire(ctx, f, buf)
+	return wl.ListPodSandboxWire(ctx, s.sandboxFilter(filter), buf)
 }
 
 // ListContainersWire implements WireLister with the scope's selector,
@@ -138,12 +143,7 @@ func (s *scoped) ListContainersWire(ctx context.Context, filter *runtimeapi.Cont
 	if !ok {
 		return nil, errNoWireLister(s.RuntimeService)
 	}
-	f := &runtimeapi.ContainerFilter{}
-	if filter != nil {
-		f.Id, f.State, f.PodSandboxId = filter.Id, filter.State, filter.PodSandboxId
-	}
-	f.LabelSelector = s.selector(filter.GetLabelSelector())
-	return wl.ListContainersWire(ctx, f, buf)
+	return wl.ListContainersWire(ctx, s.containerFilter(filter), buf)
 }
 
 // scopedEvents filters the event stream of a scoped runtime.
