@@ -159,7 +159,10 @@
 //     50m container request reads back as 28m), the aggregated memory
 //     request when spec.resources has none, and the cgroup's cpu limit
 //     and memory limit, a value the cgroup lacks or could not be read
-//     being the previous Running status's. The status reads only the
+//     being the previous Running status's (an agent with cgroups off,
+//     which has no pod cgroup, reports the allocated requests and limits
+//     of a Running pod too: nothing enforces other values). The status
+//     reads only the
 //     cgroup's cpu files and memory limit, as the kubelet's
 //     GetPodCgroupConfig (cgroup.PodManager.PodStatusConfig). On purpose,
 //     as for containers: a resize of the pod-level resources is in

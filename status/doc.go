@@ -77,7 +77,10 @@
 // when spec.resources has none, the cgroup's cpu limit and memory limit;
 // a value the cgroup lacks or could not be read is the previous status's
 // when that was Running too, else left out, as the kubelet v1.37.2's
-// convertToAPIPodLevelResourcesStatus. The condition comes with reason
+// convertToAPIPodLevelResourcesStatus. Without a pod cgroup
+// (Input.PodCgroup nil: an agent with cgroups off) a Running pod reports
+// its allocated requests and limits, which nothing else enforces. The
+// condition comes with reason
 // Error and the runtime's message when the last attempt failed
 // (ResizeErrors, found on Input.Waiting); PodResizePending is
 // Input.ResizePending (Infeasible or Deferred, podmodel.DecideResize). The

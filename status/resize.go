@@ -188,15 +188,14 @@ func podResources(pod *v1.Pod, pc *PodCgroupState, old *v1.PodStatus) (v1.Resour
 	if res == nil {
 		res = &v1.ResourceRequirements{}
 	}
-	if pod.Status.Phase != v1.PodRunning {
+	// Without a pod cgroup (cgroups off: pc nil), no cgroup holds other
+	// values than the allocated ones, which a Running pod reports too.
+	if pod.Status.Phase != v1.PodRunning || pc == nil {
 		res.Requests = alloc.DeepCopy()
 		res.Limits = podmodel.Limits(pod)
 		return alloc, res
 	}
-	var cpuCfg, memCfg *runtime.PodCgroupConfig
-	if pc != nil {
-		cpuCfg, memCfg = pc.CPU, pc.Memory
-	}
+	cpuCfg, memCfg := pc.CPU, pc.Memory
 	cpuRequest := cpuRequestFromConfig(cpuCfg)
 	cpuLimit := cpuLimitFromConfig(cpuCfg)
 	memoryLimit := memoryLimitFromConfig(memCfg)

@@ -335,8 +335,15 @@ func TestPodResources(t *testing.T) {
 		name:      "cgroup unread, previous status Running: its cpu request and limits kept",
 		pod:       pod(v1.PodRunning, nil, container("a", rl("cpu", "100m", "memory", "64Mi"), rl("cpu", "200m", "memory", "128Mi"))),
 		old:       running(oldRes),
+		pc:        read(nil, nil),
 		wantAlloc: rl("cpu", "100m", "memory", "64Mi"),
 		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "300m", "memory", "64Mi"), Limits: rl("cpu", "2", "memory", "2Gi")},
+	}, {
+		name:      "no pod cgroup (cgroups off), previous status Running: the allocated requests and limits",
+		pod:       pod(v1.PodRunning, nil, container("a", rl("cpu", "100m", "memory", "64Mi"), rl("cpu", "200m", "memory", "128Mi"))),
+		old:       running(oldRes),
+		wantAlloc: rl("cpu", "100m", "memory", "64Mi"),
+		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "100m", "memory", "64Mi"), Limits: rl("cpu", "200m", "memory", "128Mi")},
 	}, {
 		name:      "cpu unread, memory read, previous status Running: cpu kept, memory limit read",
 		pod:       pod(v1.PodRunning, nil, container("a", rl("cpu", "100m", "memory", "64Mi"), rl("cpu", "200m", "memory", "128Mi"))),
@@ -355,12 +362,14 @@ func TestPodResources(t *testing.T) {
 		name:      "cgroup unread, previous status Pending: nothing kept",
 		pod:       pod(v1.PodRunning, nil, container("a", rl("cpu", "100m", "memory", "64Mi"), rl("cpu", "200m", "memory", "128Mi"))),
 		old:       &v1.PodStatus{Phase: v1.PodPending, Resources: oldRes},
+		pc:        read(nil, nil),
 		wantAlloc: rl("cpu", "100m", "memory", "64Mi"),
 		wantRes:   &v1.ResourceRequirements{Requests: rl("memory", "64Mi"), Limits: v1.ResourceList{}},
 	}, {
 		name: "pod-level resources over the containers', cgroup unread: the pod-level ones",
 		pod: pod(v1.PodRunning, &v1.ResourceRequirements{Requests: rl("cpu", "300m", "memory", "300Mi"), Limits: rl("cpu", "500m", "memory", "500Mi")},
 			container("c1", rl("cpu", "50m", "memory", "50Mi"), rl("cpu", "50m", "memory", "50Mi"))),
+		pc:        read(nil, nil),
 		wantAlloc: rl("cpu", "300m", "memory", "300Mi"),
 		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "300m", "memory", "300Mi"), Limits: rl("cpu", "500m", "memory", "500Mi")},
 	}, {
@@ -388,6 +397,7 @@ func TestPodResources(t *testing.T) {
 			p.Spec.Overhead = rl("cpu", "10m", "memory", "16Mi")
 			return p
 		}(),
+		pc:        read(nil, nil),
 		wantAlloc: rl("cpu", "110m", "memory", "80Mi"),
 		wantRes:   &v1.ResourceRequirements{Requests: rl("memory", "80Mi"), Limits: v1.ResourceList{}},
 	}, {
@@ -397,6 +407,7 @@ func TestPodResources(t *testing.T) {
 			p.Spec.Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
 			return p
 		}(),
+		pc:        read(nil, nil),
 		wantAlloc: rl("cpu", "1"),
 		wantRes:   &v1.ResourceRequirements{Requests: rl("cpu", "1"), Limits: v1.ResourceList{}, Claims: []v1.ResourceClaim{{Name: "gpu"}}},
 	}}
