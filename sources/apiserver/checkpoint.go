@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/internal/atomicfile"
 )
 
 // checkpointVersion is the format of the checkpoint file.
@@ -98,31 +99,8 @@ func (c *checkpoint) write(pods []*v1.Pod) error {
 	if err != nil {
 		return fmt.Errorf("apiserver: encoding the checkpoint: %w", err)
 	}
-	dir := filepath.Dir(c.path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := atomicfile.WriteFile(c.path, data, 0o750); err != nil {
 		return fmt.Errorf("apiserver: writing the checkpoint: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(c.path)+".*")
-	if err != nil {
-		return fmt.Errorf("apiserver: writing the checkpoint: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // gone after the rename
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), c.path)
-	}
-	if err != nil {
-		return fmt.Errorf("apiserver: writing the checkpoint: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	return nil
 }
