@@ -236,9 +236,11 @@ func (s *PodSyncer) SyncPod(ctx context.Context, updateType podworker.UpdateType
 	// if nothing newer arrived meanwhile. A sync that did nothing (a
 	// resync of a pod as it should be) leaves the status it started from
 	// current: reading it again would cost a pod's worth of runtime calls
-	// for every pod at every resync.
+	// for every pod at every resync. A runtime that knows what the sync
+	// created reads those objects and the ones the pod had, without
+	// listing the pod's (see runtime.Manager.PodStatusAfterSync).
 	if len(result.Results) > 0 {
-		s.refresh(ctx, pod, false, nil)
+		s.readBack(ctx, pod, podStatus, result)
 	}
 	if restartAll && result.Err() == nil && result.RemovedContainers() {
 		// The containers are gone: start the pod over at once.
@@ -325,11 +327,40 @@ func (s *PodSyncer) syncError(pod *v1.Pod, result runtime.SyncResult) error {
 	return err
 }
 
+// syncStatusReader is the optional capability of PodRuntime that reads a
+// pod back after a sync without listing it (runtime.Manager has it).
+type syncStatusReader interface {
+	PodStatusAfterSync(ctx context.Context, uid types.UID, name, namespace string, prev *runtime.PodStatus, result runtime.SyncResult) (*runtime.PodStatus, bool, error)
+}
+
+// readBack reads the pod's status after a sync from podStatus that
+// returned result, stores it in the cache and reports the API status.
+func (s *PodSyncer) readBack(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus, result runtime.SyncResult) {
+	r, ok := s.c.Runtime.(syncStatusReader)
+	if !ok {
+		s.refresh(ctx, pod, false, nil)
+		return
+	}
+	ts := time.Now()
+	st, ok, err := r.PodStatusAfterSync(ctx, pod.UID, pod.Name, pod.Namespace, podStatus, result)
+	if !ok {
+		s.refresh(ctx, pod, false, nil)
+		return
+	}
+	s.store(ctx, pod, st, err, ts, false, nil)
+}
+
 // refresh reads the pod's status from the runtime, stores it in the cache
 // and reports the API status.
 func (s *PodSyncer) refresh(ctx context.Context, pod *v1.Pod, terminal bool, edit func(*v1.PodStatus)) {
 	ts := time.Now()
 	st, err := s.c.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	s.store(ctx, pod, st, err, ts, terminal, edit)
+}
+
+// store puts the pod's status read at ts (or the error reading it) in
+// the cache and reports the API status.
+func (s *PodSyncer) store(ctx context.Context, pod *v1.Pod, st *runtime.PodStatus, err error, ts time.Time, terminal bool, edit func(*v1.PodStatus)) {
 	if err != nil {
 		if ctx.Err() == nil {
 			s.c.Logger.Error(err, "Reading pod status", "pod", podmodel.FullName(pod), "podUID", pod.UID)

@@ -461,61 +461,147 @@ func sandboxIPs(s *runtimeapi.PodSandboxStatus) []string {
 // it is ready, and the ContainerStatus of every container of the pod,
 // newest first. Objects removed while it reads are skipped.
 func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*PodStatus, error) {
-	if m.statusReads != nil {
-		select {
-		case m.statusReads <- struct{}{}:
-			defer func() { <-m.statusReads }()
-		case <-ctx.Done():
-			return nil, fmt.Errorf("runtime: status of pod %s: %w", uid, context.Cause(ctx))
-		}
+	release, err := m.statusRead(ctx, uid)
+	if err != nil {
+		return nil, err
 	}
-	m.learnRuntimeName(ctx)
+	defer release()
+	ps := &PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: m.now()}
 	sandboxes, err := m.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{LabelPodUID: string(uid)}})
 	if err != nil {
 		return nil, fmt.Errorf("runtime: list sandboxes of pod %s: %w", uid, err)
 	}
-	slices.SortFunc(sandboxes, func(a, b *runtimeapi.PodSandbox) int {
-		return cmp.Or(cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt()),
-			cmp.Compare(b.GetMetadata().GetAttempt(), a.GetMetadata().GetAttempt()), cmp.Compare(a.GetId(), b.GetId()))
-	})
-	ps := &PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: m.now()}
+	ids := make([]string, len(sandboxes))
 	for i, s := range sandboxes {
-		resp, err := m.rs.PodSandboxStatus(ctx, s.GetId(), false)
-		if IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("runtime: status of sandbox %s of pod %s: %w", s.GetId(), uid, err)
-		}
-		st := resp.GetStatus()
-		if st == nil {
-			return nil, fmt.Errorf("runtime: status of sandbox %s of pod %s is empty", s.GetId(), uid)
-		}
-		c := compactSandboxStatus(st)
-		ps.SandboxStatuses = append(ps.SandboxStatuses, c)
-		if i == 0 && c.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
-			ps.IPs = sandboxIPs(c)
-		}
+		ids[i] = s.GetId()
+	}
+	if err := m.readSandboxes(ctx, ps, ids); err != nil {
+		return nil, err
 	}
 	containers, err := m.rs.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{LabelPodUID: string(uid)}})
 	if err != nil {
 		return nil, fmt.Errorf("runtime: list containers of pod %s: %w", uid, err)
 	}
+	if err := m.readContainers(ctx, ps, containers); err != nil {
+		return nil, err
+	}
+	return ps, nil
+}
+
+// PodStatusAfterSync reads the pod's status after a sync of it from prev
+// that returned result, as GetPodStatus reads it, but without listing the
+// pod's sandboxes and containers: it reads those prev holds and those the
+// sync created, which are all the pod has, since only the pod's syncs
+// create its sandboxes and containers and prev was read after the
+// previous sync. A pod's first start costs two runtime calls rather than
+// four. It returns false, and reads nothing, when a step of the sync
+// failed other than by waiting out a back-off (a failed creation may have
+// left an object the sync does not know) or there is no prev: then read
+// with GetPodStatus.
+func (m *Manager) PodStatusAfterSync(ctx context.Context, uid types.UID, name, namespace string, prev *PodStatus, result SyncResult) (*PodStatus, bool, error) {
+	if prev == nil || len(result.Results) == 0 {
+		return nil, false, nil
+	}
+	for _, a := range result.Results {
+		// A back-off wait made no runtime call.
+		if a.Err != nil && !errors.Is(a.Err, ErrCrashLoopBackOff) && !errors.Is(a.Err, ErrImagePullBackOff) {
+			return nil, false, nil
+		}
+	}
+	release, err := m.statusRead(ctx, uid)
+	if err != nil {
+		return nil, true, err
+	}
+	defer release()
+	ps := &PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: m.now()}
+	ids := make([]string, 0, len(prev.SandboxStatuses)+len(result.sandboxes))
+	for _, s := range prev.SandboxStatuses {
+		ids = append(ids, s.GetId())
+	}
+	for _, id := range result.sandboxes {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	if err := m.readSandboxes(ctx, ps, ids); err != nil {
+		return nil, true, err
+	}
+	containers := make([]*runtimeapi.Container, 0, len(prev.ContainerStatuses)+len(result.containers))
+	for _, c := range prev.ContainerStatuses {
+		containers = append(containers, &runtimeapi.Container{Id: c.ID, PodSandboxId: c.SandboxID})
+	}
+	for _, c := range result.containers {
+		if !slices.ContainsFunc(containers, func(k *runtimeapi.Container) bool { return k.GetId() == c.GetId() }) {
+			containers = append(containers, c)
+		}
+	}
+	if err := m.readContainers(ctx, ps, containers); err != nil {
+		return nil, true, err
+	}
+	return ps, true, nil
+}
+
+// statusRead takes a token of ManagerOptions.MaxParallelStatusReads,
+// when set, and returns the function that gives it back.
+func (m *Manager) statusRead(ctx context.Context, uid types.UID) (func(), error) {
+	m.learnRuntimeName(ctx)
+	if m.statusReads == nil {
+		return func() {}, nil
+	}
+	select {
+	case m.statusReads <- struct{}{}:
+		return func() { <-m.statusReads }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("runtime: status of pod %s: %w", uid, context.Cause(ctx))
+	}
+}
+
+// readSandboxes reads the status of each sandbox of ids into ps, newest
+// first, and the pod's IPs from the newest when it is ready. Sandboxes
+// removed meanwhile are skipped.
+func (m *Manager) readSandboxes(ctx context.Context, ps *PodStatus, ids []string) error {
+	for _, id := range ids {
+		resp, err := m.rs.PodSandboxStatus(ctx, id, false)
+		if IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("runtime: status of sandbox %s of pod %s: %w", id, ps.ID, err)
+		}
+		st := resp.GetStatus()
+		if st == nil {
+			return fmt.Errorf("runtime: status of sandbox %s of pod %s is empty", id, ps.ID)
+		}
+		ps.SandboxStatuses = append(ps.SandboxStatuses, compactSandboxStatus(st))
+	}
+	slices.SortFunc(ps.SandboxStatuses, func(a, b *runtimeapi.PodSandboxStatus) int {
+		return cmp.Or(cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt()),
+			cmp.Compare(b.GetMetadata().GetAttempt(), a.GetMetadata().GetAttempt()), cmp.Compare(a.GetId(), b.GetId()))
+	})
+	if len(ps.SandboxStatuses) > 0 && ps.SandboxStatuses[0].GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+		ps.IPs = sandboxIPs(ps.SandboxStatuses[0])
+	}
+	return nil
+}
+
+// readContainers reads the status of each of containers into ps, newest
+// first. Containers removed meanwhile are skipped.
+func (m *Manager) readContainers(ctx context.Context, ps *PodStatus, containers []*runtimeapi.Container) error {
 	for _, c := range containers {
 		resp, err := m.rs.ContainerStatus(ctx, c.GetId(), false)
 		if IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("runtime: status of container %s of pod %s: %w", c.GetId(), uid, err)
+			return fmt.Errorf("runtime: status of container %s of pod %s: %w", c.GetId(), ps.ID, err)
 		}
 		st := resp.GetStatus()
 		if st == nil {
-			return nil, fmt.Errorf("runtime: status of container %s of pod %s is empty", c.GetId(), uid)
+			return fmt.Errorf("runtime: status of container %s of pod %s is empty", c.GetId(), ps.ID)
 		}
 		cs := convertContainerStatus(c, st)
 		if cs.State == ContainerStateExited {
-			if msg := m.terminationMessage(uid, st); msg != "" {
+			if msg := m.terminationMessage(ps.ID, st); msg != "" {
 				if cs.Message != "" {
 					cs.Message += ": "
 				}
@@ -527,7 +613,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	slices.SortStableFunc(ps.ContainerStatuses, func(a, b *ContainerStatus) int {
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.RestartCount, a.RestartCount), cmp.Compare(a.ID, b.ID))
 	})
-	return ps, nil
+	return nil
 }
 
 func convertContainerStatus(c *runtimeapi.Container, st *runtimeapi.ContainerStatus) *ContainerStatus {

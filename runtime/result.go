@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // The classes of SyncPod failures. Each is also the reason the kubelet
@@ -128,6 +129,12 @@ type ActionResult struct {
 // SyncResult is what SyncPod did, one entry per step, in order.
 type SyncResult struct {
 	Results []ActionResult
+
+	// sandboxes and containers are the sandboxes and containers the
+	// sync created (containers with their sandbox ID), for
+	// Manager.PodStatusAfterSync.
+	sandboxes  []string
+	containers []*runtimeapi.Container
 }
 
 func (r *SyncResult) add(a ActionResult) { r.Results = append(r.Results, a) }

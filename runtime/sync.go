@@ -172,6 +172,7 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 			return result
 		}
 		result.add(ActionResult{Action: ActionCreatePodSandbox, Target: id})
+		result.sandboxes = append(result.sandboxes, id)
 		sandboxID = id
 		if !isHostNetwork(pod) {
 			podIPs = sandboxIPs(resp.GetStatus())
@@ -185,8 +186,11 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 		if sandboxCfg == nil {
 			sandboxCfg = m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
 		}
-		ar := m.startContainer(ctx, pod, status, sandboxID, sandboxCfg, spec, podIPs, opts.Mounts)
+		ar, id := m.startContainer(ctx, pod, status, sandboxID, sandboxCfg, spec, podIPs, opts.Mounts)
 		result.add(ar)
+		if id != "" {
+			result.containers = append(result.containers, &runtimeapi.Container{Id: id, PodSandboxId: sandboxID})
+		}
 		if ar.Err != nil {
 			log.V(1).Info("container start failed", "container", spec.container.Name, "err", ar.Err)
 		}
@@ -460,8 +464,9 @@ func newestExited(status *PodStatus, name string) *ContainerStatus {
 }
 
 // startContainer checks the restart back-off, ensures the image, and
-// creates and starts one container instance.
-func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodStatus, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig, spec containerSpec, podIPs []string, mounts MountsFunc) ActionResult {
+// creates and starts one container instance. It returns the container's
+// ID once the runtime created it.
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodStatus, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig, spec containerSpec, podIPs []string, mounts MountsFunc) (ActionResult, string) {
 	c := spec.container
 	ar := ActionResult{Action: ActionStartContainer, Target: c.Name}
 	if exited := newestExited(status, c.Name); exited != nil {
@@ -481,7 +486,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 			ar.Message = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, podFullName(pod))
 			ar.Err = fmt.Errorf("%w: %s", ErrCrashLoopBackOff, ar.Message)
 			ar.RetryAt = exited.FinishedAt.Add(delay)
-			return ar
+			return ar, ""
 		}
 	}
 
@@ -496,7 +501,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 			}
 			m.mu.Unlock()
 		}
-		return ar
+		return ar, ""
 	}
 
 	restartCount := 0
@@ -523,29 +528,29 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *PodSt
 		m.ev.container(pod, c, "", v1.EventTypeWarning, EventFailed, "Error: "+err.Error())
 		ar.Message = err.Error()
 		ar.Err = fmt.Errorf("%w: %w", ErrCreateContainerConfig, err)
-		return ar
+		return ar, ""
 	}
 	id, err := m.rs.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
 	if err != nil {
 		m.ev.container(pod, c, id, v1.EventTypeWarning, EventFailed, "Error: "+errorMessage(err))
 		ar.Message = err.Error()
 		ar.Err = fmt.Errorf("%w: %w", ErrCreateContainer, err)
-		return ar
+		return ar, ""
 	}
 	m.ev.container(pod, c, id, v1.EventTypeNormal, EventCreated, "Created container: "+c.Name)
 	if err := m.rs.StartContainer(ctx, id); err != nil {
 		m.ev.container(pod, c, id, v1.EventTypeWarning, EventFailed, "Error: "+errorMessage(err))
 		ar.Message = err.Error()
 		ar.Err = fmt.Errorf("%w: start container %s: %w", ErrRunContainer, id, err)
-		return ar
+		return ar, id
 	}
 	m.ev.container(pod, c, id, v1.EventTypeNormal, EventStarted, "Started container "+c.Name)
 	if msg, err := m.postStart(ctx, pod, c, id, podIPs); err != nil {
 		ar.Message, ar.Err = msg, err
-		return ar
+		return ar, id
 	}
 	m.log.V(1).Info("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "containerID", id, "restartCount", restartCount)
-	return ar
+	return ar, id
 }
 
 // gcBackOffsLocked drops stale back-off entries at most once a minute.
