@@ -55,12 +55,30 @@ func serveCRI(sock string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if path := os.Getenv(serverProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	srv := runtimetest.NewServer(rt)
 	go srv.Serve(lis)
 	io.Copy(io.Discard, os.Stdin)
 	srv.Stop()
 	return 0
 }
+
+// serverProfileEnv, when set, names a file that receives a CPU profile of
+// the in-memory runtime's process, over its whole life: what the runtime
+// side of runtime-cpu-ms/pod spends.
+const serverProfileEnv = "NODEKIT_BENCH_CRI_CPUPROFILE"
 
 // criProcess starts the fake CRI server process and returns a client
 // connected to it. Both stop at the end of the benchmark.

@@ -178,14 +178,11 @@ func (r *Runtime) PodSandboxStatus(ctx context.Context, podSandboxID string, ver
 	if !ok {
 		return nil, notFound("sandbox", podSandboxID)
 	}
-	resp := &runtimeapi.PodSandboxStatusResponse{Status: s.status}
-	if len(s.containers) > 0 {
-		resp.ContainersStatuses = make([]*runtimeapi.ContainerStatus, len(s.containers))
-		for i, c := range s.containers {
-			resp.ContainersStatuses[i] = c.status
-		}
-	}
-	return resp, nil
+	// The statuses of the sandbox's containers are left out, as
+	// containerd leaves them out: they are the optional part of the
+	// answer (CRI-O fills them in for the kubelet's evented PLEG), and
+	// would cost every status read their encoding and decoding.
+	return &runtimeapi.PodSandboxStatusResponse{Status: s.status}, nil
 }
 
 // ListPodSandbox implements runtime.RuntimeService, in creation order. The
