@@ -186,7 +186,7 @@ func (s *PodSyncer) SyncPod(ctx context.Context, updateType podworker.UpdateType
 			s.unsettle(pod.UID)
 		}
 	}()
-	apiStatus := s.setStatus(pod, podStatus, false, s.activeDeadline(pod))
+	apiStatus := s.setStatusMerged(pod, podStatus, false, s.activeDeadline(pod))
 	if podmodel.IsTerminal(apiStatus.Phase) {
 		return true, nil
 	}
@@ -372,8 +372,8 @@ func (s *PodSyncer) store(ctx context.Context, pod *v1.Pod, st *runtime.PodStatu
 }
 
 // setStatus generates the pod's API status, once per sync, and hands it to
-// the status manager; it returns the status as merged there.
-func (s *PodSyncer) setStatus(pod *v1.Pod, podStatus *runtime.PodStatus, terminal bool, edit func(*v1.PodStatus)) v1.PodStatus {
+// the status manager.
+func (s *PodSyncer) setStatus(pod *v1.Pod, podStatus *runtime.PodStatus, terminal bool, edit func(*v1.PodStatus)) {
 	in := status.Input{
 		Pod:         pod,
 		Runtime:     podStatus,
@@ -398,9 +398,19 @@ func (s *PodSyncer) setStatus(pod *v1.Pod, podStatus *runtime.PodStatus, termina
 		st.StartTime = &now
 	}
 	if edit != nil {
-		edit(&st)
+		// A copy for edit, which may keep its argument: st itself stays
+		// on the stack.
+		e := st
+		edit(&e)
+		st = e
 	}
 	s.c.Statuses.SetPodStatus(pod, st)
+}
+
+// setStatusMerged is setStatus, returning the status as merged in the
+// status manager.
+func (s *PodSyncer) setStatusMerged(pod *v1.Pod, podStatus *runtime.PodStatus, terminal bool, edit func(*v1.PodStatus)) v1.PodStatus {
+	s.setStatus(pod, podStatus, terminal, edit)
 	got, _ := s.c.Statuses.GetPodStatus(pod.UID)
 	return got
 }

@@ -130,7 +130,12 @@ func Generate(in Input) v1.PodStatus {
 	if len(s.HostIPs) > 0 {
 		s.HostIP = s.HostIPs[0].IP
 	}
-	s.QOSClass = podmodel.QOSClass(pod)
+	// The class never changes (a resize keeps it): the one given before,
+	// as the kubelet takes the pod's status's, else computed.
+	s.QOSClass = old.QOSClass
+	if s.QOSClass == "" {
+		s.QOSClass = podmodel.QOSClass(pod)
+	}
 	s.AllocatedResources, s.Resources = podResources(pod, in.PodCgroup, old)
 	restarting := ShouldAllContainersRestart(pod, rs, old)
 	conv := converter{in: &in, rs: rs, hasInit: len(pod.Spec.InitContainers) > 0, restarting: restarting}
