@@ -249,6 +249,17 @@
 //     strings share one, where the runtime's answer is a dozen small
 //     objects: each small object left from the start of a burst of pods
 //     can keep a page of the heap from being reused.
+//   - After a sync that changed a pod, the agent reads the pod back at
+//     once (nodekit.PodSyncer), where the kubelet waits for its PLEG to
+//     report the change (its next relist, up to a second later): a pod's
+//     status shows the start of its containers as soon as they started.
+//     That read (PodStatusAfterSync) does not list the pod's sandboxes
+//     and containers, as GetPodStatus does: it reads those the status
+//     the sync started from holds and those the sync created, which are
+//     all the pod has (only its syncs create them), so that a pod's first
+//     start costs two status calls to read back rather than four. A sync
+//     with a failed step, which may have left an object it does not
+//     know, reads the pod with GetPodStatus.
 //   - ManagerOptions.MaxParallelStatusReads, when set, bounds the
 //     GetPodStatus calls reading from the runtime at once (the others wait
 //     their turn, or their context, before sending anything). The kubelet
