@@ -28,7 +28,9 @@
 //     read, and a pass reads the sizes of the logs written since their
 //     last check only: a quiet pass reads the kernel's queue of events
 //     and nothing else, and a log written without pause costs a stat and
-//     re-arming its watch per pass. Logs on a file system that does not
+//     re-arming its watch per pass. A log not there yet (the runtime
+//     makes it when the container starts) has its directory watched, or
+//     the pod's log directory, until it is created. Logs on a file system that does not
 //     tell of every write (network, FUSE: anything but ext4, xfs, btrfs,
 //     tmpfs, overlayfs, f2fs, ramfs and zfs) are checked every pass, as
 //     are all logs when the kernel's queue overflowed, when no inotify
@@ -177,7 +179,7 @@ type Rotator struct {
 	// w, while Run runs, tells which logs were written (nil: every log is
 	// checked every pass); byWatch maps its watches to their containers.
 	w       watcher
-	byWatch map[int32]string
+	byWatch map[int32][]string
 	// notifying caches notifyingFS by device.
 	notifying map[uint64]bool
 	// changes is the runtime's ChangeCounter at the last list, when
@@ -195,6 +197,9 @@ type logState struct {
 	// watch is the armed watch of the log: set, no write happened since
 	// the last check (but for the one being told).
 	watch int32
+	// dir: the watch is of the log's directory (or its parent), the log
+	// not being there when it was armed.
+	dir bool
 	// poll: the log's file system does not tell of writes, the log is
 	// checked every pass.
 	poll bool
@@ -202,8 +207,11 @@ type logState struct {
 
 // watcher tells which files were written since their watch was armed.
 type watcher interface {
-	// add arms a one-shot watch of the file, and returns it.
-	add(path string) (int32, error)
+	// add arms a one-shot watch of the file, or of the directory for the
+	// files created or moved into it, and returns it. Watches of the same
+	// file are the same watch. An error wraps os.ErrNotExist when the
+	// file is not there.
+	add(path string, dir bool) (int32, error)
 	// remove disarms a watch.
 	remove(wd int32)
 	// read calls fn with the watch of each event since the last read,
@@ -265,7 +273,7 @@ func New(rt Runtime, opts Options) (*Rotator, error) {
 	}
 	return &Rotator{
 		rt: rt, reopen: ro, opts: opts, max: opts.MaxSize.Value(), log: opts.Logger.WithName("logrotate"),
-		logs: map[string]*logState{}, due: map[string]struct{}{}, byWatch: map[int32]string{}, notifying: map[uint64]bool{},
+		logs: map[string]*logState{}, due: map[string]struct{}{}, byWatch: map[int32][]string{}, notifying: map[uint64]bool{},
 	}, nil
 }
 
@@ -377,39 +385,25 @@ func (r *Rotator) RotateAll(ctx context.Context) error {
 		// The watch is armed before the size is read: a write after the
 		// read is told.
 		if r.w != nil && !st.poll && st.watch == 0 && !exhausted {
-			wd, err := r.w.add(st.path)
-			switch {
-			case err == nil:
-				st.watch = wd
-				r.byWatch[wd] = id
-			case errors.Is(err, errWatchesExhausted):
+			if err := r.arm(id, st); errors.Is(err, errWatchesExhausted) {
 				// Checked every pass until a watch is free again.
 				exhausted = true
 			}
 		}
 		r.checked++
 		fi, rotated, err := r.rotate(ctx, id, st.path)
-		if fi != nil && !st.poll && !r.notifies(fi, st.path) {
+		switch {
+		case fi != nil && !st.poll && !r.notifies(fi, st.path):
 			st.poll = true
-			if st.watch != 0 {
-				r.w.remove(st.watch)
-				delete(r.byWatch, st.watch)
-				st.watch = 0
-			}
-		}
-		if rotated && st.watch != 0 {
-			// The watch followed the renamed file; the new log is armed
-			// at the next pass, when its event arrives.
-			st.watch = 0
+			r.unwatch(id, st)
+		case fi != nil && st.dir, rotated, err != nil:
+			// The log appeared after its directory's watch was armed,
+			// the watch followed the renamed log, or the log is tried
+			// again: the next pass arms the log's watch.
+			r.unwatch(id, st)
 		}
 		if err != nil {
 			errs = append(errs, err)
-			// Tried again next pass.
-			if st.watch != 0 {
-				r.w.remove(st.watch)
-				delete(r.byWatch, st.watch)
-				st.watch = 0
-			}
 		}
 		if st.watch == 0 {
 			r.due[id] = struct{}{}
@@ -420,18 +414,53 @@ func (r *Rotator) RotateAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// written marks the container of watch wd's log as written: its watch
-// fired, and is gone.
-func (r *Rotator) written(wd int32) {
-	id, ok := r.byWatch[wd]
-	if !ok {
+// arm arms the watch of a container's log or, while the log is not
+// there, of its directory or the directory's parent (the pod's log
+// directory), which tell when the log is created.
+func (r *Rotator) arm(id string, st *logState) error {
+	wd, err := r.w.add(st.path, false)
+	st.dir = false
+	for dir, up := filepath.Dir(st.path), 0; errors.Is(err, os.ErrNotExist) && up < 2; dir, up = filepath.Dir(dir), up+1 {
+		wd, err = r.w.add(dir, true)
+		st.dir = true
+	}
+	if err != nil {
+		return err
+	}
+	st.watch = wd
+	r.byWatch[wd] = append(r.byWatch[wd], id)
+	return nil
+}
+
+// unwatch detaches the container's log from its watch, and disarms the
+// watch when no other log shares it.
+func (r *Rotator) unwatch(id string, st *logState) {
+	wd := st.watch
+	if wd == 0 {
+		return
+	}
+	st.watch, st.dir = 0, false
+	ids := slices.DeleteFunc(r.byWatch[wd], func(s string) bool { return s == id })
+	if len(ids) > 0 {
+		r.byWatch[wd] = ids
 		return
 	}
 	delete(r.byWatch, wd)
-	if st := r.logs[id]; st != nil && st.watch == wd {
-		st.watch = 0
-		r.due[id] = struct{}{}
+	if r.w != nil {
+		r.w.remove(wd)
 	}
+}
+
+// written marks the containers of watch wd as due: their log was written,
+// or created; the watch fired, and is gone.
+func (r *Rotator) written(wd int32) {
+	for _, id := range r.byWatch[wd] {
+		if st := r.logs[id]; st != nil && st.watch == wd {
+			st.watch, st.dir = 0, false
+			r.due[id] = struct{}{}
+		}
+	}
+	delete(r.byWatch, wd)
 }
 
 // notifies reports whether the file system of the log fi tells of its
@@ -503,10 +532,7 @@ func (r *Rotator) list(ctx context.Context, full bool) error {
 		if _, ok := running[id]; ok {
 			continue
 		}
-		if st.watch != 0 && r.w != nil {
-			r.w.remove(st.watch)
-			delete(r.byWatch, st.watch)
-		}
+		r.unwatch(id, st)
 		delete(r.logs, id)
 		delete(r.due, id)
 	}

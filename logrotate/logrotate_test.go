@@ -428,7 +428,7 @@ type fakeWatcher struct {
 	removed  []int32
 }
 
-func (f *fakeWatcher) add(string) (int32, error) {
+func (f *fakeWatcher) add(string, bool) (int32, error) {
 	if f.err != nil {
 		return 0, f.err
 	}
@@ -543,5 +543,66 @@ func TestRotatorListsOnChange(t *testing.T) {
 	pass(t, r)
 	if rt.listed != 5 {
 		t.Errorf("resync: listed %d times, want 5", rt.listed)
+	}
+}
+
+// TestRotatorWatchesDirectoryOfMissingLog: a log not there yet is not
+// checked again until something is created in its directory, or in the
+// pod's log directory while the container's is not there either; once it
+// is there, its writes are watched.
+func TestRotatorWatchesDirectoryOfMissingLog(t *testing.T) {
+	podDir := t.TempDir()
+	logs := map[string]string{
+		"c1": filepath.Join(podDir, "app", "0.log"),
+		"c2": filepath.Join(podDir, "side", "0.log"),
+	}
+	rt := &fakeRuntime{logs: logs}
+	r, err := New(rt, Options{MaxSize: resource.MustParse("1Ki")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watching(t, r)
+	if got := pass(t, r); got != 2 {
+		t.Errorf("first pass checked %d logs, want 2", got)
+	}
+	if got := pass(t, r); got != 0 {
+		t.Errorf("pass without change checked %d logs, want 0", got)
+	}
+	// The runtime makes app/ and app/0.log: both containers share the pod
+	// directory's watch, both are checked once.
+	if err := os.Mkdir(filepath.Join(podDir, "app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := pass(t, r); got != 2 {
+		t.Errorf("pass after app/ was made checked %d logs, want 2", got)
+	}
+	if err := os.WriteFile(logs["c1"], nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := pass(t, r); got != 1 {
+		t.Errorf("pass after app/0.log was made checked %d logs, want 1", got)
+	}
+	if got := pass(t, r); got != 0 {
+		t.Errorf("pass without change checked %d logs, want 0", got)
+	}
+	appendTo(t, logs["c1"], 2048)
+	pass(t, r)
+	if diff := cmp.Diff([]string{"c1"}, rt.reopened); diff != "" {
+		t.Errorf("logs rotated (-want +got):\n%s", diff)
+	}
+}
+
+// TestRotatorPollsLogWithoutDirectory: a log whose directory and pod
+// directory are both missing is checked every pass.
+func TestRotatorPollsLogWithoutDirectory(t *testing.T) {
+	r, err := New(&fakeRuntime{logs: map[string]string{"c1": filepath.Join(t.TempDir(), "pod", "app", "0.log")}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watching(t, r)
+	for i := range 3 {
+		if got := pass(t, r); got != 1 {
+			t.Errorf("pass %d checked %d logs, want 1", i, got)
+		}
 	}
 }

@@ -18,6 +18,10 @@ import (
 // write).
 const watchMask = unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_MOVE_SELF | unix.IN_DELETE_SELF | unix.IN_ONESHOT
 
+// dirWatchMask arms the watch of a directory: a file created or moved in,
+// the directory renamed or removed.
+const dirWatchMask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_MOVE_SELF | unix.IN_DELETE_SELF | unix.IN_ONLYDIR | unix.IN_ONESHOT
+
 // inotify tells which logs were written since their watch was armed. It
 // never blocks: a pass reads the events the kernel queued since the last.
 type inotify struct {
@@ -33,8 +37,12 @@ func newWatcher() (watcher, error) {
 	return &inotify{fd: fd, buf: make([]byte, 64<<10)}, nil
 }
 
-func (w *inotify) add(path string) (int32, error) {
-	wd, err := unix.InotifyAddWatch(w.fd, path, watchMask)
+func (w *inotify) add(path string, dir bool) (int32, error) {
+	mask := uint32(watchMask)
+	if dir {
+		mask = dirWatchMask
+	}
+	wd, err := unix.InotifyAddWatch(w.fd, path, mask)
 	if err != nil {
 		if errors.Is(err, unix.ENOSPC) {
 			return 0, errWatchesExhausted
