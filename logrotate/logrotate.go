@@ -312,6 +312,11 @@ func (r *Rotator) startWatching() error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.w != nil {
+		// Run runs twice: the first one's watcher serves both.
+		w.close()
+		return nil
+	}
 	r.w = w
 	r.lastFull = time.Time{}
 	return nil
