@@ -172,7 +172,9 @@ func (c *ContainerCollector) Run(ctx context.Context) error {
 		if clk.Now().Before(burstUntil) {
 			next = c.opts.RetryPeriod
 		}
-		if _, err := c.Collect(ctx, false); err != nil && ctx.Err() == nil {
+		// After a Trigger every collection lists: the runtime was away,
+		// what it holds may have changed out of every count.
+		if _, err := c.collect(ctx, false, next == c.opts.Period); err != nil && ctx.Err() == nil {
 			c.log.Error(err, "Container garbage collection failed")
 			var le *listError
 			if errors.As(err, &le) {
@@ -195,12 +197,17 @@ func (e *listError) Unwrap() error { return e.err }
 // A failed removal is reported in the error and the rest goes on.
 //
 // Without evictNonDeletedPods, it returns an empty plan without listing
-// the runtime when ContainerOptions.Changes tells that nothing changed
+// the runtime (nor does Run, but for a Period after Trigger) when ContainerOptions.Changes tells that nothing changed
 // since the last collection, which was complete and removed nothing, and
 // Resync did not pass since the last listing: the plan would be empty
 // again. It lists when the policy has a MinAge (a container too young
 // then may be old enough now).
 func (c *ContainerCollector) Collect(ctx context.Context, evictNonDeletedPods bool) (ContainerPlan, error) {
+	return c.collect(ctx, evictNonDeletedPods, !evictNonDeletedPods)
+}
+
+// collect is Collect; mayskip allows skipping an unchanged collection.
+func (c *ContainerCollector) collect(ctx context.Context, evictNonDeletedPods, mayskip bool) (ContainerPlan, error) {
 	select {
 	case c.running <- struct{}{}:
 	case <-ctx.Done():
@@ -218,7 +225,7 @@ func (c *ContainerCollector) Collect(ctx context.Context, evictNonDeletedPods bo
 	// Sources first: pods listed after a source became ready are known.
 	ready := c.opts.SourcesReady()
 	now := c.opts.Clock.Now()
-	if !evictNonDeletedPods && counted && ready && c.clean.ok && c.clean.count == count && now.Sub(c.clean.at) < c.opts.Resync {
+	if mayskip && counted && ready && c.clean.ok && c.clean.count == count && now.Sub(c.clean.at) < c.opts.Resync {
 		c.skipped++
 		return ContainerPlan{}, nil
 	}
