@@ -59,6 +59,16 @@
 //     containers from the PLEG's cache (a PLEG of package pleg) instead of
 //     listing the runtime; the relist does not read again a pod whose
 //     cached status shows what it lists.
+//   - The log rotator (every 10 s) reads the size of the logs written
+//     since its last pass only, watched with one-shot inotify watches,
+//     rather than a stat of every running container's log (the floor of
+//     the kubelet's way, 0.7 % of a core at 10,000 pods on a small VM);
+//     every log is checked every 5 minutes whatever the watches say
+//     (package logrotate).
+//   - The container garbage collector (every minute) does not list the
+//     runtime when the pods, the workers' terminations and the runtime's
+//     pods are as its last collection, which removed nothing, saw them;
+//     it lists every 10 minutes whatever the counts (package gc).
 //
 // # Concurrency
 //

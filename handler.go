@@ -452,6 +452,20 @@ func (h *Handler) cleanupKey() (cleanupKey, bool) {
 	return k, ok
 }
 
+// changeCount is one count of what housekeeping depends on, which the
+// container collector depends on too (the runtime's pods, the pods, the
+// workers' terminations: each count only grows, so their sum moves when
+// any does), and whether it can be told: not before a housekeeping pass
+// succeeded (the workers then know which pods are theirs) nor after one
+// failed.
+func (h *Handler) changeCount() (uint64, bool) {
+	k, ok := h.cleanupKey()
+	h.mu.Lock()
+	ok = ok && h.cleaned.ok
+	h.mu.Unlock()
+	return k.pods + k.workers + k.runtime, ok
+}
+
 // cleanup is one full housekeeping pass.
 func (h *Handler) cleanup(ctx context.Context) error {
 	desired := h.c.Pods.Pods()

@@ -29,7 +29,18 @@ type cachedContainers struct {
 	podLogDir func(*runtime.PodStatus) string
 }
 
-var _ logrotate.LogPathLister = cachedContainers{}
+var (
+	_ logrotate.LogPathLister = cachedContainers{}
+	_ logrotate.ChangeCounter = cachedContainers{}
+)
+
+// RunningContainersChanges implements logrotate.ChangeCounter: the count
+// of the cache's changes, while the cache is current (ListContainers then
+// answers from it), so that the rotator does not list ten thousand
+// unchanged containers every pass.
+func (c cachedContainers) RunningContainersChanges() (uint64, bool) {
+	return c.cache.Changes(time.Now().Add(-cacheMaxAge))
+}
 
 // RunningLogPaths implements logrotate.LogPathLister: the log paths of the
 // running containers the cache holds, while it is current, so that the

@@ -319,9 +319,22 @@ func TestCachedContainers(t *testing.T) {
 	if got := list(running); len(got) != 0 {
 		t.Fatalf("a cache never refreshed answered: %v", got)
 	}
+	if _, ok := c.RunningContainersChanges(); ok {
+		t.Error("a cache never refreshed told its count of changes")
+	}
 	cache.UpdateTime(time.Now())
 	if got := list(running); !slices.Equal(got, []string{"cached"}) {
 		t.Fatalf("from a current cache: %v, want [cached]", got)
+	}
+	n0, ok := c.RunningContainersChanges()
+	if !ok {
+		t.Error("a current cache did not tell its count of changes")
+	}
+	cache.Set("a", &runtime.PodStatus{ID: "a", ContainerStatuses: []*runtime.ContainerStatus{
+		{ID: "cached", Name: "app", State: runtime.ContainerStateRunning},
+	}}, nil, time.Now())
+	if n1, _ := c.RunningContainersChanges(); n1 == n0 {
+		t.Error("the count of changes did not move when a pod's status was set")
 	}
 	for _, f := range []*runtimeapi.ContainerFilter{nil, {}, {State: running.State, PodSandboxId: "s"}, {State: running.State, Id: "x"},
 		{State: running.State, LabelSelector: map[string]string{"a": "b"}}, {State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_EXITED}}} {

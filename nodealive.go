@@ -130,6 +130,16 @@ func (a *Agent) buildNodeAlive() error {
 		co.Pods = a.workers
 		co.SourcesReady = a.config.SourcesReady
 		co.PodLogsDir = a.opts.RuntimeManager.PodLogsDir // "": the same default
+		if co.Changes == nil {
+			// A collection over unchanged pods finds nothing: it does not
+			// list ten thousand containers every minute.
+			co.Changes = func() (uint64, bool) {
+				if a.handler == nil {
+					return 0, false
+				}
+				return a.handler.changeCount()
+			}
+		}
 		if co.Logger.GetSink() == nil {
 			co.Logger = a.log
 		}

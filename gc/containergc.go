@@ -54,11 +54,27 @@ type ContainerOptions struct {
 	// RetryPeriod is how soon a collection that failed to list the
 	// runtime runs again. Defaults to 5s.
 	RetryPeriod time.Duration
+	// Changes, when set, counts the changes of what a collection depends
+	// on beyond the time: the runtime's containers and sandboxes, the pods
+	// and their workers' states (the agent's counts them); false when it
+	// cannot tell. A periodic collection that finds the count where the
+	// last collection left it, that one having been complete with nothing
+	// to remove, does not list the runtime. Defaults to nil: every
+	// collection lists.
+	Changes func() (uint64, bool)
+	// Resync is how often a collection lists the runtime even though
+	// Changes tells that nothing changed: what changes out of the agent's
+	// sight (a sandbox or log directory left by someone else) is collected
+	// within it. Defaults to 10m.
+	Resync time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 	// Logger defaults to discarding.
 	Logger logr.Logger
 }
+
+// DefaultContainerResync is ContainerOptions.Resync's default.
+const DefaultContainerResync = 10 * time.Minute
 
 // ContainerCollector removes dead containers, old sandboxes and the logs
 // of removed pods, as the kubelet's container garbage collector: every
@@ -72,6 +88,15 @@ type ContainerCollector struct {
 	trigger chan struct{}
 	// running serialises collections.
 	running chan struct{}
+	// clean is what the last collection saw, held while running: ok when
+	// it was complete, removed nothing and its Changes count was told.
+	clean struct {
+		ok    bool
+		count uint64
+		at    time.Time
+	}
+	// skipped counts the collections that did not list the runtime.
+	skipped int
 }
 
 // NewContainerCollector returns a collector over rt. It does no I/O.
@@ -82,7 +107,7 @@ func NewContainerCollector(rt Runtime, opts ContainerOptions) (*ContainerCollect
 	if opts.Pods == nil {
 		return nil, errors.New("gc: ContainerOptions.Pods is required")
 	}
-	if opts.Period < 0 || opts.RetryPeriod < 0 || opts.Policy.MinAge < 0 {
+	if opts.Period < 0 || opts.RetryPeriod < 0 || opts.Resync < 0 || opts.Policy.MinAge < 0 {
 		return nil, errors.New("gc: negative period or age")
 	}
 	if opts.SourcesReady == nil {
@@ -99,6 +124,9 @@ func NewContainerCollector(rt Runtime, opts ContainerOptions) (*ContainerCollect
 	}
 	if opts.RetryPeriod == 0 {
 		opts.RetryPeriod = DefaultRetryPeriod
+	}
+	if opts.Resync == 0 {
+		opts.Resync = DefaultContainerResync
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -144,7 +172,9 @@ func (c *ContainerCollector) Run(ctx context.Context) error {
 		if clk.Now().Before(burstUntil) {
 			next = c.opts.RetryPeriod
 		}
-		if _, err := c.Collect(ctx, false); err != nil && ctx.Err() == nil {
+		// After a Trigger every collection lists: the runtime was away,
+		// what it holds may have changed out of every count.
+		if _, err := c.collect(ctx, false, next == c.opts.Period); err != nil && ctx.Err() == nil {
 			c.log.Error(err, "Container garbage collection failed")
 			var le *listError
 			if errors.As(err, &le) {
@@ -165,7 +195,19 @@ func (e *listError) Unwrap() error { return e.err }
 // returns the plan. With evictNonDeletedPods (the eviction manager's
 // reclaim) the dead containers and sandboxes of terminated pods go too.
 // A failed removal is reported in the error and the rest goes on.
+//
+// Without evictNonDeletedPods, it returns an empty plan without listing
+// the runtime (nor does Run, but for a Period after Trigger) when ContainerOptions.Changes tells that nothing changed
+// since the last collection, which was complete and removed nothing, and
+// Resync did not pass since the last listing: the plan would be empty
+// again. It lists when the policy has a MinAge (a container too young
+// then may be old enough now).
 func (c *ContainerCollector) Collect(ctx context.Context, evictNonDeletedPods bool) (ContainerPlan, error) {
+	return c.collect(ctx, evictNonDeletedPods, !evictNonDeletedPods)
+}
+
+// collect is Collect; mayskip allows skipping an unchanged collection.
+func (c *ContainerCollector) collect(ctx context.Context, evictNonDeletedPods, mayskip bool) (ContainerPlan, error) {
 	select {
 	case c.running <- struct{}{}:
 	case <-ctx.Done():
@@ -173,8 +215,21 @@ func (c *ContainerCollector) Collect(ctx context.Context, evictNonDeletedPods bo
 	}
 	defer func() { <-c.running }()
 
+	// The count first: a change while listing moves it past what the
+	// listing saw.
+	var count uint64
+	counted := false
+	if c.opts.Changes != nil {
+		count, counted = c.opts.Changes()
+	}
 	// Sources first: pods listed after a source became ready are known.
 	ready := c.opts.SourcesReady()
+	now := c.opts.Clock.Now()
+	if mayskip && counted && ready && c.clean.ok && c.clean.count == count && now.Sub(c.clean.at) < c.opts.Resync {
+		c.skipped++
+		return ContainerPlan{}, nil
+	}
+	c.clean.ok = false
 	var l Listing
 	var err error
 	if l.Containers, err = c.rt.ListContainers(ctx, nil); err != nil {
@@ -195,8 +250,10 @@ func (c *ContainerCollector) Collect(ctx context.Context, evictNonDeletedPods bo
 			}
 		}
 	}
-	plan := PlanContainers(c.opts.Clock.Now(), l, c.opts.Pods, c.opts.Policy, ready, evictNonDeletedPods)
+	plan := PlanContainers(now, l, c.opts.Pods, c.opts.Policy, ready, evictNonDeletedPods)
 	errs = append(errs, c.apply(ctx, plan)...)
+	c.clean.ok = counted && ready && len(errs) == 0 && plan.Empty() && c.opts.Policy.MinAge == 0
+	c.clean.count, c.clean.at = count, now
 	return plan, errors.Join(errs...)
 }
 

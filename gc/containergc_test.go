@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -234,4 +235,85 @@ func containsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// countingLister counts the runtime's container lists.
+type countingLister struct {
+	*runtimetest.Runtime
+	lists int
+}
+
+func (c *countingLister) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	c.lists++
+	return c.Runtime.ListContainers(ctx, f)
+}
+
+// TestContainerCollectorSkipsUnchanged: with Changes, a collection that
+// finds the count where a complete, empty collection left it does not
+// list the runtime; it lists when the count moves, when the last one
+// removed something, when the count cannot be told, after Resync, and for
+// the eviction manager's reclaim.
+func TestContainerCollectorSkipsUnchanged(t *testing.T) {
+	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
+	defer rt.Close()
+	a := sandboxConfig("a", 0)
+	sb := runSandbox(t, rt, a, false)
+	addContainer(t, rt, sb, a, "app", false)
+	lr := &countingLister{Runtime: rt}
+	var count uint64
+	told := true
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c, err := NewContainerCollector(lr, ContainerOptions{
+		Pods:       pods{deleted: map[types.UID]bool{"gone": true}},
+		PodLogsDir: "-",
+		Changes:    func() (uint64, bool) { return count, told },
+		Clock:      clk,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect := func(evict bool) ContainerPlan {
+		t.Helper()
+		p, err := c.Collect(t.Context(), evict)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	collect(false)
+	collect(false)
+	if lr.lists != 1 {
+		t.Errorf("two collections over an unchanged count listed %d times, want 1", lr.lists)
+	}
+	// A deleted pod's dead container appears: the count moves; the
+	// collection that removes it is followed by one that lists again.
+	g := sandboxConfig("gone", 0)
+	gsb := runSandbox(t, rt, g, true)
+	count++
+	if p := collect(false); len(p.Sandboxes) != 1 || p.Sandboxes[0].ID != gsb {
+		t.Errorf("after the count moved: plan %+v, want the gone pod's sandbox removed", p)
+	}
+	collect(false)
+	collect(false)
+	if lr.lists != 3 {
+		t.Errorf("after a removal: listed %d times, want 3", lr.lists)
+	}
+	told = false
+	collect(false)
+	told = true
+	collect(false)
+	collect(false)
+	if lr.lists != 5 {
+		t.Errorf("count not told once: listed %d times, want 5", lr.lists)
+	}
+	collect(true)
+	if lr.lists != 6 {
+		t.Errorf("reclaim: listed %d times, want 6", lr.lists)
+	}
+	clk.Step(DefaultContainerResync)
+	collect(false)
+	collect(false)
+	if lr.lists != 7 {
+		t.Errorf("resync: listed %d times, want 7", lr.lists)
+	}
 }

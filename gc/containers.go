@@ -102,6 +102,11 @@ type ContainerPlan struct {
 	LogDirs    []string
 }
 
+// Empty reports whether the plan removes nothing.
+func (p ContainerPlan) Empty() bool {
+	return len(p.Containers) == 0 && len(p.Sandboxes) == 0 && len(p.LogDirs) == 0
+}
+
 // SandboxRemoval is a sandbox to stop and remove.
 type SandboxRemoval struct {
 	ID     string

@@ -64,6 +64,14 @@
 //     seen; the kubelet counts such an image as unused since forever and
 //     removes it at the first collection after MaxAge of uptime, even if
 //     it was just pulled.
+//   - With ContainerOptions.Changes (the agent counts the changes of the
+//     runtime's pods, of its pods and of their workers), a periodic
+//     collection that would find what the last one found, which removed
+//     nothing, does not list the runtime: an idle node with 10,000 pods
+//     does not decode 20,000 containers and sandboxes every minute. It
+//     lists every Resync (10m) whatever the count, so that what changed
+//     out of the agent's sight (a sandbox another client left) is
+//     collected within that time rather than within a minute.
 //   - The legacy /var/log/containers symlinks are not managed (nodekit
 //     does not create them).
 //   - ContainerPolicy.MaxPerPodContainer 0 means the default (1); use

@@ -204,7 +204,7 @@ func TestRotatorAsksStatusOfNewContainersOnly(t *testing.T) {
 	if diff := cmp.Diff(map[string]int{"c1": 1, "c2": 1, "c3": 1}, rt.statuses); diff != "" {
 		t.Errorf("ContainerStatus calls (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]string{"c2": rt.logs["c2"], "c3": rt.logs["c3"]}, r.paths); diff != "" {
+	if diff := cmp.Diff(map[string]string{"c2": rt.logs["c2"], "c3": rt.logs["c3"]}, knownPaths(r)); diff != "" {
 		t.Errorf("remembered paths (-want +got):\n%s", diff)
 	}
 }
@@ -250,7 +250,7 @@ func TestRotatorUsesListedLogPaths(t *testing.T) {
 	if diff := cmp.Diff([]string{"c1", "c2", "c3"}, rt.reopened); diff != "" {
 		t.Errorf("logs rotated (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(logs, r.paths); diff != "" {
+	if diff := cmp.Diff(logs, knownPaths(r)); diff != "" {
 		t.Errorf("remembered paths (-want +got):\n%s", diff)
 	}
 	// A pass over the same containers asks nobody.
@@ -262,5 +262,347 @@ func TestRotatorUsesListedLogPaths(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]int{"c3": 1}, rt.statuses); diff != "" {
 		t.Errorf("ContainerStatus calls after a second pass (-want +got):\n%s", diff)
+	}
+}
+
+// knownPaths is the log path of each container the rotator knows.
+func knownPaths(r *Rotator) map[string]string {
+	out := map[string]string{}
+	for id, st := range r.logs {
+		out[id] = st.path
+	}
+	return out
+}
+
+// watching starts the rotator's watcher, or skips the test where files
+// cannot be watched.
+func watching(t *testing.T, r *Rotator) {
+	t.Helper()
+	if err := r.startWatching(); err != nil {
+		t.Skipf("files cannot be watched here: %v", err)
+	}
+	t.Cleanup(r.stopWatching)
+}
+
+// pass runs one RotateAll and returns how many logs it checked.
+func pass(t *testing.T, r *Rotator) int {
+	t.Helper()
+	before := r.checked
+	if err := r.RotateAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return r.checked - before
+}
+
+func appendTo(t *testing.T, path string, n int) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, n)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRotatorChecksWrittenLogsOnly: while watching, a pass checks the
+// logs written since the last one (and rotates the one that outgrew
+// MaxSize within that pass), not the others; every Resync it checks all.
+func TestRotatorChecksWrittenLogsOnly(t *testing.T) {
+	d := t.TempDir()
+	logs := map[string]string{}
+	for _, id := range []string{"c1", "c2", "c3"} {
+		logs[id] = filepath.Join(d, id+".log")
+		if err := os.WriteFile(logs[id], nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := &fakeRuntime{logs: logs}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r, err := New(rt, Options{MaxSize: resource.MustParse("1Ki"), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watching(t, r)
+	if got := pass(t, r); got != 3 {
+		t.Errorf("first pass checked %d logs, want 3", got)
+	}
+	if got := pass(t, r); got != 0 {
+		t.Errorf("pass without writes checked %d logs, want 0", got)
+	}
+	appendTo(t, logs["c2"], 10)
+	if got := pass(t, r); got != 1 {
+		t.Errorf("pass after a small write checked %d logs, want 1", got)
+	}
+	if got := pass(t, r); got != 0 {
+		t.Errorf("pass after that checked %d logs, want 0", got)
+	}
+	// c1 outgrows MaxSize: rotated in the next pass.
+	appendTo(t, logs["c1"], 2048)
+	clk.Step(DefaultPeriod)
+	if got := pass(t, r); got != 1 {
+		t.Errorf("pass after c1 outgrew MaxSize checked %d logs, want 1", got)
+	}
+	if diff := cmp.Diff([]string{"c1"}, rt.reopened); diff != "" {
+		t.Errorf("logs rotated (-want +got):\n%s", diff)
+	}
+	// The rotation renamed the watched file: the new log (the runtime
+	// reopened it) is checked and watched at the next pass, and written
+	// to after that, rotated again.
+	if got := pass(t, r); got != 1 {
+		t.Errorf("pass after the rotation checked %d logs, want 1", got)
+	}
+	appendTo(t, logs["c1"], 2048)
+	clk.Step(DefaultPeriod)
+	pass(t, r)
+	if diff := cmp.Diff([]string{"c1", "c1"}, rt.reopened); diff != "" {
+		t.Errorf("logs rotated after the second write (-want +got):\n%s", diff)
+	}
+	pass(t, r)
+	if got := pass(t, r); got != 0 {
+		t.Errorf("pass without writes checked %d logs, want 0", got)
+	}
+	clk.Step(DefaultResync)
+	if got := pass(t, r); got != 3 {
+		t.Errorf("resync pass checked %d logs, want 3", got)
+	}
+	if got := pass(t, r); got != 0 {
+		t.Errorf("pass after the resync checked %d logs, want 0", got)
+	}
+}
+
+// TestRotatorWithoutWatchingChecksEveryLog: without a watcher (RotateAll
+// called alone), on a file system that does not tell of writes, or out of
+// watches, every log is checked every pass.
+func TestRotatorWithoutWatchingChecksEveryLog(t *testing.T) {
+	d := t.TempDir()
+	logs := map[string]string{}
+	for _, id := range []string{"c1", "c2"} {
+		logs[id] = filepath.Join(d, id+".log")
+		if err := os.WriteFile(logs[id], nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fi, err := os.Stat(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func(*Rotator)
+	}{
+		{"no watcher", func(*Rotator) {}},
+		{"file system without notifications", func(r *Rotator) {
+			watching(t, r)
+			dev, ok := device(fi)
+			if !ok {
+				t.Skip("no device number here")
+			}
+			r.notifying[dev] = false
+		}},
+		{"no watch left", func(r *Rotator) { r.w = &fakeWatcher{err: errWatchesExhausted} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := New(&fakeRuntime{logs: logs}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.setup(r)
+			for i := range 3 {
+				if got := pass(t, r); got != 2 {
+					t.Errorf("pass %d checked %d logs, want 2", i, got)
+				}
+			}
+		})
+	}
+}
+
+// fakeWatcher is a watcher whose add fails with err, or reports events
+// and overflows as set.
+type fakeWatcher struct {
+	err      error
+	next     int32
+	events   []int32
+	overflow bool
+	removed  []int32
+}
+
+func (f *fakeWatcher) add(string, bool) (int32, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	f.next++
+	return f.next, nil
+}
+func (f *fakeWatcher) remove(wd int32) { f.removed = append(f.removed, wd) }
+func (f *fakeWatcher) read(fn func(int32)) (bool, error) {
+	for _, wd := range f.events {
+		fn(wd)
+	}
+	f.events = nil
+	o := f.overflow
+	f.overflow = false
+	return o, nil
+}
+func (f *fakeWatcher) close() error { return nil }
+
+// TestRotatorOverflowChecksEveryLog: when the kernel dropped events, the
+// next pass checks every log; a fired watch checks its log; the watch of a
+// container gone is removed.
+func TestRotatorOverflowChecksEveryLog(t *testing.T) {
+	d := t.TempDir()
+	logs := map[string]string{}
+	for _, id := range []string{"c1", "c2", "c3"} {
+		logs[id] = filepath.Join(d, id+".log")
+		if err := os.WriteFile(logs[id], nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := &fakeRuntime{logs: logs}
+	r, err := New(rt, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &fakeWatcher{}
+	r.w = w
+	if got := pass(t, r); got != 3 {
+		t.Fatalf("first pass checked %d logs, want 3", got)
+	}
+	if got := pass(t, r); got != 0 {
+		t.Errorf("quiet pass checked %d logs, want 0", got)
+	}
+	w.events = []int32{r.logs["c2"].watch, 999}
+	if got := pass(t, r); got != 1 {
+		t.Errorf("pass after one event checked %d logs, want 1", got)
+	}
+	w.overflow = true
+	if got := pass(t, r); got != 3 {
+		t.Errorf("pass after an overflow checked %d logs, want 3", got)
+	}
+	gone := r.logs["c3"].watch
+	delete(rt.logs, "c3")
+	pass(t, r)
+	if !slices.Contains(w.removed, gone) {
+		t.Errorf("the watch of a container gone was not removed: removed %v", w.removed)
+	}
+	if _, ok := r.byWatch[gone]; ok {
+		t.Error("the watch of a container gone is still mapped")
+	}
+}
+
+// countingRuntime is a fakeRuntime with a ChangeCounter.
+type countingRuntime struct {
+	*fakeRuntime
+	count  uint64
+	ok     bool
+	listed int
+}
+
+func (c *countingRuntime) RunningContainersChanges() (uint64, bool) { return c.count, c.ok }
+
+func (c *countingRuntime) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	c.listed++
+	return c.fakeRuntime.ListContainers(ctx, f)
+}
+
+// TestRotatorListsOnChange: with a ChangeCounter, a pass lists the
+// containers only when the count moved or cannot be told, and at a resync.
+func TestRotatorListsOnChange(t *testing.T) {
+	d := t.TempDir()
+	rt := &countingRuntime{fakeRuntime: &fakeRuntime{logs: map[string]string{"c1": filepath.Join(d, "1.log")}}, ok: true}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r, err := New(rt, Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.w = &fakeWatcher{}
+	pass(t, r)
+	pass(t, r)
+	if rt.listed != 1 {
+		t.Errorf("listed %d times over two passes without change, want 1", rt.listed)
+	}
+	rt.count++
+	rt.logs["c2"] = filepath.Join(d, "2.log")
+	pass(t, r)
+	if rt.listed != 2 || len(r.logs) != 2 {
+		t.Errorf("after a change: listed %d times, %d logs known; want 2, 2", rt.listed, len(r.logs))
+	}
+	rt.ok = false
+	pass(t, r)
+	if rt.listed != 3 {
+		t.Errorf("count not told: listed %d times, want 3", rt.listed)
+	}
+	rt.ok = true
+	pass(t, r)
+	pass(t, r)
+	if rt.listed != 4 {
+		t.Errorf("count told again: listed %d times, want 4", rt.listed)
+	}
+	clk.Step(DefaultResync)
+	pass(t, r)
+	if rt.listed != 5 {
+		t.Errorf("resync: listed %d times, want 5", rt.listed)
+	}
+}
+
+// TestRotatorWatchesDirectoryOfMissingLog: a log not there yet is not
+// checked again until something is created in its directory, or in the
+// pod's log directory while the container's is not there either; once it
+// is there, its writes are watched.
+func TestRotatorWatchesDirectoryOfMissingLog(t *testing.T) {
+	podDir := t.TempDir()
+	logs := map[string]string{
+		"c1": filepath.Join(podDir, "app", "0.log"),
+		"c2": filepath.Join(podDir, "side", "0.log"),
+	}
+	rt := &fakeRuntime{logs: logs}
+	r, err := New(rt, Options{MaxSize: resource.MustParse("1Ki")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watching(t, r)
+	if got := pass(t, r); got != 2 {
+		t.Errorf("first pass checked %d logs, want 2", got)
+	}
+	if got := pass(t, r); got != 0 {
+		t.Errorf("pass without change checked %d logs, want 0", got)
+	}
+	// The runtime makes app/ and app/0.log: both containers share the pod
+	// directory's watch, both are checked once.
+	if err := os.Mkdir(filepath.Join(podDir, "app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := pass(t, r); got != 2 {
+		t.Errorf("pass after app/ was made checked %d logs, want 2", got)
+	}
+	if err := os.WriteFile(logs["c1"], nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := pass(t, r); got != 1 {
+		t.Errorf("pass after app/0.log was made checked %d logs, want 1", got)
+	}
+	if got := pass(t, r); got != 0 {
+		t.Errorf("pass without change checked %d logs, want 0", got)
+	}
+	appendTo(t, logs["c1"], 2048)
+	pass(t, r)
+	if diff := cmp.Diff([]string{"c1"}, rt.reopened); diff != "" {
+		t.Errorf("logs rotated (-want +got):\n%s", diff)
+	}
+}
+
+// TestRotatorPollsLogWithoutDirectory: a log whose directory and pod
+// directory are both missing is checked every pass.
+func TestRotatorPollsLogWithoutDirectory(t *testing.T) {
+	r, err := New(&fakeRuntime{logs: map[string]string{"c1": filepath.Join(t.TempDir(), "pod", "app", "0.log")}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watching(t, r)
+	for i := range 3 {
+		if got := pass(t, r); got != 1 {
+			t.Errorf("pass %d checked %d logs, want 1", i, got)
+		}
 	}
 }
