@@ -9,7 +9,7 @@
 // for two seconds), and reports its settled memory again. Each report
 // is one line on standard output:
 //
-//	base rss=<bytes> anon=<bytes> peak=<bytes> heap=<bytes> goroutines=<n> stacks=<bytes>
+//	base rss=<bytes> anon=<bytes> peak=<bytes> heap=<bytes> goroutines=<n> stacks=<bytes> init=<bytes> initanon=<bytes>
 //	running ms=<ms> cpu-ns=<ns>
 //	pods rss=<bytes> anon=<bytes> peak=<bytes> heap=<bytes> goroutines=<n> stacks=<bytes>
 //
@@ -23,7 +23,11 @@
 // part (the rest are the pages of the binary the agent touched). peak is
 // the largest resident set over the following window, while the idle
 // agent goes on allocating towards its next collection. heap is the live
-// heap of the collection.
+// heap of the collection. init and initanon, on the base line only, are
+// the resident set and its anonymous part when main starts, before the
+// agent exists: what the Go runtime and the initialization of every
+// package the binary imports hold (most of the base; see -v for the
+// binary's mappings).
 //
 // It takes GOGC and GOMEMLIMIT from its environment, as any Go binary.
 // It exits when its standard input closes.
@@ -61,6 +65,9 @@ import (
 )
 
 func main() {
+	// Before anything else: the resident set of the runtime and of the
+	// imported packages' initialization.
+	initRSS, initAnon := rss()
 	endpoint := flag.String("endpoint", "", "CRI endpoint of the runtime")
 	n := flag.Int("pods", 1000, "pods to run")
 	generic := flag.Bool("generic", false, "relist every second instead of following the runtime's events")
@@ -77,13 +84,13 @@ func main() {
 	if *profileRate > 0 {
 		sysruntime.MemProfileRate = *profileRate
 	}
-	if err := run(*endpoint, *n, *generic, *root, *logs, *window, *heapProfile, *burstProfile, int(*burstAt*float64(*n)), *statusReads, *verbose); err != nil {
+	if err := run(*endpoint, *n, *generic, *root, *logs, *window, *heapProfile, *burstProfile, int(*burstAt*float64(*n)), *statusReads, *verbose, memory{rss: initRSS, anon: initAnon}); err != nil {
 		fmt.Fprintln(os.Stderr, "benchagent:", err)
 		os.Exit(1)
 	}
 }
 
-func run(endpoint string, n int, generic bool, root, logs string, window time.Duration, heapProfile, burstProfile string, burstAt, statusReads int, verbose bool) error {
+func run(endpoint string, n int, generic bool, root, logs string, window time.Duration, heapProfile, burstProfile string, burstAt, statusReads int, verbose bool, init memory) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { // the benchmark ended or died
@@ -148,7 +155,9 @@ func run(endpoint string, n int, generic bool, root, logs string, window time.Du
 	if !sleep(ctx, time.Second) {
 		return stop()
 	}
-	report("base", settle(window), verbose)
+	base := settle(window)
+	base.init = &init
+	report("base", base, verbose)
 
 	cpu0 := cpuTime()
 	start := time.Now()
@@ -192,15 +201,23 @@ func run(endpoint string, n int, generic bool, root, logs string, window time.Du
 type memory struct {
 	rss, anon, peak, heap, stacks int64
 	goroutines                    int
+	// init, on the base, is the resident set (rss and anon) when main
+	// started.
+	init *memory
 }
 
 // report writes a memory report line, and with verbose the Go runtime's
 // memory classes and the process's memory map totals to standard error.
 func report(what string, m memory, verbose bool) {
-	fmt.Printf("%s rss=%d anon=%d peak=%d heap=%d goroutines=%d stacks=%d\n", what, m.rss, m.anon, m.peak, m.heap, m.goroutines, m.stacks)
+	line := fmt.Sprintf("%s rss=%d anon=%d peak=%d heap=%d goroutines=%d stacks=%d", what, m.rss, m.anon, m.peak, m.heap, m.goroutines, m.stacks)
+	if m.init != nil {
+		line += fmt.Sprintf(" init=%d initanon=%d", m.init.rss, m.init.anon)
+	}
+	fmt.Println(line)
 	if !verbose {
 		return
 	}
+	binaryMappings(what)
 	var samples []metrics.Sample
 	for _, d := range metrics.All() {
 		if strings.HasPrefix(d.Name, "/memory/classes/") || strings.HasPrefix(d.Name, "/gc/heap/goal") {
@@ -213,6 +230,38 @@ func report(what string, m memory, verbose bool) {
 	}
 	if data, err := os.ReadFile("/proc/self/smaps_rollup"); err == nil {
 		fmt.Fprintf(os.Stderr, "%s smaps_rollup:\n%s", what, data)
+	}
+}
+
+// binaryMappings writes to standard error the resident part of each
+// mapping of the process's own binary (from /proc/self/smaps): the code
+// (r-xp: .text), the read-only data (r--p: .rodata, .gopclntab, the type
+// and itab links) and the data (rw-p: .data, .noptrdata, .bss), each a
+// range of file offsets. A page of a file in the page cache is resident
+// as soon as it is mapped: the kernel maps the pages around each fault
+// (fault-around, 64 KiB), and a whole large folio where the page cache
+// holds one (a freshly written file), whether or not they are read.
+func binaryMappings(what string) {
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	data, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return
+	}
+	var header string
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && !strings.HasSuffix(f[0], ":"): // a mapping's first line
+			header = ""
+			if len(f) >= 6 && f[5] == exe {
+				header = f[1] + " offset 0x" + f[2]
+			}
+		case header != "" && len(f) >= 2 && f[0] == "Rss:":
+			fmt.Fprintf(os.Stderr, "%s binary %s: %s KiB resident\n", what, header, f[1])
+		}
 	}
 }
 
