@@ -286,6 +286,18 @@ func TestWithAllocation(t *testing.T) {
 	if _, changed := WithAllocation(withPodLevel("2"), AllocationOf(withPodLevel("2"))); changed {
 		t.Error("same pod-level resources seen as a change")
 	}
+
+	// The allocation is the spec's copy: changing it leaves the pod as it
+	// was. A nil value (a checkpoint's null) allocates no resources.
+	alloc = AllocationOf(pod)
+	alloc["c"].Requests[v1.ResourceCPU] = resource.MustParse("5")
+	if q := pod.Spec.Containers[0].Resources.Requests[v1.ResourceCPU]; q.Cmp(resource.MustParse("2")) != 0 {
+		t.Errorf("the allocation shares the pod's resources: cpu %s", q.String())
+	}
+	got, changed = WithAllocation(withPodLevel("2"), Allocation{"c": nil, PodLevelKey: nil})
+	if !changed || got.Spec.Containers[0].Resources.Requests != nil || got.Spec.Resources == nil || got.Spec.Resources.Limits != nil {
+		t.Errorf("nil allocations: changed %v, container %v, pod %v", changed, got.Spec.Containers[0].Resources, got.Spec.Resources)
+	}
 }
 
 // TestResizeEventMessage: the kubelet's resize event messages, the
