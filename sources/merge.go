@@ -3,6 +3,7 @@ package sources
 import (
 	"cmp"
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 
@@ -25,6 +26,10 @@ import (
 type store struct {
 	pods map[string]map[types.UID]*v1.Pod
 	seen map[string]bool
+	// emptySecurityContext is the spec.securityContext of the pods whose
+	// one is set and empty (the API server sets {} on every pod it
+	// serves), shared by all of them; nil until the first.
+	emptySecurityContext *v1.PodSecurityContext
 }
 
 // rejection is a pod a snapshot held that the merge dropped.
@@ -68,7 +73,7 @@ func (s *store) merge(source string, snapshot []*v1.Pod, now time.Time) ([]PodUp
 		// once for all the pods the snapshot adds.
 		seenNow string
 	)
-	ann := mergeAnnotations{source: source}
+	cp := podCopier{store: s, source: source}
 	for i, in := range snapshot {
 		if in == nil {
 			dropped = append(dropped, rejection{err: fmt.Errorf("sources: nil pod at index %d", i)})
@@ -94,7 +99,7 @@ func (s *store) merge(source string, snapshot []*v1.Pod, now time.Time) ([]PodUp
 			if seenNow == "" {
 				seenNow = now.Format(time.RFC3339Nano)
 			}
-			p := ann.copyPod(in, seenNow, true)
+			p := cp.copyPod(in, seenNow, true)
 			next[p.UID] = p
 			adds = append(adds, p)
 			continue
@@ -105,7 +110,7 @@ func (s *store) merge(source string, snapshot []*v1.Pod, now time.Time) ([]PodUp
 			continue
 		}
 		seen, hasSeen := existing.Annotations[AnnotationSeen]
-		p := ann.copyPod(in, seen, hasSeen)
+		p := cp.copyPod(in, seen, hasSeen)
 		next[p.UID] = p
 		switch ch {
 		case changeUpdate:
@@ -202,22 +207,26 @@ func annotationsEqual(a, b map[string]string) bool {
 	return n == 0
 }
 
-// mergeAnnotations gives the pods of one snapshot the merge's annotations
-// (config.source, config.seen).
-type mergeAnnotations struct {
+// podCopier makes the store's copies of the pods of one snapshot, with
+// the merge's annotations (config.source, config.seen).
+//
+// The copies share their parts that are equal in many pods and cost each
+// pod a few hundred bytes for as long as it runs: the annotations of the
+// pods a snapshot adds at once without annotations of their own, and an
+// empty spec.securityContext. The store's pods are read-only, so sharing
+// is invisible to their readers.
+type podCopier struct {
+	store  *store
 	source string
 	// shared holds, by config.seen value, the annotations of the pods that
-	// bring none of their own: the pods a snapshot adds at once have equal
-	// annotations, and share one map rather than hold one each (a map
-	// costs a pod a few hundred bytes for as long as it runs). The store's
-	// pods are read-only, so sharing is invisible to their readers.
+	// bring none of their own.
 	shared map[string]map[string]string
 }
 
 // copyPod returns the store's copy of in: a deep copy whose annotations are
 // in's (less a config.seen or config.source of the source's own) with
 // config.source, and config.seen set to seen when hasSeen.
-func (a *mergeAnnotations) copyPod(in *v1.Pod, seen string, hasSeen bool) *v1.Pod {
+func (a *podCopier) copyPod(in *v1.Pod, seen string, hasSeen bool) *v1.Pod {
 	own := 0
 	for k := range in.Annotations {
 		if !isMergeAnnotation(k) {
@@ -228,7 +237,18 @@ func (a *mergeAnnotations) copyPod(in *v1.Pod, seen string, hasSeen bool) *v1.Po
 	// size: copying the source's map and adding to it would grow it.
 	shallow := *in
 	shallow.Annotations = nil
+	sc := in.Spec.SecurityContext
+	emptySC := sc != nil && reflect.ValueOf(sc).Elem().IsZero()
+	if emptySC {
+		shallow.Spec.SecurityContext = nil
+	}
 	p := shallow.DeepCopy()
+	if emptySC {
+		if a.store.emptySecurityContext == nil {
+			a.store.emptySecurityContext = &v1.PodSecurityContext{}
+		}
+		p.Spec.SecurityContext = a.store.emptySecurityContext
+	}
 	if own == 0 && hasSeen {
 		m, ok := a.shared[seen]
 		if !ok {

@@ -463,6 +463,46 @@ func TestStoreMergeSharesAnnotations(t *testing.T) {
 	}
 }
 
+// TestStoreMergeSharesEmptySecurityContext: the pods whose
+// spec.securityContext is set and empty share one, in every snapshot; a
+// pod with a security context of its own keeps a copy of it; a pod
+// without one keeps none.
+func TestStoreMergeSharesEmptySecurityContext(t *testing.T) {
+	withSC := func(sc *v1.PodSecurityContext) func(*v1.Pod) {
+		return func(p *v1.Pod) { p.Spec.SecurityContext = sc }
+	}
+	user := int64(1000)
+	s := newStore()
+	in := []*v1.Pod{
+		testPod("a", withSC(&v1.PodSecurityContext{})),
+		testPod("b", withSC(&v1.PodSecurityContext{RunAsUser: &user})),
+		testPod("c"),
+	}
+	got, _ := s.merge("api", in, t0)
+	got2, _ := s.merge("api", append(in, testPod("d", withSC(&v1.PodSecurityContext{}))), t1)
+	if len(got) != 1 || len(got[0].Pods) != 3 || len(got2) != 1 || len(got2[0].Pods) != 1 {
+		t.Fatalf("merges = %v then %v, want an ADD of 3 pods then of 1", got, got2)
+	}
+	a, b, c, d := got[0].Pods[0], got[0].Pods[1], got[0].Pods[2], got2[0].Pods[0]
+	if a.Spec.SecurityContext == nil || a.Spec.SecurityContext == in[0].Spec.SecurityContext ||
+		!reflect.ValueOf(a.Spec.SecurityContext).Elem().IsZero() {
+		t.Errorf("a's security context %v, want an empty one of the store's", a.Spec.SecurityContext)
+	}
+	if d.Spec.SecurityContext != a.Spec.SecurityContext {
+		t.Error("d's empty security context is not a's, want one shared")
+	}
+	if b.Spec.SecurityContext == in[1].Spec.SecurityContext || b.Spec.SecurityContext.RunAsUser == in[1].Spec.SecurityContext.RunAsUser ||
+		*b.Spec.SecurityContext.RunAsUser != 1000 {
+		t.Errorf("b's security context %v, want a copy of the source's", b.Spec.SecurityContext)
+	}
+	if c.Spec.SecurityContext != nil {
+		t.Errorf("c's security context %v, want none", c.Spec.SecurityContext)
+	}
+	if in[0].Spec.SecurityContext == nil {
+		t.Error("the source's pod lost its security context")
+	}
+}
+
 func BenchmarkStoreMergeAdd(b *testing.B) {
 	pods := make([]*v1.Pod, 1000)
 	for i := range pods {
