@@ -195,8 +195,6 @@ func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool {
 		status = *status.DeepCopy()
 		truncateTerminationMessages(pod, &status)
 	}
-	// merge sets the conditions' transition times.
-	status.Conditions = slices.Clone(status.Conditions)
 	// The generation of the spec this status was generated from
 	// (PodObservedGenerationTracking, GA in the kubelet since 1.35).
 	status.ObservedGeneration = pod.Generation
@@ -377,9 +375,11 @@ func merge(old v1.PodStatus, status v1.PodStatus, now time.Time) v1.PodStatus {
 		status.StartTime = old.StartTime
 	}
 	// Keep the transition time of conditions whose status did not change;
-	// a new or changed condition without one gets now.
+	// a new or changed condition without one gets now. status's conditions
+	// may be the caller's: they are copied before the first change.
+	copied := false
 	for i := range status.Conditions {
-		c := &status.Conditions[i]
+		c := status.Conditions[i]
 		kept := false
 		for _, o := range old.Conditions {
 			if o.Type == c.Type && o.Status == c.Status && !o.LastTransitionTime.IsZero() {
@@ -389,6 +389,13 @@ func merge(old v1.PodStatus, status v1.PodStatus, now time.Time) v1.PodStatus {
 		}
 		if !kept && c.LastTransitionTime.IsZero() {
 			c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
+		}
+		if c.LastTransitionTime != status.Conditions[i].LastTransitionTime {
+			if !copied {
+				status.Conditions = slices.Clone(status.Conditions)
+				copied = true
+			}
+			status.Conditions[i].LastTransitionTime = c.LastTransitionTime
 		}
 	}
 	return status
@@ -414,20 +421,24 @@ type conditionsCache struct {
 // pods running), few enough to compare at each change.
 const conditionsCacheSize = 8
 
-// intern returns a list held equal to conds, or conds, which it remembers,
-// when none is. conds must not change afterwards.
+// intern returns a list held equal to conds, or a copy of conds, which it
+// remembers, when none is.
 func (c *conditionsCache) intern(conds []v1.PodCondition) []v1.PodCondition {
 	if len(conds) == 0 {
-		return conds
+		if conds == nil {
+			return nil
+		}
+		return []v1.PodCondition{}
 	}
 	for _, l := range c.lists {
 		if conditionsEqual(l, conds) {
 			return l
 		}
 	}
-	// Clipped, so that appending to a status's list held never writes
-	// into the list shared.
-	conds = slices.Clip(conds)
+	// A copy of its own (conds may be the caller's), of its length, so
+	// that appending to a status's list held never writes into the list
+	// shared.
+	conds = slices.Clip(slices.Clone(conds))
 	c.lists[c.next] = conds
 	c.next = (c.next + 1) % conditionsCacheSize
 	return conds
