@@ -3,6 +3,8 @@ package podmodel
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -18,23 +20,83 @@ const (
 
 // Allocation is the resources allocated to a pod's containers, by
 // container name, and to the pod (spec.resources, under PodLevelKey): the
-// resources the pod was admitted, or last resized, with.
-type Allocation map[string]v1.ResourceRequirements
+// resources the pod was admitted, or last resized, with. It is read-only
+// once built; Get looks a name up. Its JSON form is an object by name.
+//
+// It is a list rather than a map because the agent holds one for every
+// pod it runs: a map's smallest table has room for eight entries (over 250
+// bytes), where most pods have one or two.
+type Allocation []AllocatedResources
+
+// AllocatedResources is the resources allocated under one name of an
+// Allocation.
+type AllocatedResources struct {
+	// Name is the container's, or PodLevelKey.
+	Name      string
+	Resources v1.ResourceRequirements
+}
 
 // PodLevelKey is the key of the pod-level resources in an Allocation; no
 // container has an empty name.
 const PodLevelKey = ""
 
+// Get returns the resources allocated under name, and whether a has them.
+func (a Allocation) Get(name string) (*v1.ResourceRequirements, bool) {
+	for i := range a {
+		if a[i].Name == name {
+			return &a[i].Resources, true
+		}
+	}
+	return nil, false
+}
+
+// MarshalJSON encodes a as an object of the resources by name (null when
+// nil).
+func (a Allocation) MarshalJSON() ([]byte, error) {
+	if a == nil {
+		return []byte("null"), nil
+	}
+	m := make(map[string]v1.ResourceRequirements, len(a))
+	for _, r := range a {
+		m[r.Name] = r.Resources
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON decodes an object of the resources by name, sorted by
+// name (null is a nil Allocation).
+func (a *Allocation) UnmarshalJSON(data []byte) error {
+	var m map[string]v1.ResourceRequirements
+	if err := json.Unmarshal(data, &m); err != nil {
+		return err
+	}
+	if m == nil {
+		*a = nil
+		return nil
+	}
+	out := make(Allocation, 0, len(m))
+	for name, r := range m {
+		out = append(out, AllocatedResources{Name: name, Resources: r})
+	}
+	slices.SortFunc(out, func(x, y AllocatedResources) int { return strings.Compare(x.Name, y.Name) })
+	*a = out
+	return nil
+}
+
 // AllocationOf is the pod's allocation as its spec asks for it.
 func AllocationOf(pod *v1.Pod) Allocation {
-	a := make(Allocation, len(pod.Spec.InitContainers)+len(pod.Spec.Containers)+1)
+	n := len(pod.Spec.InitContainers) + len(pod.Spec.Containers)
+	if pod.Spec.Resources != nil {
+		n++
+	}
+	a := make(Allocation, 0, n)
 	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
-			a[list[i].Name] = *list[i].Resources.DeepCopy()
+			a = append(a, AllocatedResources{Name: list[i].Name, Resources: *list[i].Resources.DeepCopy()})
 		}
 	}
 	if r := pod.Spec.Resources; r != nil {
-		a[PodLevelKey] = *r.DeepCopy()
+		a = append(a, AllocatedResources{Name: PodLevelKey, Resources: *r.DeepCopy()})
 	}
 	return a
 }
@@ -50,8 +112,8 @@ func WithAllocation(pod *v1.Pod, alloc Allocation) (*v1.Pod, bool) {
 	var out *v1.Pod
 	apply := func(list func(*v1.Pod) []v1.Container) {
 		for i, c := range list(pod) {
-			r, ok := alloc[c.Name]
-			if !ok || apiequality.Semantic.DeepEqual(c.Resources, r) {
+			r, ok := alloc.Get(c.Name)
+			if !ok || apiequality.Semantic.DeepEqual(c.Resources, *r) {
 				continue
 			}
 			if out == nil {
@@ -62,12 +124,12 @@ func WithAllocation(pod *v1.Pod, alloc Allocation) (*v1.Pod, bool) {
 	}
 	apply(func(p *v1.Pod) []v1.Container { return p.Spec.InitContainers })
 	apply(func(p *v1.Pod) []v1.Container { return p.Spec.Containers })
-	if r, ok := alloc[PodLevelKey]; ok {
+	if r, ok := alloc.Get(PodLevelKey); ok {
 		var have v1.ResourceRequirements
 		if pod.Spec.Resources != nil {
 			have = *pod.Spec.Resources
 		}
-		if !apiequality.Semantic.DeepEqual(have, r) {
+		if !apiequality.Semantic.DeepEqual(have, *r) {
 			if out == nil {
 				out = pod.DeepCopy()
 			}

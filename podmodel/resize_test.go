@@ -1,7 +1,11 @@
 package podmodel
 
 import (
+	"encoding/json"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -285,6 +289,67 @@ func TestWithAllocation(t *testing.T) {
 	}
 	if _, changed := WithAllocation(withPodLevel("2"), AllocationOf(withPodLevel("2"))); changed {
 		t.Error("same pod-level resources seen as a change")
+	}
+
+	// The allocation is the spec's copy: changing it leaves the pod as it
+	// was.
+	alloc = AllocationOf(pod)
+	r, ok := alloc.Get("c")
+	if !ok {
+		t.Fatal("AllocationOf has no resources for container c")
+	}
+	r.Requests[v1.ResourceCPU] = resource.MustParse("5")
+	if q := pod.Spec.Containers[0].Resources.Requests[v1.ResourceCPU]; q.Cmp(resource.MustParse("2")) != 0 {
+		t.Errorf("the allocation shares the pod's resources: cpu %s", q.String())
+	}
+}
+
+// TestAllocationJSON: an Allocation is encoded as an object of the
+// resources by name, as the allocation checkpoint has always held it (a
+// null value is no resources), and decodes back in name order.
+func TestAllocationJSON(t *testing.T) {
+	pod := withInit(resizeTestPod("p", "2", "", "1Gi", ""), false, "100m", "64Mi")
+	pod.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("3")}}
+	alloc := AllocationOf(pod)
+	if len(alloc) != 3 || alloc[0].Name != "init" || alloc[1].Name != "c" || alloc[2].Name != PodLevelKey {
+		t.Fatalf("AllocationOf = %v, want init, c and the pod's, in this order", alloc)
+	}
+	data, err := json.Marshal(alloc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"":{"limits":{"cpu":"3"}},"c":{"requests":{"cpu":"2","memory":"1Gi"}},"init":{"requests":{"cpu":"100m","memory":"64Mi"}}}`
+	if string(data) != want {
+		t.Errorf("JSON %s, want %s", data, want)
+	}
+	var back Allocation
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Allocation{alloc[2], alloc[1], alloc[0]}, back, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("decoded (-want +got):\n%s", diff)
+	}
+	if got, changed := WithAllocation(pod, back); changed || got != pod {
+		t.Errorf("the decoded allocation changes the pod (changed %v)", changed)
+	}
+
+	// A null value allocates no resources.
+	if err := json.Unmarshal([]byte(`{"c":null,"":null}`), &back); err != nil {
+		t.Fatal(err)
+	}
+	got, changed := WithAllocation(pod, back)
+	if !changed || got.Spec.Containers[0].Resources.Requests != nil || got.Spec.Resources == nil || got.Spec.Resources.Limits != nil {
+		t.Errorf("null allocations: changed %v, container %v, pod %v", changed, got.Spec.Containers[0].Resources, got.Spec.Resources)
+	}
+	if got.Spec.InitContainers[0].Resources.Requests.Cpu().Cmp(resource.MustParse("100m")) != 0 {
+		t.Errorf("a container the allocation does not name lost its resources: %v", got.Spec.InitContainers[0].Resources)
+	}
+	back = Allocation{}
+	if err := json.Unmarshal([]byte("null"), &back); err != nil || back != nil {
+		t.Errorf("decoding null: %v, %v; want a nil Allocation", back, err)
+	}
+	if data, err := json.Marshal(Allocation(nil)); err != nil || string(data) != "null" {
+		t.Errorf("encoding a nil Allocation: %s, %v; want null", data, err)
 	}
 }
 

@@ -53,8 +53,11 @@
 //
 // Config is safe for concurrent use. Run starts two goroutines per source
 // (the source and its receiver) and returns after all of them exited. The
-// pods in PodUpdates are shared with the merge's state and later updates:
-// treat them as read-only.
+// pods in PodUpdates are shared with the merge's state and later updates,
+// and parts of them with each other (the pods one snapshot adds without
+// annotations of their own share one map of the merge's annotations, and
+// the pods whose spec.securityContext is empty share one): treat them as
+// read-only.
 //
 // # Errors
 //

@@ -3,6 +3,7 @@ package sources
 import (
 	"cmp"
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 
@@ -25,6 +26,10 @@ import (
 type store struct {
 	pods map[string]map[types.UID]*v1.Pod
 	seen map[string]bool
+	// emptySecurityContext is the spec.securityContext of the pods whose
+	// one is set and empty (the API server sets {} on every pod it
+	// serves), shared by all of them; nil until the first.
+	emptySecurityContext *v1.PodSecurityContext
 }
 
 // rejection is a pod a snapshot held that the merge dropped.
@@ -64,7 +69,11 @@ func (s *store) merge(source string, snapshot []*v1.Pod, now time.Time) ([]PodUp
 	var (
 		adds, updates, deletes, removes, reconciles []*v1.Pod
 		dropped                                     []rejection
+		// seenNow is now in the config.seen annotation's form, formatted
+		// once for all the pods the snapshot adds.
+		seenNow string
 	)
+	cp := podCopier{store: s, source: source}
 	for i, in := range snapshot {
 		if in == nil {
 			dropped = append(dropped, rejection{err: fmt.Errorf("sources: nil pod at index %d", i)})
@@ -87,9 +96,10 @@ func (s *store) merge(source string, snapshot []*v1.Pod, now time.Time) ([]PodUp
 
 		existing, found := old[in.UID]
 		if !found {
-			p := in.DeepCopy()
-			setAnnotation(p, AnnotationSource, source)
-			setAnnotation(p, AnnotationSeen, now.Format(time.RFC3339Nano))
+			if seenNow == "" {
+				seenNow = now.Format(time.RFC3339Nano)
+			}
+			p := cp.copyPod(in, seenNow, true)
 			next[p.UID] = p
 			adds = append(adds, p)
 			continue
@@ -99,13 +109,8 @@ func (s *store) merge(source string, snapshot []*v1.Pod, now time.Time) ([]PodUp
 			next[existing.UID] = existing
 			continue
 		}
-		p := in.DeepCopy()
-		setAnnotation(p, AnnotationSource, source)
-		if seen, ok := existing.Annotations[AnnotationSeen]; ok {
-			setAnnotation(p, AnnotationSeen, seen)
-		} else {
-			delete(p.Annotations, AnnotationSeen)
-		}
+		seen, hasSeen := existing.Annotations[AnnotationSeen]
+		p := cp.copyPod(in, seen, hasSeen)
 		next[p.UID] = p
 		switch ch {
 		case changeUpdate:
@@ -202,9 +207,70 @@ func annotationsEqual(a, b map[string]string) bool {
 	return n == 0
 }
 
-func setAnnotation(p *v1.Pod, key, value string) {
-	if p.Annotations == nil {
-		p.Annotations = map[string]string{}
+// podCopier makes the store's copies of the pods of one snapshot, with
+// the merge's annotations (config.source, config.seen).
+//
+// The copies share their parts that are equal in many pods and cost each
+// pod a few hundred bytes for as long as it runs: the annotations of the
+// pods a snapshot adds at once without annotations of their own, and an
+// empty spec.securityContext. The store's pods are read-only, so sharing
+// is invisible to their readers.
+type podCopier struct {
+	store  *store
+	source string
+	// shared holds, by config.seen value, the annotations of the pods that
+	// bring none of their own.
+	shared map[string]map[string]string
+}
+
+// copyPod returns the store's copy of in: a deep copy whose annotations are
+// in's (less a config.seen or config.source of the source's own) with
+// config.source, and config.seen set to seen when hasSeen.
+func (a *podCopier) copyPod(in *v1.Pod, seen string, hasSeen bool) *v1.Pod {
+	own := 0
+	for k := range in.Annotations {
+		if !isMergeAnnotation(k) {
+			own++
+		}
 	}
-	p.Annotations[key] = value
+	// Copy the pod without its annotations, then build them at their final
+	// size: copying the source's map and adding to it would grow it.
+	shallow := *in
+	shallow.Annotations = nil
+	sc := in.Spec.SecurityContext
+	emptySC := sc != nil && reflect.ValueOf(sc).Elem().IsZero()
+	if emptySC {
+		shallow.Spec.SecurityContext = nil
+	}
+	p := shallow.DeepCopy()
+	if emptySC {
+		if a.store.emptySecurityContext == nil {
+			a.store.emptySecurityContext = &v1.PodSecurityContext{}
+		}
+		p.Spec.SecurityContext = a.store.emptySecurityContext
+	}
+	if own == 0 && hasSeen {
+		m, ok := a.shared[seen]
+		if !ok {
+			m = map[string]string{AnnotationSource: a.source, AnnotationSeen: seen}
+			if a.shared == nil {
+				a.shared = map[string]map[string]string{}
+			}
+			a.shared[seen] = m
+		}
+		p.Annotations = m
+		return p
+	}
+	m := make(map[string]string, own+2)
+	for k, v := range in.Annotations {
+		if !isMergeAnnotation(k) {
+			m[k] = v
+		}
+	}
+	m[AnnotationSource] = a.source
+	if hasSeen {
+		m[AnnotationSeen] = seen
+	}
+	p.Annotations = m
+	return p
 }

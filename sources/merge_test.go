@@ -1,6 +1,8 @@
 package sources
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -407,6 +409,108 @@ func TestStoreMergeAnnotations(t *testing.T) {
 	got, _ = s.merge("file", []*v1.Pod{testPod("a", withAnnotation("k", "w"), withPhase(v1.PodRunning))}, t1)
 	if diff := cmp.Diff(want, got[0].Pods[0].Annotations); diff != "" {
 		t.Errorf("RECONCILE annotations keep the first-seen time (-want +got):\n%s", diff)
+	}
+}
+
+// TestStoreMergeSharesAnnotations checks that the pods a snapshot adds
+// without annotations of their own share one map of the merge's
+// annotations, that the source's own config.seen and config.source do not
+// reach the store, and that a pod with annotations of its own gets its own
+// map, the source's left as it was.
+func TestStoreMergeSharesAnnotations(t *testing.T) {
+	s := newStore()
+	in := []*v1.Pod{
+		testPod("a"),
+		testPod("b", withAnnotation(AnnotationSeen, "yesterday"), withAnnotation(AnnotationSource, "other")),
+		testPod("c", withAnnotation("k", "v")),
+	}
+	got, _ := s.merge("api", in, t0)
+	if len(got) != 1 || len(got[0].Pods) != 3 {
+		t.Fatalf("merge = %v, want one ADD of 3 pods", got)
+	}
+	a, b, c := got[0].Pods[0], got[0].Pods[1], got[0].Pods[2]
+	want := map[string]string{AnnotationSource: "api", AnnotationSeen: t0.Format(time.RFC3339Nano)}
+	for _, p := range []*v1.Pod{a, b} {
+		if diff := cmp.Diff(want, p.Annotations); diff != "" {
+			t.Errorf("%s annotations (-want +got):\n%s", p.Name, diff)
+		}
+	}
+	if reflect.ValueOf(a.Annotations).UnsafePointer() != reflect.ValueOf(b.Annotations).UnsafePointer() {
+		t.Error("pods added together without annotations of their own hold one map each, want one shared map")
+	}
+	want["k"] = "v"
+	if diff := cmp.Diff(want, c.Annotations); diff != "" {
+		t.Errorf("c annotations (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"k": "v"}, in[2].Annotations); diff != "" {
+		t.Errorf("the source's annotations changed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{AnnotationSeen: "yesterday", AnnotationSource: "other"}, in[1].Annotations); diff != "" {
+		t.Errorf("the source's annotations changed (-want +got):\n%s", diff)
+	}
+
+	// A later snapshot adding a pod stamps it with its own time; the pods
+	// of the first keep theirs.
+	got, _ = s.merge("api", append(in, testPod("d")), t1)
+	if len(got) != 1 || len(got[0].Pods) != 1 {
+		t.Fatalf("merge = %v, want one ADD of 1 pod", got)
+	}
+	if seen := got[0].Pods[0].Annotations[AnnotationSeen]; seen != t1.Format(time.RFC3339Nano) {
+		t.Errorf("d config.seen = %q, want %q", seen, t1.Format(time.RFC3339Nano))
+	}
+	if seen := a.Annotations[AnnotationSeen]; seen != t0.Format(time.RFC3339Nano) {
+		t.Errorf("a config.seen = %q after a later ADD, want %q", seen, t0.Format(time.RFC3339Nano))
+	}
+}
+
+// TestStoreMergeSharesEmptySecurityContext: the pods whose
+// spec.securityContext is set and empty share one, in every snapshot; a
+// pod with a security context of its own keeps a copy of it; a pod
+// without one keeps none.
+func TestStoreMergeSharesEmptySecurityContext(t *testing.T) {
+	withSC := func(sc *v1.PodSecurityContext) func(*v1.Pod) {
+		return func(p *v1.Pod) { p.Spec.SecurityContext = sc }
+	}
+	user := int64(1000)
+	s := newStore()
+	in := []*v1.Pod{
+		testPod("a", withSC(&v1.PodSecurityContext{})),
+		testPod("b", withSC(&v1.PodSecurityContext{RunAsUser: &user})),
+		testPod("c"),
+	}
+	got, _ := s.merge("api", in, t0)
+	got2, _ := s.merge("api", append(in, testPod("d", withSC(&v1.PodSecurityContext{}))), t1)
+	if len(got) != 1 || len(got[0].Pods) != 3 || len(got2) != 1 || len(got2[0].Pods) != 1 {
+		t.Fatalf("merges = %v then %v, want an ADD of 3 pods then of 1", got, got2)
+	}
+	a, b, c, d := got[0].Pods[0], got[0].Pods[1], got[0].Pods[2], got2[0].Pods[0]
+	if a.Spec.SecurityContext == nil || a.Spec.SecurityContext == in[0].Spec.SecurityContext ||
+		!reflect.ValueOf(a.Spec.SecurityContext).Elem().IsZero() {
+		t.Errorf("a's security context %v, want an empty one of the store's", a.Spec.SecurityContext)
+	}
+	if d.Spec.SecurityContext != a.Spec.SecurityContext {
+		t.Error("d's empty security context is not a's, want one shared")
+	}
+	if b.Spec.SecurityContext == in[1].Spec.SecurityContext || b.Spec.SecurityContext.RunAsUser == in[1].Spec.SecurityContext.RunAsUser ||
+		*b.Spec.SecurityContext.RunAsUser != 1000 {
+		t.Errorf("b's security context %v, want a copy of the source's", b.Spec.SecurityContext)
+	}
+	if c.Spec.SecurityContext != nil {
+		t.Errorf("c's security context %v, want none", c.Spec.SecurityContext)
+	}
+	if in[0].Spec.SecurityContext == nil {
+		t.Error("the source's pod lost its security context")
+	}
+}
+
+func BenchmarkStoreMergeAdd(b *testing.B) {
+	pods := make([]*v1.Pod, 1000)
+	for i := range pods {
+		pods[i] = testPod(fmt.Sprintf("p%d", i))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		newStore().merge("api", pods, t0)
 	}
 }
 

@@ -120,6 +120,9 @@
 // manager's lock held, in the order of the changes of each pod. The
 // functions in Options are called with the lock held and must not call
 // back into the Manager. SetPodStatus never waits for the API server.
+// The statuses GetPodStatus returns, and the observer is given, share
+// their slices and pointers with the status held (and equal condition
+// lists with other pods' statuses): treat them as read-only.
 //
 // # Errors
 //

@@ -2,6 +2,7 @@ package status
 
 import (
 	"bytes"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,6 +110,8 @@ type Manager struct {
 
 	mu   sync.Mutex
 	pods map[types.UID]*entry
+	// conds shares the conditions of the statuses held.
+	conds conditionsCache
 	// stopped holds the pods told to PodTerminated: their containers
 	// cannot run any more.
 	stopped map[types.UID]bool
@@ -185,8 +188,13 @@ func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 // terminal phase was held back) wakes the writer; SetPodStatus never waits
 // for the API server.
 func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool {
-	status = *status.DeepCopy()
-	truncateTerminationMessages(pod, &status)
+	// status shares its slices and pointers with the caller's: change only
+	// copies until it is kept, and keep a deep copy (most calls change
+	// nothing, and copy nothing).
+	if truncationNeeded(pod, &status) {
+		status = *status.DeepCopy()
+		truncateTerminationMessages(pod, &status)
+	}
 	// The generation of the spec this status was generated from
 	// (PodObservedGenerationTracking, GA in the kubelet since 1.35).
 	status.ObservedGeneration = pod.Generation
@@ -202,6 +210,10 @@ func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool {
 	e.pod = pod
 	changed := !ok || !sameStatus(&e.status, &status)
 	if changed {
+		conds := status.Conditions
+		status.Conditions = nil
+		status = *status.DeepCopy()
+		status.Conditions = m.conds.intern(conds)
 		e.status = status
 		e.version++
 	}
@@ -363,9 +375,11 @@ func merge(old v1.PodStatus, status v1.PodStatus, now time.Time) v1.PodStatus {
 		status.StartTime = old.StartTime
 	}
 	// Keep the transition time of conditions whose status did not change;
-	// a new or changed condition without one gets now.
+	// a new or changed condition without one gets now. status's conditions
+	// may be the caller's: they are copied before the first change.
+	copied := false
 	for i := range status.Conditions {
-		c := &status.Conditions[i]
+		c := status.Conditions[i]
 		kept := false
 		for _, o := range old.Conditions {
 			if o.Type == c.Type && o.Status == c.Status && !o.LastTransitionTime.IsZero() {
@@ -376,6 +390,71 @@ func merge(old v1.PodStatus, status v1.PodStatus, now time.Time) v1.PodStatus {
 		if !kept && c.LastTransitionTime.IsZero() {
 			c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
 		}
+		if c.LastTransitionTime != status.Conditions[i].LastTransitionTime {
+			if !copied {
+				status.Conditions = slices.Clone(status.Conditions)
+				copied = true
+			}
+			status.Conditions[i].LastTransitionTime = c.LastTransitionTime
+		}
 	}
 	return status
+}
+
+// conditionsCache shares equal condition lists among the statuses held.
+// The pods that start, or change, within one second have equal
+// conditions (transition times are kept to the second), and a running
+// pod's five conditions cost it over 600 bytes for as long as it runs:
+// a burst of pods holds a few lists instead of one each. The lists held
+// are read-only, as all the statuses held are.
+//
+// It remembers the lists it returned last, a few of them: a list shared
+// by no status any more is dropped as newer ones come. Guarded by
+// Manager.mu.
+type conditionsCache struct {
+	lists [conditionsCacheSize][]v1.PodCondition
+	next  int
+}
+
+// conditionsCacheSize is the number of lists a conditionsCache remembers:
+// enough for the few condition lists a burst interleaves (pods starting,
+// pods running), few enough to compare at each change.
+const conditionsCacheSize = 8
+
+// intern returns a list held equal to conds, or a copy of conds, which it
+// remembers, when none is.
+func (c *conditionsCache) intern(conds []v1.PodCondition) []v1.PodCondition {
+	if len(conds) == 0 {
+		if conds == nil {
+			return nil
+		}
+		return []v1.PodCondition{}
+	}
+	for _, l := range c.lists {
+		if conditionsEqual(l, conds) {
+			return l
+		}
+	}
+	// A copy of its own (conds may be the caller's), of its length, so
+	// that appending to a status's list held never writes into the list
+	// shared.
+	conds = slices.Clip(slices.Clone(conds))
+	c.lists[c.next] = conds
+	c.next = (c.next + 1) % conditionsCacheSize
+	return conds
+}
+
+// conditionsEqual reports whether a and b are the same list, field by
+// field (times to the nanosecond, and in the same location: equal lists
+// encode the same).
+func conditionsEqual(a, b []v1.PodCondition) bool {
+	return len(a) == len(b) && slices.EqualFunc(a, b, func(x, y v1.PodCondition) bool {
+		return x.Type == y.Type && x.Status == y.Status && x.ObservedGeneration == y.ObservedGeneration &&
+			x.Reason == y.Reason && x.Message == y.Message &&
+			sameTime(x.LastProbeTime, y.LastProbeTime) && sameTime(x.LastTransitionTime, y.LastTransitionTime)
+	})
+}
+
+func sameTime(a, b metav1.Time) bool {
+	return a.Time == b.Time
 }

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +129,95 @@ func TestSameStatus(t *testing.T) {
 				t.Errorf("sameStatus = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSetPodStatusCopies: the status held is the manager's own (the
+// caller's status, changed afterwards, leaves it as it was, and the
+// manager's merge leaves the caller's as it was), and pods with equal
+// conditions share one list of them.
+func TestSetPodStatusCopies(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	long := strings.Repeat("x", MaxPodTerminationMessageLength+1)
+	in := func() v1.PodStatus {
+		start := t0
+		return v1.PodStatus{
+			Phase: v1.PodRunning, StartTime: &start, PodIPs: []v1.PodIP{{IP: "10.0.0.1"}},
+			Conditions: []v1.PodCondition{
+				{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: t0},
+				{Type: v1.ContainersReady, Status: v1.ConditionTrue}, // merge sets its time
+			},
+			ContainerStatuses: []v1.ContainerStatus{{Name: "app", Ready: true, LastTerminationState: v1.ContainerState{
+				Terminated: &v1.ContainerStateTerminated{ExitCode: 1, Message: long}}}},
+		}
+	}
+	m := NewManager(Options{})
+	pods := []*v1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{UID: "a"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app"}}}},
+		{ObjectMeta: metav1.ObjectMeta{UID: "b"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app"}}}},
+	}
+	given := in()
+	m.SetPodStatus(pods[0], given)
+	if diff := cmp.Diff(in(), given); diff != "" {
+		t.Errorf("SetPodStatus changed the caller's status (-want +got):\n%s", diff)
+	}
+	a, _ := m.GetPodStatus("a")
+	if got := len(a.ContainerStatuses[0].LastTerminationState.Terminated.Message); got != MaxPodTerminationMessageLength {
+		t.Errorf("message held is %d bytes, want %d", got, MaxPodTerminationMessageLength)
+	}
+	if a.Conditions[1].LastTransitionTime.IsZero() {
+		t.Error("condition held without a transition time")
+	}
+	given.PodIPs[0].IP = "changed"
+	given.StartTime.Time = t0.Add(time.Hour)
+	given.Conditions[0].Status = v1.ConditionFalse
+	given.ContainerStatuses[0].Ready = false
+	if a2, _ := m.GetPodStatus("a"); !cmp.Equal(a, a2) || a2.PodIPs[0].IP != "10.0.0.1" || a2.StartTime.Time != t0.Time ||
+		a2.Conditions[0].Status != v1.ConditionTrue || !a2.ContainerStatuses[0].Ready {
+		t.Errorf("the status held follows the caller's: %+v", a2)
+	}
+
+	// The same conditions for another pod: one list held for both. The
+	// merge gives the condition without a time the current second: set it
+	// as a's has it.
+	b := in()
+	b.Conditions[1].LastTransitionTime = a.Conditions[1].LastTransitionTime
+	m.SetPodStatus(pods[1], b)
+	got, _ := m.GetPodStatus("b")
+	if diff := cmp.Diff(a.Conditions, got.Conditions); diff != "" {
+		t.Fatalf("b's conditions (-a +b):\n%s", diff)
+	}
+	if &got.Conditions[0] != &a.Conditions[0] {
+		t.Error("equal conditions held twice, want one list shared")
+	}
+	if cap(got.Conditions) != len(got.Conditions) {
+		t.Errorf("shared list has room to append (%d of %d): an append would write into it", len(got.Conditions), cap(got.Conditions))
+	}
+	// A change of b's conditions leaves a's.
+	b.Conditions[0].Status = v1.ConditionFalse
+	m.SetPodStatus(pods[1], b)
+	got, _ = m.GetPodStatus("b")
+	if a2, _ := m.GetPodStatus("a"); got.Conditions[0].Status != v1.ConditionFalse || a2.Conditions[0].Status != v1.ConditionTrue {
+		t.Errorf("after b's change: b %s, a %s; want False, True", got.Conditions[0].Status, a2.Conditions[0].Status)
+	}
+}
+
+// BenchmarkSetPodStatus sets the status of a running pod, unchanged, as a
+// resync does.
+func BenchmarkSetPodStatus(b *testing.B) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	conds := make([]v1.PodCondition, 0, 5)
+	for _, c := range []v1.PodConditionType{v1.PodReadyToStartContainers, v1.PodInitialized, v1.PodReady, v1.ContainersReady, v1.PodScheduled} {
+		conds = append(conds, v1.PodCondition{Type: c, Status: v1.ConditionTrue, LastTransitionTime: t0})
+	}
+	st := v1.PodStatus{Phase: v1.PodRunning, StartTime: &t0, Conditions: conds, PodIPs: []v1.PodIP{{IP: "10.0.0.1"}},
+		ContainerStatuses: []v1.ContainerStatus{{Name: "app", Ready: true, Image: "busybox:1.36",
+			State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: t0}}}}}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "a"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app"}}}}
+	m := NewManager(Options{})
+	m.SetPodStatus(pod, st)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.SetPodStatus(pod, st)
 	}
 }

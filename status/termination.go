@@ -28,3 +28,21 @@ func truncateTerminationMessages(pod *v1.Pod, s *v1.PodStatus) {
 		}
 	}
 }
+
+// truncationNeeded reports whether truncateTerminationMessages would cut a
+// message of s.
+func truncationNeeded(pod *v1.Pod, s *v1.PodStatus) bool {
+	per := MaxPodTerminationMessageLength
+	if n := len(pod.Spec.Containers) + len(pod.Spec.InitContainers); n > 0 {
+		per /= n
+	}
+	long := func(t *v1.ContainerStateTerminated) bool { return t != nil && len(t.Message) > per }
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
+		for i := range list {
+			if long(list[i].State.Terminated) || long(list[i].LastTerminationState.Terminated) {
+				return true
+			}
+		}
+	}
+	return false
+}

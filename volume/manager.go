@@ -226,9 +226,10 @@ type podEntry struct {
 // reconcilePod records the outcome of each step in. Its maps and failures
 // change only with podEntry.op held.
 type actual struct {
-	// mounted holds the volumes set up, by name.
+	// mounted holds the volumes set up, by name; nil until the first.
 	mounted map[string]mounted
-	// failed holds the last error of each volume that is not set up.
+	// failed holds the last error of each volume that is not set up; nil
+	// until the first.
 	failed map[string]*failure
 	// podFailure is the last error of an operation on the whole pod
 	// (creating or removing its directories).
@@ -238,8 +239,12 @@ type actual struct {
 	refreshAt time.Time
 }
 
+// newPodEntry returns the entry of a pod with nothing set up. Its maps are
+// made when a volume is first set up or fails: most pods of many agents
+// (and every pod of some) have no volume, and two empty maps would cost
+// each of them about a hundred bytes.
 func newPodEntry(uid types.UID) *podEntry {
-	return &podEntry{uid: uid, actual: actual{mounted: map[string]mounted{}, failed: map[string]*failure{}}}
+	return &podEntry{uid: uid}
 }
 
 type mounted struct {
@@ -795,9 +800,15 @@ func (m *Manager) setUp(ctx context.Context, e *podEntry, pod *v1.Pod, vol *v1.V
 	m.mu.Lock()
 	prev := e.failed[vol.Name]
 	if err == nil {
+		if e.mounted == nil {
+			e.mounted = map[string]mounted{}
+		}
 		e.mounted[vol.Name] = mounted{mount: mount, plugin: p, dir: dir}
 		delete(e.failed, vol.Name)
 	} else {
+		if e.failed == nil {
+			e.failed = map[string]*failure{}
+		}
 		e.failed[vol.Name] = fail(prev, err, now)
 	}
 	m.mu.Unlock()
