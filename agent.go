@@ -511,7 +511,9 @@ func (a *Agent) Healthy() error {
 	return errors.Join(a.loop.Healthy(), a.runtimeHealthy(nil))
 }
 
-// PodStatus returns the status the agent holds for the pod.
+// PodStatus returns the status the agent holds for the pod. Its slices
+// and pointers are shared with the status held (see package status):
+// treat it as read-only.
 func (a *Agent) PodStatus(uid types.UID) (v1.PodStatus, bool) {
 	return a.statuses.GetPodStatus(uid)
 }

@@ -77,6 +77,12 @@
 // Healthy) are safe to call from any goroutine. Several agents can run side
 // by side in one process: nodekit has no package-level state.
 //
+// The pods and statuses the agent hands out (to a wrapped handler or pod
+// syncer, to OnPodStatus, from PodStatus and Pods) are shared between its
+// parts, and some of their maps, slices and pointers between pods, to
+// keep a pod's cost in kilobytes: treat them as read-only, and DeepCopy
+// one before changing it.
+//
 // # Errors
 //
 // Bad input never stops the agent: a bad manifest, a pod the agent rejects,

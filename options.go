@@ -186,11 +186,15 @@ type Options struct {
 	ImageCredentialProviderBinDir string
 
 	// WrapHandler, when set, wraps the default sync handler (a *Handler):
-	// use it to observe or change how the loop's work is handled.
+	// use it to observe or change how the loop's work is handled. The
+	// pods it is given are shared with the agent's parts and with other
+	// pods (see package sources): DeepCopy a pod before changing it.
 	WrapHandler func(syncloop.SyncHandler) syncloop.SyncHandler
 	// WrapPodSyncer, when set, wraps or replaces the per-pod sync the pod
 	// workers call (a *PodSyncer: the kubelet's SyncPod,
-	// SyncTerminatingPod, SyncTerminatedPod).
+	// SyncTerminatingPod, SyncTerminatedPod). The pods and statuses
+	// its calls are given are shared, as WrapHandler's: treat them as
+	// read-only.
 	WrapPodSyncer func(*PodSyncer) podworker.SyncFuncs
 	// Extra channels the sync loop also selects over; each value received
 	// names pods to sync.
@@ -209,7 +213,9 @@ type Options struct {
 
 	// OnPodStatus, when set, is called after each change of a pod's status
 	// (phase, conditions, containers), one call at a time. It must not
-	// block.
+	// block. The pod and the status are shared with the agent (the
+	// status's condition list with other pods' statuses): treat them as
+	// read-only.
 	OnPodStatus func(pod *v1.Pod, status v1.PodStatus)
 
 	// NodeAPI configures the node's HTTP API (kubectl logs, exec, attach,

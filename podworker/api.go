@@ -69,7 +69,8 @@ type UpdateOptions struct {
 
 // SyncFuncs is what a pod worker calls; the agent's SyncHandler implements
 // it. Every call for one pod UID happens on that pod's worker goroutine,
-// never two at once.
+// never two at once. The pods and statuses given are shared with the rest
+// of the agent: treat them as read-only.
 type SyncFuncs interface {
 	// SyncPod brings a pod that should run towards its desired state. It
 	// returns isTerminal when the pod reached a terminal phase (all its

@@ -43,7 +43,8 @@ func (o Op) String() string {
 	return "UNKNOWN"
 }
 
-// PodUpdate is one change delivered to the sync loop.
+// PodUpdate is one change delivered to the sync loop. Its pods are
+// shared (see the package doc's Concurrency): treat them as read-only.
 type PodUpdate struct {
 	Op     Op
 	Pods   []*v1.Pod

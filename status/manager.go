@@ -18,7 +18,8 @@ import (
 )
 
 // Observer is told of every change of a pod's status, one call at a time and
-// in the order of the changes. It must not block.
+// in the order of the changes. It must not block. The status is shared
+// with the one held: treat it as read-only.
 type Observer func(pod *v1.Pod, status v1.PodStatus)
 
 // The defaults of Options.
@@ -166,7 +167,8 @@ func NewManager(opts Options) *Manager {
 	}
 }
 
-// GetPodStatus returns the pod's current status.
+// GetPodStatus returns the pod's current status, shared with the one
+// held (see the package doc's Concurrency): treat it as read-only.
 func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -445,16 +447,9 @@ func (c *conditionsCache) intern(conds []v1.PodCondition) []v1.PodCondition {
 }
 
 // conditionsEqual reports whether a and b are the same list, field by
-// field (times to the nanosecond, and in the same location: equal lists
-// encode the same).
+// field, with == on every field (times to the nanosecond and in the same
+// location: equal lists encode the same). A field a later API adds is
+// compared too.
 func conditionsEqual(a, b []v1.PodCondition) bool {
-	return len(a) == len(b) && slices.EqualFunc(a, b, func(x, y v1.PodCondition) bool {
-		return x.Type == y.Type && x.Status == y.Status && x.ObservedGeneration == y.ObservedGeneration &&
-			x.Reason == y.Reason && x.Message == y.Message &&
-			sameTime(x.LastProbeTime, y.LastProbeTime) && sameTime(x.LastTransitionTime, y.LastTransitionTime)
-	})
-}
-
-func sameTime(a, b metav1.Time) bool {
-	return a.Time == b.Time
+	return slices.Equal(a, b)
 }

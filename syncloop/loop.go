@@ -18,7 +18,9 @@ import (
 )
 
 // SyncHandler receives the loop's work. Each method is called from the
-// loop's goroutine.
+// loop's goroutine. The pods it is given are shared with the sources'
+// state and with other pods (see package sources): treat them as
+// read-only.
 type SyncHandler interface {
 	// HandlePodAdditions: pods new to the node (admit, then start).
 	HandlePodAdditions(ctx context.Context, pods []*v1.Pod)
