@@ -93,7 +93,7 @@ func TestCompactStatusSharesStrings(t *testing.T) {
 			Metadata: &runtimeapi.ContainerMetadata{Name: strings.Clone("app")},
 			Image:    &runtimeapi.ImageSpec{Image: strings.Clone("busybox:1.36")},
 			ImageRef: strings.Clone("sha256:0123"),
-			Labels:   map[string]string{LabelContainerHash: "h1"},
+			Labels:   map[string]string{LabelContainerHash: strings.Clone("h1")},
 		}, ps)
 	}
 	a, b := convert("c1", "sb1"), convert("c2", "sb1")
@@ -102,6 +102,9 @@ func TestCompactStatusSharesStrings(t *testing.T) {
 	}
 	if !same(a.Name, b.Name) || !same(a.Image, b.Image) || !same(a.ImageRef, b.ImageRef) || a.Name != "app" || a.Image != "busybox:1.36" || a.ImageRef != "sha256:0123" {
 		t.Errorf("containers %+v and %+v do not share their name and image strings", a, b)
+	}
+	if !same(a.Hash, b.Hash) {
+		t.Errorf("containers' spec hashes %q and %q are not shared", a.Hash, b.Hash)
 	}
 	if a.ID != "c1" || b.ID != "c2" || a.Hash != "h1" {
 		t.Errorf("container IDs %q, %q and hash %q, want c1, c2, h1", a.ID, b.ID, a.Hash)

@@ -251,8 +251,8 @@
 //     can keep a page of the heap from being reused. Strings are not
 //     copied twice into one pod's status (the sandbox's name, namespace
 //     and UID are the pod's, a container's sandbox ID is its sandbox's),
-//     and container names, images and image references, which most pods
-//     repeat, are shared between pods (package unique).
+//     and container names, images, image references and spec hashes,
+//     which most pods repeat, are shared between pods (package unique).
 //   - After a sync that changed a pod, the agent reads the pod back at
 //     once (nodekit.PodSyncer), where the kubelet waits for its PLEG to
 //     report the change (its next relist, up to a second later): a pod's

@@ -649,8 +649,9 @@ func convertContainerStatus(c *runtimeapi.Container, st *runtimeapi.ContainerSta
 	}
 	cs.SandboxID = c.GetPodSandboxId()
 	// The strings a cache keeps for every pod: the sandbox's ID is the
-	// string of the pod's sandbox status, the name, image and image
-	// reference are shared with the other pods (see shared), and the rest
+	// string of the pod's sandbox status, the name, image, image
+	// reference and spec hash are shared with the other pods (the
+	// replicas of one template have the same; see shared), and the rest
 	// take one allocation, rather than one each in the runtime's answer
 	// (see compactSandboxStatus).
 	sandboxID := &cs.SandboxID
@@ -660,11 +661,11 @@ func convertContainerStatus(c *runtimeapi.Container, st *runtimeapi.ContainerSta
 			break
 		}
 	}
-	cs.Name, cs.Image, cs.ImageRef = shared(cs.Name), shared(cs.Image), shared(cs.ImageRef)
+	cs.Name, cs.Image, cs.ImageRef, cs.Hash = shared(cs.Name), shared(cs.Image), shared(cs.ImageRef), shared(cs.Hash)
 	if sandboxID != nil {
-		packStrings(&cs.ID, sandboxID, &cs.Hash, &cs.Reason, &cs.Message)
+		packStrings(&cs.ID, sandboxID, &cs.Reason, &cs.Message)
 	} else {
-		packStrings(&cs.ID, &cs.Hash, &cs.Reason, &cs.Message)
+		packStrings(&cs.ID, &cs.Reason, &cs.Message)
 	}
 	return cs
 }

@@ -214,8 +214,8 @@ func compactSandboxStatus(st *runtimeapi.PodSandboxStatus, ps *PodStatus) *runti
 }
 
 // shared returns s, or an equal string whose memory other statuses share:
-// for the values most pods repeat (container names, images and image
-// references), which a cache of every pod's status would otherwise hold
+// for the values most pods repeat (container names, images, image
+// references and spec hashes), which a cache of every pod's status would otherwise hold
 // once per pod. The strings are canonicalized with package unique, whose
 // table holds them weakly: the memory goes once no status refers to it.
 func shared(s string) string {
