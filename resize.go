@@ -144,10 +144,12 @@ type pendingResize struct {
 	since time.Time
 }
 
-// allocatedPod is a pod as allocated: out is pod with its allocation.
+// allocatedPod is a pod as allocated: out is pod with its allocation,
+// pod itself when the allocation changes nothing (podmodel.WithAllocation),
+// so that out != pod tells whether it changed without a field more in an
+// entry kept for every pod.
 type allocatedPod struct {
 	pod, out *v1.Pod
-	changed  bool
 }
 
 // allocationCheckpoint is the checkpoint file's content.
@@ -235,13 +237,16 @@ func (r *resizes) allocated(pod *v1.Pod) (*v1.Pod, bool) {
 	defer r.mu.Unlock()
 	r.loadLocked()
 	if a, ok := r.asAllocated[pod.UID]; ok && a.pod == pod {
-		return a.out, a.changed
+		return a.out, a.out != pod
 	}
 	out, changed := podmodel.WithAllocation(pod, r.alloc[pod.UID])
 	if r.asAllocated == nil {
 		r.asAllocated = map[types.UID]allocatedPod{}
 	}
-	r.asAllocated[pod.UID] = allocatedPod{pod: pod, out: out, changed: changed}
+	if !changed {
+		out = pod // WithAllocation returns pod itself then: made sure of here
+	}
+	r.asAllocated[pod.UID] = allocatedPod{pod: pod, out: out}
 	return out, changed
 }
 

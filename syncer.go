@@ -107,18 +107,34 @@ type PodSyncer struct {
 	mu sync.Mutex
 	// settled holds, for each pod whose last sync found nothing to do,
 	// what that sync was computed from (see SyncPod).
-	settled map[types.UID]settledSync
+	settled map[types.UID]settledEntry
+	// hostIPs are the host IPs of the newest entry of settled, which the
+	// entries with the same host IPs share rather than one copy each.
+	hostIPs *[]string
+	// epoch is what the entries' until counts from.
+	epoch time.Time
 }
 
-// settledSync is what a sync that found nothing to do was computed from,
-// and until when an identical resync may be skipped.
+// settledSync is what a sync that found nothing to do was computed from.
 type settledSync struct {
 	pod     *v1.Pod
 	runtime *runtime.PodStatus
 	status  uint64 // the status manager's version of the pod's status
 	probes  uint64 // the probe results' changes
 	hostIPs []string
-	until   time.Time
+}
+
+// settledEntry is a settledSync as PodSyncer.settled keeps it, one for
+// every settled pod, with until when an identical resync may be skipped:
+// its host IPs shared with the other entries, its bound as time since
+// PodSyncer.epoch, so that an entry takes 48 bytes rather than 96.
+type settledEntry struct {
+	pod     *v1.Pod
+	runtime *runtime.PodStatus
+	status  uint64
+	probes  uint64
+	hostIPs *[]string
+	until   time.Duration
 }
 
 // fullResyncPeriod bounds how long a pod's periodic syncs may be skipped
@@ -149,7 +165,7 @@ func NewPodSyncer(c PodSyncerConfig) (*PodSyncer, error) {
 	if c.Events == nil {
 		c.Events = discardEvents{}
 	}
-	return &PodSyncer{c: c, settled: make(map[types.UID]settledSync)}, nil
+	return &PodSyncer{c: c, settled: make(map[types.UID]settledEntry), epoch: time.Now()}, nil
 }
 
 // SyncPod implements podworker.SyncFuncs: report the status, then drive the
@@ -280,7 +296,7 @@ func (s *PodSyncer) stillSettled(uid types.UID, key settledSync) bool {
 	defer s.mu.Unlock()
 	e, ok := s.settled[uid]
 	return ok && e.pod == key.pod && e.runtime == key.runtime && e.status == key.status &&
-		e.probes == key.probes && slices.Equal(e.hostIPs, key.hostIPs) && time.Now().Before(e.until)
+		e.probes == key.probes && slices.Equal(*e.hostIPs, key.hostIPs) && time.Since(s.epoch) < e.until
 }
 
 // settle records that a sync of the pod from key found nothing to do.
@@ -288,12 +304,19 @@ func (s *PodSyncer) stillSettled(uid types.UID, key settledSync) bool {
 func (s *PodSyncer) settle(uid types.UID, key settledSync) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.settled[uid]; ok && time.Now().Before(e.until) {
-		key.until = e.until
+	e := settledEntry{pod: key.pod, runtime: key.runtime, status: key.status, probes: key.probes}
+	now := time.Since(s.epoch)
+	if old, ok := s.settled[uid]; ok && now < old.until {
+		e.until = old.until
 	} else {
-		key.until = time.Now().Add(fullResyncPeriod/2 + rand.N(fullResyncPeriod/2))
+		e.until = now + fullResyncPeriod/2 + rand.N(fullResyncPeriod/2)
 	}
-	s.settled[uid] = key
+	if s.hostIPs == nil || !slices.Equal(*s.hostIPs, key.hostIPs) {
+		ips := slices.Clone(key.hostIPs)
+		s.hostIPs = &ips
+	}
+	e.hostIPs = s.hostIPs
+	s.settled[uid] = e
 }
 
 func (s *PodSyncer) unsettle(uid types.UID) {

@@ -246,9 +246,13 @@
 //     PLEG's cache holds one for every pod, and the sandbox's labels and
 //     annotations maps would weigh more than the rest of it. That copy is
 //     two allocations (its messages, its strings), and a ContainerStatus's
-//     strings share one, where the runtime's answer is a dozen small
+//     own strings share one, where the runtime's answer is a dozen small
 //     objects: each small object left from the start of a burst of pods
-//     can keep a page of the heap from being reused.
+//     can keep a page of the heap from being reused. Strings are not
+//     copied twice into one pod's status (the sandbox's name, namespace
+//     and UID are the pod's, a container's sandbox ID is its sandbox's),
+//     and container names, images, image references and spec hashes,
+//     which most pods repeat, are shared between pods (package unique).
 //   - After a sync that changed a pod, the agent reads the pod back at
 //     once (nodekit.PodSyncer), where the kubelet waits for its PLEG to
 //     report the change (its next relist, up to a second later): a pod's

@@ -55,7 +55,7 @@ func (m *Manager) PodStatusFromEvent(prev *PodStatus, ev *runtimeapi.ContainerEv
 			ps.SandboxStatuses = append(ps.SandboxStatuses, s)
 		}
 	}
-	ps.SandboxStatuses = append(ps.SandboxStatuses, compactSandboxStatus(sb))
+	ps.SandboxStatuses = append(ps.SandboxStatuses, compactSandboxStatus(sb, ps))
 	slices.SortFunc(ps.SandboxStatuses, func(a, b *runtimeapi.PodSandboxStatus) int {
 		return cmp.Or(cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt()),
 			cmp.Compare(b.GetMetadata().GetAttempt(), a.GetMetadata().GetAttempt()), cmp.Compare(a.GetId(), b.GetId()))
@@ -71,7 +71,7 @@ func (m *Manager) PodStatusFromEvent(prev *PodStatus, ev *runtimeapi.ContainerEv
 		}
 	}
 	for _, st := range events {
-		cs := convertContainerStatus(&runtimeapi.Container{Id: st.GetId(), PodSandboxId: sb.GetId()}, st)
+		cs := convertContainerStatus(&runtimeapi.Container{Id: st.GetId(), PodSandboxId: sb.GetId()}, st, ps)
 		if cs.State == ContainerStateExited {
 			if msg := m.terminationMessage(ps.ID, st); msg != "" {
 				if cs.Message != "" {

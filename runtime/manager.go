@@ -572,7 +572,7 @@ func (m *Manager) readSandboxes(ctx context.Context, ps *PodStatus, ids []string
 		if st == nil {
 			return fmt.Errorf("runtime: status of sandbox %s of pod %s is empty", id, ps.ID)
 		}
-		ps.SandboxStatuses = append(ps.SandboxStatuses, compactSandboxStatus(st))
+		ps.SandboxStatuses = append(ps.SandboxStatuses, compactSandboxStatus(st, ps))
 	}
 	slices.SortFunc(ps.SandboxStatuses, func(a, b *runtimeapi.PodSandboxStatus) int {
 		return cmp.Or(cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt()),
@@ -599,7 +599,7 @@ func (m *Manager) readContainers(ctx context.Context, ps *PodStatus, containers 
 		if st == nil {
 			return fmt.Errorf("runtime: status of container %s of pod %s is empty", c.GetId(), ps.ID)
 		}
-		cs := convertContainerStatus(c, st)
+		cs := convertContainerStatus(c, st, ps)
 		if cs.State == ContainerStateExited {
 			if msg := m.terminationMessage(ps.ID, st); msg != "" {
 				if cs.Message != "" {
@@ -616,7 +616,9 @@ func (m *Manager) readContainers(ctx context.Context, ps *PodStatus, containers 
 	return nil
 }
 
-func convertContainerStatus(c *runtimeapi.Container, st *runtimeapi.ContainerStatus) *ContainerStatus {
+// convertContainerStatus converts the runtime's status of the container c
+// of the pod whose status is ps, its sandboxes already read.
+func convertContainerStatus(c *runtimeapi.Container, st *runtimeapi.ContainerStatus, ps *PodStatus) *ContainerStatus {
 	labels := st.GetLabels()
 	if len(labels) == 0 {
 		labels = c.GetLabels()
@@ -646,9 +648,25 @@ func convertContainerStatus(c *runtimeapi.Container, st *runtimeapi.ContainerSta
 		cs.ID = c.GetId()
 	}
 	cs.SandboxID = c.GetPodSandboxId()
-	// One allocation for the strings a cache keeps for every pod, rather
-	// than one each in the runtime's answer (see compactSandboxStatus).
-	packStrings(&cs.ID, &cs.Name, &cs.SandboxID, &cs.Image, &cs.ImageRef, &cs.Hash, &cs.Reason, &cs.Message)
+	// The strings a cache keeps for every pod: the sandbox's ID is the
+	// string of the pod's sandbox status, the name, image, image
+	// reference and spec hash are shared with the other pods (the
+	// replicas of one template have the same; see shared), and the rest
+	// take one allocation, rather than one each in the runtime's answer
+	// (see compactSandboxStatus).
+	sandboxID := &cs.SandboxID
+	for _, sb := range ps.SandboxStatuses {
+		if sb.GetId() == cs.SandboxID {
+			cs.SandboxID, sandboxID = sb.GetId(), nil
+			break
+		}
+	}
+	cs.Name, cs.Image, cs.ImageRef, cs.Hash = shared(cs.Name), shared(cs.Image), shared(cs.ImageRef), shared(cs.Hash)
+	if sandboxID != nil {
+		packStrings(&cs.ID, sandboxID, &cs.Reason, &cs.Message)
+	} else {
+		packStrings(&cs.ID, &cs.Reason, &cs.Message)
+	}
 	return cs
 }
 

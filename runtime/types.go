@@ -3,6 +3,7 @@ package runtime
 import (
 	"strings"
 	"time"
+	"unique"
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -165,35 +166,63 @@ type ContainerStatus struct {
 // PodStatus keeps (see PodStatus.SandboxStatuses), in two allocations
 // (its messages, and its strings) rather than the dozen of the runtime's
 // answer: a cache keeps one for every pod, and each small object the
-// start of a burst of pods leaves behind can hold a page of the heap.
-func compactSandboxStatus(st *runtimeapi.PodSandboxStatus) *runtimeapi.PodSandboxStatus {
+// start of a burst of pods leaves behind can hold a page of the heap. The
+// pod's name, namespace and UID in its metadata share the strings of ps
+// (the pod's status it goes into) when they are equal, rather than being
+// copied once more.
+func compactSandboxStatus(st *runtimeapi.PodSandboxStatus, ps *PodStatus) *runtimeapi.PodSandboxStatus {
 	b := &struct {
 		status    runtimeapi.PodSandboxStatus
 		metadata  runtimeapi.PodSandboxMetadata
 		network   runtimeapi.PodSandboxNetworkStatus
 		linux     runtimeapi.LinuxPodSandboxStatus
 		namespace runtimeapi.Namespace
+		options   runtimeapi.NamespaceOption
 	}{}
 	c := &b.status
 	c.Id, c.State, c.CreatedAt, c.RuntimeHandler = st.GetId(), st.GetState(), st.GetCreatedAt(), st.GetRuntimeHandler()
-	strs := append(make([]*string, 0, 6), &c.Id, &c.RuntimeHandler)
+	strs := append(make([]*string, 0, 7), &c.Id, &c.RuntimeHandler)
 	if md := st.GetMetadata(); md != nil {
 		c.Metadata = &b.metadata
 		c.Metadata.Name, c.Metadata.Uid, c.Metadata.Namespace, c.Metadata.Attempt = md.GetName(), md.GetUid(), md.GetNamespace(), md.GetAttempt()
-		strs = append(strs, &c.Metadata.Name, &c.Metadata.Uid, &c.Metadata.Namespace)
+		for _, f := range []struct {
+			p    *string
+			same string
+		}{{&c.Metadata.Name, ps.Name}, {&c.Metadata.Uid, string(ps.ID)}, {&c.Metadata.Namespace, ps.Namespace}} {
+			if *f.p == f.same {
+				*f.p = f.same
+				continue
+			}
+			strs = append(strs, f.p)
+		}
 	}
 	if n := st.GetNetwork(); n != nil {
 		c.Network = &b.network
 		c.Network.Ip, c.Network.AdditionalIps = n.GetIp(), n.GetAdditionalIps()
 		strs = append(strs, &c.Network.Ip)
 	}
-	packStrings(strs...)
 	if opts := st.GetLinux().GetNamespaces().GetOptions(); opts != nil {
 		c.Linux = &b.linux
 		c.Linux.Namespaces = &b.namespace
-		c.Linux.Namespaces.Options = opts
+		c.Linux.Namespaces.Options = &b.options
+		o := &b.options
+		o.Network, o.Pid, o.Ipc, o.TargetId, o.UsernsOptions = opts.GetNetwork(), opts.GetPid(), opts.GetIpc(), opts.GetTargetId(), opts.GetUsernsOptions()
+		strs = append(strs, &o.TargetId)
 	}
+	packStrings(strs...)
 	return c
+}
+
+// shared returns s, or an equal string whose memory other statuses share:
+// for the values most pods repeat (container names, images, image
+// references and spec hashes), which a cache of every pod's status would otherwise hold
+// once per pod. The strings are canonicalized with package unique, whose
+// table holds them weakly: the memory goes once no status refers to it.
+func shared(s string) string {
+	if s == "" {
+		return s
+	}
+	return unique.Make(s).Value()
 }
 
 // packStrings makes the strings ps point to share one allocation, which
