@@ -85,7 +85,11 @@
 // Unlike the kubelet's, whose worker goroutine lives as long as its pod, a
 // pod's goroutine ends when no update is pending and the next update
 // starts a new one: an idle pod holds no goroutine and no stack (a sync's
-// deep calls would otherwise keep kilobytes of stack for each pod).
+// deep calls would otherwise keep kilobytes of stack for each pod). Nor
+// does it hold a channel, timer or context: a settled pod costs one
+// allocation for its worker and state, the update it last acted on, and
+// its entries in the workers' map and in the Queue
+// (BenchmarkSettledPodHeap).
 // UpdatePod before Run keeps the update; the pod's worker starts when Run
 // starts. Run returns after every worker goroutine exited; after that
 // UpdatePod does nothing (logged at V(4)) while SyncKnownPods and the
