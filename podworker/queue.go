@@ -16,31 +16,61 @@ import (
 //
 // A pod is in the queue at most once, due at the earliest time anyone
 // asked for: a resync requested in a minute does not postpone a retry
-// requested in ten seconds (a container whose restart back-off ends then). Queue reads the time with time.Now, so it follows a synctest
-// bubble's fake clock. It is safe for concurrent use; the zero value is an
-// empty queue.
+// requested in ten seconds (a container whose restart back-off ends then).
+// Queue reads the time with time.Now, so it follows a synctest bubble's
+// fake clock. It is safe for concurrent use; the zero value is an empty
+// queue.
+//
+// The pods are kept in a min-heap by due time, so GetWork costs
+// O(k log n) for k due pods out of n, and nothing when none is due: an
+// idle node with many pods pays nothing for the sync loop's second-by-second
+// poll. (The kubelet's queue walks every pod on each GetWork.)
 type Queue struct {
-	mu  sync.Mutex
-	due map[types.UID]time.Time
+	mu sync.Mutex
+	// base is the time due times are counted from, set by the first
+	// Enqueue; an entry holds an offset from it, which is smaller than a
+	// time.Time and compares with the monotonic clock.
+	base time.Time
+	// heap is a binary min-heap by at; index maps each pod to its entry's
+	// position in heap.
+	heap  []queueEntry
+	index map[types.UID]int
+}
+
+// queueEntry is one pod in the queue: due at base+at.
+type queueEntry struct {
+	uid types.UID
+	at  time.Duration
 }
 
 // NewQueue returns an empty queue.
 func NewQueue() *Queue {
-	return &Queue{due: map[types.UID]time.Time{}}
+	return &Queue{}
 }
 
 // Enqueue makes the pod due after delay, unless it is already due sooner.
 func (q *Queue) Enqueue(uid types.UID, delay time.Duration) {
+	now := time.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.due == nil {
-		q.due = map[types.UID]time.Time{}
+	if q.index == nil {
+		q.index = map[types.UID]int{}
 	}
-	at := time.Now().Add(delay)
-	if cur, ok := q.due[uid]; ok && cur.Before(at) {
+	if q.base.IsZero() {
+		q.base = now
+	}
+	at := now.Sub(q.base) + delay
+	if i, ok := q.index[uid]; ok {
+		if q.heap[i].at <= at {
+			return
+		}
+		q.heap[i].at = at
+		q.up(i)
 		return
 	}
-	q.due[uid] = at
+	q.heap = append(q.heap, queueEntry{uid: uid, at: at})
+	q.index[uid] = len(q.heap) - 1
+	q.up(len(q.heap) - 1)
 }
 
 // GetWork removes and returns, sorted, the pods whose due time has come.
@@ -48,13 +78,77 @@ func (q *Queue) GetWork() []types.UID {
 	now := time.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if len(q.heap) == 0 {
+		return nil
+	}
+	at := now.Sub(q.base)
 	var uids []types.UID
-	for uid, t := range q.due {
-		if !t.After(now) {
-			uids = append(uids, uid)
-			delete(q.due, uid)
-		}
+	for len(q.heap) > 0 && q.heap[0].at <= at {
+		uids = append(uids, q.pop())
+	}
+	if len(q.heap) == 0 {
+		// A burst may have grown them to every pod; neither gives back
+		// its room otherwise.
+		q.heap, q.index = nil, nil
 	}
 	slices.Sort(uids)
 	return uids
+}
+
+// Len returns how many pods are in the queue.
+func (q *Queue) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.heap)
+}
+
+// pop removes the earliest entry and returns its pod.
+func (q *Queue) pop() types.UID {
+	uid := q.heap[0].uid
+	last := len(q.heap) - 1
+	q.swap(0, last)
+	q.heap[last] = queueEntry{}
+	q.heap = q.heap[:last]
+	delete(q.index, uid)
+	if last > 0 {
+		q.down(0)
+	}
+	return uid
+}
+
+func (q *Queue) swap(i, j int) {
+	q.heap[i], q.heap[j] = q.heap[j], q.heap[i]
+	q.index[q.heap[i].uid] = i
+	q.index[q.heap[j].uid] = j
+}
+
+// up moves entry i towards the root while it is due before its parent.
+func (q *Queue) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if q.heap[parent].at <= q.heap[i].at {
+			return
+		}
+		q.swap(i, parent)
+		i = parent
+	}
+}
+
+// down moves entry i towards the leaves while a child is due before it.
+func (q *Queue) down(i int) {
+	n := len(q.heap)
+	for {
+		least := i
+		if l := 2*i + 1; l < n && q.heap[l].at < q.heap[least].at {
+			least = l
+		}
+		if r := 2*i + 2; r < n && q.heap[r].at < q.heap[least].at {
+			least = r
+		}
+		if least == i {
+			return
+		}
+		q.swap(i, least)
+		i = least
+	}
 }

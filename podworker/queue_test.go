@@ -1,11 +1,16 @@
 package podworker
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -32,4 +37,127 @@ func TestQueueKeepsEarliest(t *testing.T) {
 			t.Errorf("GetWork() after both were taken = %v, want nothing", got)
 		}
 	})
+}
+
+// TestQueueMatchesModel drives the queue and a plain map with the same
+// random enqueues and polls under a fake clock: the heap must return
+// exactly what a walk over every pod returns.
+func TestQueueMatchesModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		q := NewQueue()
+		model := map[types.UID]time.Time{}
+		uids := make([]types.UID, 200)
+		for i := range uids {
+			uids[i] = types.UID(fmt.Sprintf("pod-%03d", i))
+		}
+		for step := range 5000 {
+			switch rng.IntN(3) {
+			case 0, 1:
+				uid := uids[rng.IntN(len(uids))]
+				delay := time.Duration(rng.IntN(120)-10) * time.Second
+				q.Enqueue(uid, delay)
+				at := time.Now().Add(delay)
+				if cur, ok := model[uid]; !ok || at.Before(cur) {
+					model[uid] = at
+				}
+			case 2:
+				time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
+				var want []types.UID
+				for uid, at := range model {
+					if !at.After(time.Now()) {
+						want = append(want, uid)
+						delete(model, uid)
+					}
+				}
+				slices.Sort(want)
+				if diff := cmp.Diff(want, q.GetWork(), cmpopts.EquateEmpty()); diff != "" {
+					t.Fatalf("step %d: GetWork() (-want +got):\n%s", step, diff)
+				}
+			}
+			if q.Len() != len(model) {
+				t.Fatalf("step %d: Len() = %d, want %d", step, q.Len(), len(model))
+			}
+		}
+	})
+}
+
+func TestQueueZeroValue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var q Queue
+		if got := q.GetWork(); len(got) != 0 {
+			t.Fatalf("GetWork() on an empty queue = %v, want nothing", got)
+		}
+		q.Enqueue("b", time.Second)
+		q.Enqueue("a", 0)
+		q.Enqueue("c", -time.Second) // already overdue
+		if diff := cmp.Diff([]types.UID{"a", "c"}, q.GetWork()); diff != "" {
+			t.Errorf("GetWork() at 0s (-want +got):\n%s", diff)
+		}
+		time.Sleep(time.Second)
+		if diff := cmp.Diff([]types.UID{"b"}, q.GetWork()); diff != "" {
+			t.Errorf("GetWork() at 1s (-want +got):\n%s", diff)
+		}
+		if q.Len() != 0 {
+			t.Errorf("Len() after every pod was taken = %d, want 0", q.Len())
+		}
+		// The queue is usable again once emptied.
+		q.Enqueue("a", time.Second)
+		time.Sleep(time.Second)
+		if diff := cmp.Diff([]types.UID{"a"}, q.GetWork()); diff != "" {
+			t.Errorf("GetWork() after reuse (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestQueueConcurrent(t *testing.T) {
+	q := NewQueue()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 500 {
+				q.Enqueue(types.UID(fmt.Sprintf("%d-%d", g, i%50)), 0)
+				q.GetWork()
+			}
+		})
+	}
+	wg.Wait()
+	q.GetWork()
+	if q.Len() != 0 {
+		t.Errorf("Len() after draining = %d, want 0", q.Len())
+	}
+}
+
+// BenchmarkQueueGetWork measures the sync loop's poll with n pods in the
+// queue: with nothing due, and with a few pods due each poll (moved
+// forward, taken, and put back for the next resync, as the workers do).
+// Both must be flat in n.
+func BenchmarkQueueGetWork(b *testing.B) {
+	for _, n := range []int{110, 1000, 10000} {
+		for _, due := range []int{0, 3} {
+			b.Run(fmt.Sprintf("pods=%d/due=%d", n, due), func(b *testing.B) {
+				q := NewQueue()
+				uids := make([]types.UID, n)
+				for i := range uids {
+					uids[i] = types.UID(fmt.Sprintf("%08d-0000-0000-0000-000000000000", i))
+					q.Enqueue(uids[i], time.Hour+time.Duration(i)*time.Millisecond)
+				}
+				next := 0
+				b.ReportAllocs()
+				for b.Loop() {
+					for range due {
+						q.Enqueue(uids[next], 0)
+						next = (next + 1) % n
+					}
+					got := q.GetWork()
+					if len(got) != due {
+						b.Fatalf("GetWork() returned %d pods, want %d", len(got), due)
+					}
+					for _, uid := range got {
+						q.Enqueue(uid, time.Hour)
+					}
+				}
+			})
+		}
+	}
 }

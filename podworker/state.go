@@ -22,9 +22,10 @@ import (
 // terminating until terminatedAt is set, then terminated; finished once
 // SyncTerminatedPod returned nil.
 type podState struct {
-	uid      types.UID
-	fullName string // namespace/name
-	static   bool
+	uid types.UID
+	// fullName, namespace/name, is kept for a static pod only: its
+	// start waits for the name. Logs of other pods use name().
+	fullName string
 
 	// pending is the newest update the worker has not taken yet; a newer
 	// update replaces it (the latest wins).
@@ -33,22 +34,32 @@ type podState struct {
 	// acts on it. Its KillPodOptions is always nil (kills live in kills).
 	active *UpdateOptions
 
-	// started: the worker took an update and acted on the pod (a static
-	// pod starts only once its full name is free).
-	started bool
-	// terminatingAt: termination was requested.
-	terminatingAt time.Time
-	// startedTerminating: the worker saw the request; SyncPod will not be
-	// called again, so no new container can start.
-	startedTerminating bool
+	// terminatingAt: termination was requested. Both times are Unix
+	// nanoseconds (see stamp), 0 when not set: a third of a time.Time.
+	terminatingAt int64
 	// terminatedAt: SyncTerminatingPod returned nil; nothing runs.
-	terminatedAt time.Time
-	// finished: SyncTerminatedPod returned nil; the worker exited and the
-	// UID ignores updates until SyncKnownPods forgets it.
-	finished bool
+	terminatedAt int64
 	// gracePeriod in seconds, set once terminating; it only shrinks.
 	gracePeriod int64
 
+	// kills are the kill requests received while terminating, in order:
+	// their status functions apply in order, their channels close when
+	// the pod terminated.
+	kills []KillPodOptions
+
+	// The flags come last, together, so that the struct has no padding
+	// between fields: every pod on the node holds one.
+
+	static bool
+	// started: the worker took an update and acted on the pod (a static
+	// pod starts only once its full name is free).
+	started bool
+	// startedTerminating: the worker saw the request; SyncPod will not be
+	// called again, so no new container can start.
+	startedTerminating bool
+	// finished: SyncTerminatedPod returned nil; the worker exited and the
+	// UID ignores updates until SyncKnownPods forgets it.
+	finished bool
 	// deleted: the pod was deleted in the API server or left the config.
 	deleted bool
 	// evicted: the agent itself killed the pod with Evict.
@@ -59,15 +70,19 @@ type podState struct {
 	// terminated; SyncKnownPods forgets the UID once it finished so it
 	// can start again.
 	restartRequested bool
-
-	// kills are the kill requests received while terminating, in order:
-	// their status functions apply in order, their channels close when
-	// the pod terminated.
-	kills []KillPodOptions
 }
 
-func (s *podState) terminationRequested() bool { return !s.terminatingAt.IsZero() }
-func (s *podState) terminated() bool           { return !s.terminatedAt.IsZero() }
+func (s *podState) terminationRequested() bool { return s.terminatingAt != 0 }
+func (s *podState) terminated() bool           { return s.terminatedAt != 0 }
+
+// stamp is t in Unix nanoseconds for terminatingAt and terminatedAt,
+// never 0 (which means "not set").
+func stamp(t time.Time) int64 {
+	if n := t.UnixNano(); n != 0 {
+		return n
+	}
+	return 1
+}
 
 // phase is the pod's state as the worker sees it.
 func (s *podState) phase() PodWorkerState {
@@ -86,18 +101,39 @@ func (s *podState) phase() PodWorkerState {
 // agent: it starts terminated, so only SyncTerminatedPod is called, and it
 // never counts as active.
 func newPodState(uid types.UID, opts UpdateOptions, runtimeStopped bool, now time.Time) *podState {
-	s := &podState{uid: uid}
+	s := &podState{}
+	s.init(uid, opts, runtimeStopped, now)
+	return s
+}
+
+// init sets a zero podState to newPodState's result, in place: the shell
+// keeps the state inside its worker, one allocation per pod.
+func (s *podState) init(uid types.UID, opts UpdateOptions, runtimeStopped bool, now time.Time) {
+	s.uid = uid
 	switch {
 	case opts.Pod != nil:
-		s.fullName = opts.Pod.Namespace + "/" + opts.Pod.Name
 		s.static = podmodel.IsStatic(opts.Pod)
-		if terminalPhase(opts.Pod) && runtimeStopped {
-			s.terminatingAt, s.terminatedAt, s.startedTerminating = now, now, true
+		if s.static {
+			s.fullName = opts.Pod.Namespace + "/" + opts.Pod.Name
 		}
-	case opts.RunningPod != nil:
-		s.fullName = opts.RunningPod.Namespace + "/" + opts.RunningPod.Name
+		if terminalPhase(opts.Pod) && runtimeStopped {
+			s.terminatingAt, s.terminatedAt, s.startedTerminating = stamp(now), stamp(now), true
+		}
 	}
-	return s
+}
+
+// name is the pod's namespace/name, for logs.
+func (s *podState) name() string {
+	if s.fullName != "" {
+		return s.fullName
+	}
+	if s.pending != nil {
+		return ref(*s.pending)
+	}
+	if s.active != nil {
+		return ref(*s.active)
+	}
+	return ""
 }
 
 // normalize checks an update and returns the pod UID it concerns; reason
@@ -179,7 +215,7 @@ func (s *podState) update(opts UpdateOptions, first bool, now time.Time) updateR
 			became = true
 		}
 		if became {
-			s.terminatingAt = now
+			s.terminatingAt = stamp(now)
 		}
 	}
 
@@ -270,18 +306,19 @@ func (s *podState) take(mayStart bool, now time.Time) (work, []chan<- struct{}) 
 		case s.static && s.terminationRequested() && !s.terminated() && !s.observedRuntime:
 			// It never ran: nothing to stop.
 			s.pending = nil
-			s.terminatedAt, s.finished = now, true
+			s.terminatedAt, s.finished = stamp(now), true
 			return work{kind: workDrop}, s.takeCompleted()
 		case s.static && !s.terminationRequested() && !mayStart:
 			return work{kind: workWait}, nil
 		}
 		s.started = true
 	}
+	// pending is held by nothing else (update and requeueActive make a
+	// new one each time): it becomes active as it is.
 	s.pending = nil
-	active := *u
-	s.active = &active
+	s.active = u
 
-	w := work{updateType: active.UpdateType, pod: active.Pod, runningPod: active.RunningPod}
+	w := work{updateType: u.UpdateType, pod: u.Pod, runningPod: u.RunningPod}
 	switch {
 	case s.terminated():
 		w.kind = workTerminated
@@ -384,18 +421,18 @@ func (s *podState) complete(w work, r result, now time.Time) completion {
 		c.exit = true
 		return c
 	case w.kind == workTerminatingRuntime:
-		s.terminatedAt, s.finished, s.pending = now, true, nil
+		s.terminatedAt, s.finished, s.pending = stamp(now), true, nil
 		c.exit, c.forget = true, true
 		c.completed = s.takeCompleted()
 		return c
 	case w.kind == workTerminating:
-		s.terminatedAt = now
+		s.terminatedAt = stamp(now)
 		c.completed = s.takeCompleted()
 		s.requeueActive()
 	case r.isTerminal:
 		// The pod ran to completion: stop it now.
 		if !s.terminationRequested() {
-			s.terminatingAt = now
+			s.terminatingAt = stamp(now)
 			s.gracePeriod, _ = effectiveGracePeriod(0, s.active.Pod, nil)
 		}
 		s.startedTerminating = true
@@ -444,7 +481,7 @@ func (s *podState) reconcile(desired bool, now time.Time) known {
 		k.completed = s.takeCompleted()
 		return k
 	case !s.terminationRequested():
-		s.terminatingAt = now
+		s.terminatingAt = stamp(now)
 		var pod *v1.Pod
 		if s.active != nil {
 			pod = s.active.Pod

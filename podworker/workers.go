@@ -137,20 +137,23 @@ type Workers struct {
 	ends atomic.Uint64
 }
 
-// worker is the shell around one podState.
+// worker is the shell around one podState. Every pod on the node holds
+// one, so it is a single allocation: the state lives inside it, and the
+// wake-up is a flag under Workers.mu rather than a channel.
 type worker struct {
-	state *podState
-	// wake has capacity 1: a send means "an update is pending"; the
-	// update itself is state.pending, which a newer one replaces.
-	wake chan struct{}
-	// running: its goroutine runs. The goroutine ends when no update is
-	// pending; the next wake-up starts another (wakeLocked).
-	running bool
+	state podState
 	// cancel stops the sync in flight; nil between syncs.
 	cancel context.CancelFunc
 	// lastSync is when the previous sync returned: the status of the next
 	// one must be newer. Only the worker's goroutine touches it.
 	lastSync time.Time
+	// woken: an update is pending for the goroutine; the update itself is
+	// state.pending, which a newer one replaces. Guarded by Workers.mu.
+	woken bool
+	// running: its goroutine runs. The goroutine ends when no wake-up is
+	// pending; the next wake-up starts another (wakeLocked). Guarded by
+	// Workers.mu.
+	running bool
 }
 
 // New returns pod workers that call sync. It starts nothing; Run does.
@@ -229,7 +232,8 @@ func (w *Workers) UpdatePod(opts UpdateOptions) {
 			st, err := w.opts.Cache.Get(uid)
 			stopped = err == nil && runtimeStopped(st)
 		}
-		wk = &worker{state: newPodState(uid, opts, stopped, now), wake: make(chan struct{}, 1)}
+		wk = &worker{}
+		wk.state.init(uid, opts, stopped, now)
 		w.pods[uid] = wk
 		terminated = wk.state.terminated()
 		if wk.state.static {
@@ -285,29 +289,20 @@ func (w *Workers) startLocked(uid types.UID, wk *worker) {
 func (w *Workers) loop(ctx context.Context, uid types.UID, wk *worker) {
 	defer w.wg.Done()
 	for {
-		select {
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return
-		case _, ok := <-wk.wake:
-			if !ok {
-				return
-			}
-		default:
-			// Wake-ups are queued under w.mu: one queued since the
-			// select is seen here, and one queued after the unlock
-			// starts a new goroutine.
-			w.mu.Lock()
-			idle := len(wk.wake) == 0
-			if idle {
-				wk.running = false
-			}
-			w.mu.Unlock()
-			if idle {
-				return
-			}
-			continue
 		}
-		if ctx.Err() != nil || w.step(ctx, uid, wk, &wk.lastSync) {
+		// Wake-ups are queued under w.mu: one queued before this check
+		// is taken here, and one queued after the unlock starts a new
+		// goroutine.
+		w.mu.Lock()
+		woken := wk.woken
+		wk.woken = false
+		if !woken {
+			wk.running = false
+		}
+		w.mu.Unlock()
+		if !woken || w.step(ctx, uid, wk, &wk.lastSync) {
 			return
 		}
 	}
@@ -321,7 +316,7 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 		w.mu.Unlock()
 		return true
 	}
-	s := wk.state
+	s := &wk.state
 	wasTerminated := s.terminated()
 	mayStart := true
 	if s.needsStartGate() {
@@ -492,10 +487,11 @@ func (w *Workers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
 		closeAll(k.completed)
 		if k.remove {
 			w.ends.Add(1)
+			// A goroutine still running sees the UID gone in step
+			// and exits.
 			delete(w.pods, uid)
-			close(wk.wake)
-			w.releaseLocked(wk.state)
-			w.log.V(4).Info("Pod worker forgotten", "pod", wk.state.fullName, "podUID", uid)
+			w.releaseLocked(&wk.state)
+			w.log.V(4).Info("Pod worker forgotten", "pod", wk.state.name(), "podUID", uid)
 			continue
 		}
 		if k.wake {
@@ -505,7 +501,7 @@ func (w *Workers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
 			wk.cancel()
 		}
 		if k.cancel {
-			w.log.V(1).Info("Pod left the config, terminating", "pod", wk.state.fullName, "podUID", uid)
+			w.log.V(1).Info("Pod left the config, terminating", "pod", wk.state.name(), "podUID", uid)
 		}
 		out[uid] = wk.state.sync(!want[uid])
 	}
@@ -585,18 +581,15 @@ func (w *Workers) terminated(uid types.UID) {
 
 func (w *Workers) stateLocked(uid types.UID) *podState {
 	if wk, ok := w.pods[uid]; ok {
-		return wk.state
+		return &wk.state
 	}
 	return nil
 }
 
-// notify wakes the worker without blocking; a wake-up already queued
-// covers this one.
+// notify queues a wake-up for the worker; a wake-up already queued covers
+// this one. w.mu is held.
 func notify(wk *worker) {
-	select {
-	case wk.wake <- struct{}{}:
-	default:
-	}
+	wk.woken = true
 }
 
 func closeAll(chs []chan<- struct{}) {
