@@ -389,31 +389,25 @@ func benchRelists(b *testing.B, rt runtime.RuntimeService, n, relists int) time.
 // pass, the last events of the burst).
 const settleEnv = "NODEKIT_BENCH_SETTLE"
 
-func settle(b *testing.B) time.Duration {
-	v := os.Getenv(settleEnv)
-	if v == "" {
-		return 3 * time.Second
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		b.Fatalf("%s: %v", settleEnv, err)
-	}
-	return d
-}
+func settle(b *testing.B) time.Duration { return envDuration(b, settleEnv, 3*time.Second) }
 
 // idleEnv, when set to a duration, replaces the 10 s idle window: 70 s
 // takes in the work done every minute (container garbage collection, a
 // full housekeeping pass).
 const idleEnv = "NODEKIT_BENCH_IDLE"
 
-func idleWindow(b *testing.B) time.Duration {
-	v := os.Getenv(idleEnv)
+func idleWindow(b *testing.B) time.Duration { return envDuration(b, idleEnv, 10*time.Second) }
+
+// envDuration reads the positive duration in the environment variable
+// env, or def when it is unset.
+func envDuration(b *testing.B, env string, def time.Duration) time.Duration {
+	v := os.Getenv(env)
 	if v == "" {
-		return 10 * time.Second
+		return def
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		b.Fatalf("%s: want a positive duration, got %q", idleEnv, v)
+		b.Fatalf("%s: want a positive duration, got %q", env, v)
 	}
 	return d
 }
