@@ -197,11 +197,12 @@ func (e *listError) Unwrap() error { return e.err }
 // A failed removal is reported in the error and the rest goes on.
 //
 // Without evictNonDeletedPods, it returns an empty plan without listing
-// the runtime (nor does Run, but for a Period after Trigger) when ContainerOptions.Changes tells that nothing changed
+// the runtime when ContainerOptions.Changes tells that nothing changed
 // since the last collection, which was complete and removed nothing, and
 // Resync did not pass since the last listing: the plan would be empty
-// again. It lists when the policy has a MinAge (a container too young
-// then may be old enough now).
+// again. Run skips the same way, except for a Period after a Trigger. It
+// lists when the policy has a MinAge (a container too young then may be
+// old enough now).
 func (c *ContainerCollector) Collect(ctx context.Context, evictNonDeletedPods bool) (ContainerPlan, error) {
 	return c.collect(ctx, evictNonDeletedPods, !evictNonDeletedPods)
 }
