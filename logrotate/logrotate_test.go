@@ -225,13 +225,7 @@ func (l *listingRuntime) RunningLogPaths() (map[string]string, bool) {
 func TestRotatorUsesListedLogPaths(t *testing.T) {
 	d := t.TempDir()
 	big := make([]byte, 2048)
-	logs := map[string]string{}
-	for _, id := range []string{"c1", "c2", "c3"} {
-		logs[id] = filepath.Join(d, id+".log")
-		if err := os.WriteFile(logs[id], big, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	logs := writeLogs(t, d, big, "c1", "c2", "c3")
 	rt := &listingRuntime{
 		fakeRuntime: &fakeRuntime{logs: logs},
 		// c1 and c2 as the runtime has them; c3 not listed.
@@ -311,13 +305,7 @@ func appendTo(t *testing.T, path string, n int) {
 // MaxSize within that pass), not the others; every Resync it checks all.
 func TestRotatorChecksWrittenLogsOnly(t *testing.T) {
 	d := t.TempDir()
-	logs := map[string]string{}
-	for _, id := range []string{"c1", "c2", "c3"} {
-		logs[id] = filepath.Join(d, id+".log")
-		if err := os.WriteFile(logs[id], nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	logs := writeLogs(t, d, nil, "c1", "c2", "c3")
 	rt := &fakeRuntime{logs: logs}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	r, err := New(rt, Options{MaxSize: resource.MustParse("1Ki"), Clock: clk})
@@ -377,13 +365,7 @@ func TestRotatorChecksWrittenLogsOnly(t *testing.T) {
 // watches, every log is checked every pass.
 func TestRotatorWithoutWatchingChecksEveryLog(t *testing.T) {
 	d := t.TempDir()
-	logs := map[string]string{}
-	for _, id := range []string{"c1", "c2"} {
-		logs[id] = filepath.Join(d, id+".log")
-		if err := os.WriteFile(logs[id], nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	logs := writeLogs(t, d, nil, "c1", "c2")
 	fi, err := os.Stat(d)
 	if err != nil {
 		t.Fatal(err)
@@ -452,13 +434,7 @@ func (f *fakeWatcher) close() error { return nil }
 // container gone is removed.
 func TestRotatorOverflowChecksEveryLog(t *testing.T) {
 	d := t.TempDir()
-	logs := map[string]string{}
-	for _, id := range []string{"c1", "c2", "c3"} {
-		logs[id] = filepath.Join(d, id+".log")
-		if err := os.WriteFile(logs[id], nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	logs := writeLogs(t, d, nil, "c1", "c2", "c3")
 	rt := &fakeRuntime{logs: logs}
 	r, err := New(rt, Options{})
 	if err != nil {
@@ -605,4 +581,18 @@ func TestRotatorPollsLogWithoutDirectory(t *testing.T) {
 			t.Errorf("pass %d checked %d logs, want 1", i, got)
 		}
 	}
+}
+
+// writeLogs writes data to <id>.log in d for each of ids and returns the
+// paths by ID.
+func writeLogs(t *testing.T, d string, data []byte, ids ...string) map[string]string {
+	t.Helper()
+	logs := make(map[string]string, len(ids))
+	for _, id := range ids {
+		logs[id] = filepath.Join(d, id+".log")
+		if err := os.WriteFile(logs[id], data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return logs
 }
