@@ -98,22 +98,6 @@ cmd_build() {
 	exec 9>&-
 }
 
-alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
-
-# stop_pid sends SIGTERM and waits up to 20 s, then SIGKILL.
-stop_pid() {
-	local pid=$1 name=$2
-	alive "$pid" || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	for _ in $(seq 1 200); do
-		alive "$pid" || return 0
-		sleep 0.1
-	done
-	log "$name ($pid) ignored SIGTERM for 20 s: killing it"
-	kill -KILL "$pid" 2>/dev/null || true
-	while alive "$pid"; do sleep 0.1; done
-}
-
 make_certs() {
 	local d=$DIR/pki
 	mkdir -p "$d"

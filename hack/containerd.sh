@@ -525,17 +525,7 @@ kill_daemon() {
 	local pid
 	pid=$(cat "$PIDFILE" 2>/dev/null || true)
 	if pid_alive; then
-		kill -TERM "$pid" 2>/dev/null || true
-		local i
-		for i in $(seq 100); do
-			[ -d "/proc/$pid" ] || break
-			sleep 0.1
-		done
-		if [ -d "/proc/$pid" ]; then
-			log "containerd $NAME ignored SIGTERM for 10s; killing it"
-			kill -KILL "$pid" 2>/dev/null || true
-			sleep 0.2
-		fi
+		stop_pid "$pid" "containerd $NAME" 10
 	fi
 	rm -f "$PIDFILE"
 }

@@ -59,6 +59,23 @@ await_daemon() {
 	done
 }
 
+alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+
+# stop_pid PID NAME [SECONDS] sends SIGTERM and waits up to SECONDS
+# (default 20), then sends SIGKILL and waits until the process is gone.
+stop_pid() {
+	local pid=$1 name=$2 wait=${3:-20}
+	alive "$pid" || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq 1 $((wait * 10))); do
+		alive "$pid" || return 0
+		sleep 0.1
+	done
+	log "$name ($pid) ignored SIGTERM for $wait s: killing it"
+	kill -KILL "$pid" 2>/dev/null || true
+	while alive "$pid"; do sleep 0.1; done
+}
+
 # Binaries of k8s.io/kubernetes (kube-apiserver, kubectl) are built from the
 # Go module proxy in a scratch module under the cache directory, outside the
 # project's own go.mod. k8s.io/kubernetes requires its staging modules at

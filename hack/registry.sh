@@ -121,13 +121,7 @@ cmd_stop() {
 	local pid
 	pid=$(cat "$PIDFILE" 2>/dev/null || true)
 	if pid_alive; then
-		kill -TERM "$pid" 2>/dev/null || true
-		local i
-		for i in $(seq 50); do
-			[ -d "/proc/$pid" ] || break
-			sleep 0.1
-		done
-		[ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null || true
+		stop_pid "$pid" registry 5
 	fi
 	rm -f "$PIDFILE"
 }
