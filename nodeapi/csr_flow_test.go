@@ -726,3 +726,87 @@ func TestServingCertificateConcurrentGet(t *testing.T) {
 		}
 	})
 }
+
+// TestServingCertificateKeptLayouts: the pair is found where the
+// kubelet's store leaves it: behind kubelet-server-updated.pem when an
+// update was cut short before the rename, or as kubelet-server.crt and
+// kubelet-server.key; a kept pair that does not load is replaced, and Run
+// goes on.
+func TestServingCertificateKeptLayouts(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		arrange func(t *testing.T, dir string)
+		reused  bool
+	}{
+		{"updated link", func(t *testing.T, dir string) {
+			if err := os.Rename(filepath.Join(dir, "kubelet-server-current.pem"), filepath.Join(dir, "kubelet-server-updated.pem")); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"crt and key", func(t *testing.T, dir string) {
+			data, err := os.ReadFile(filepath.Join(dir, "kubelet-server-current.pem"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			crt, rest := pem.Decode(data)
+			key, _ := pem.Decode(rest)
+			if err := os.WriteFile(filepath.Join(dir, "kubelet-server.crt"), pem.EncodeToMemory(crt), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "kubelet-server.key"), pem.EncodeToMemory(key), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(dir, "kubelet-server-current.pem")); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"corrupt", func(t *testing.T, dir string) {
+			target, err := os.Readlink(filepath.Join(dir, "kubelet-server-current.pem"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(target, []byte("-----BEGIN CERTIFICATE-----\nnot base64\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"current is a file", func(t *testing.T, dir string) {
+			current := filepath.Join(dir, "kubelet-server-current.pem")
+			if err := os.Remove(current); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(current, []byte("garbage"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newCSRCluster(t)
+				dir := t.TempDir()
+				kept := c.keep(dir, testSubject, testDNS, testIPs, 24*time.Hour)
+				tc.arrange(t, dir)
+				sc := startServing(t, c, dir)
+				synctest.Wait()
+				got, n := served(sc), len(c.requests())
+				if tc.reused {
+					if got == nil || got.Cmp(kept.SerialNumber) != 0 || n != 0 {
+						t.Fatalf("served %v with %d requests, want the kept %v and none", got, n, kept.SerialNumber)
+					}
+					return
+				}
+				if got != nil || n != 1 {
+					t.Fatalf("served %v with %d requests, want none and 1", got, n)
+				}
+				crt := c.issue(c.requests()[0].name, time.Hour, nil)
+				synctest.Wait()
+				if got := served(sc); got == nil || got.Cmp(crt.SerialNumber) != 0 {
+					t.Errorf("served %v, want %v", got, crt.SerialNumber)
+				}
+				pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "kubelet-server-current.pem"), filepath.Join(dir, "kubelet-server-current.pem"))
+				if err != nil || pair.Leaf.SerialNumber.Cmp(crt.SerialNumber) != 0 {
+					t.Errorf("kept after the replacement: %v", err)
+				}
+			})
+		})
+	}
+}
