@@ -344,7 +344,7 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 			return nil, errors.New("nodekit: NodeAPI.ServerTLSBootstrap and NodeAPI.CertFile exclude each other")
 		}
 		s.serving, err = nodeapi.NewServingCertificate(nodeapi.ServingCertificateOptions{
-			Client: a.opts.KubeClient, NodeName: a.opts.NodeName, Hostnames: hostnames, IPs: ips,
+			Client: a.opts.KubeClient.CertificatesV1().CertificateSigningRequests(), NodeName: a.opts.NodeName, Hostnames: hostnames, IPs: ips,
 			CertDir: certDir, Logger: a.log,
 		})
 		if err != nil {
