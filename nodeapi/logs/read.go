@@ -75,7 +75,6 @@ func Read(ctx context.Context, path, containerID string, opts *Options, rs Conta
 		found     = true
 		w         = newWriter(stdout, stderr, opts)
 		msg       Message
-		baseName  = filepath.Base(path)
 		long      []byte
 		parse     func([]byte, *Message) error
 		dir       = filepath.Dir(path)
@@ -124,23 +123,26 @@ func Read(ctx context.Context, path, containerID string, opts *Options, rs Conta
 					// Read again: a write may have come before the watch.
 					continue
 				}
-				var recreated bool
-				found, recreated, err = waitLogs(ctx, log, clk, containerID, baseName, watcher, rs)
-				if err != nil {
-					return err
-				}
-				if recreated {
-					newF, err := os.Open(path)
-					if err != nil {
-						if os.IsNotExist(err) {
-							continue
-						}
-						return fmt.Errorf("logs: failed to open log file %q: %w", path, err)
+				// The old file is read to its end. The log was rotated
+				// when its path names another file now: follow the new
+				// one. Checking the path, not only waiting for a Create
+				// event, also sees a rotation that came before the watch.
+				if !rotated(f, path) {
+					if found, err = waitLogs(ctx, log, clk, containerID, watcher, rs); err != nil {
+						return err
 					}
-					f.Close()
-					f = newF
-					r.Reset(f)
+					continue
 				}
+				newF, err := os.Open(path)
+				if err != nil {
+					if os.IsNotExist(err) {
+						continue
+					}
+					return fmt.Errorf("logs: failed to open log file %q: %w", path, err)
+				}
+				f.Close()
+				f = newF
+				r.Reset(f)
 				continue
 			}
 			// Write what is left, then stop.
@@ -177,12 +179,26 @@ func Read(ctx context.Context, path, containerID string, opts *Options, rs Conta
 	}
 }
 
+// rotated reports whether path now names a file other than the open f:
+// the log was renamed away and created anew. A path that is gone (renamed,
+// not yet created) is no rotation yet: its Create event wakes the follow.
+func rotated(f *os.File, path string) bool {
+	cur, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	open, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	return !os.SameFile(cur, open)
+}
+
 // waitLogs waits for the log file to change. It reports whether to read
-// on (false: the container no longer runs) and whether the file was
-// created anew (rotated).
-func waitLogs(ctx context.Context, log logr.Logger, clk clock.Clock, id, logFileName string, w *fsnotify.Watcher, rs ContainerStatuser) (bool, bool, error) {
+// on (false: the container no longer runs).
+func waitLogs(ctx context.Context, log logr.Logger, clk clock.Clock, id string, w *fsnotify.Watcher, rs ContainerStatuser) (bool, error) {
 	if running, err := isContainerRunning(ctx, id, rs); !running {
-		return false, false, err
+		return false, err
 	}
 	t := clk.NewTimer(forceCheckPeriod)
 	defer t.Stop()
@@ -190,26 +206,24 @@ func waitLogs(ctx context.Context, log logr.Logger, clk clock.Clock, id, logFile
 	for {
 		select {
 		case <-ctx.Done():
-			return false, false, fmt.Errorf("logs: context cancelled: %w", ctx.Err())
+			return false, fmt.Errorf("logs: context cancelled: %w", ctx.Err())
 		case e := <-w.Events:
-			// Any change in the directory may be the file's: read again;
-			// a file created under the log's name is a rotation.
+			// Any change in the directory may be the file's: read again.
+			// A rotation shows at the end of the file read (rotated).
 			switch e.Op {
-			case fsnotify.Write, fsnotify.Rename, fsnotify.Remove, fsnotify.Chmod:
-				return true, false, nil
-			case fsnotify.Create:
-				return true, filepath.Base(e.Name) == logFileName, nil
+			case fsnotify.Write, fsnotify.Rename, fsnotify.Remove, fsnotify.Chmod, fsnotify.Create:
+				return true, nil
 			default:
 				log.Error(nil, "Received unexpected fsnotify event, retrying", "event", e.String())
 			}
 		case err := <-w.Errors:
 			log.Error(err, "fsnotify watch error, retrying unless no more retries left", "retries", retries)
 			if retries == 0 {
-				return false, false, fmt.Errorf("logs: watching the log file: %w", err)
+				return false, fmt.Errorf("logs: watching the log file: %w", err)
 			}
 			retries--
 		case <-t.C():
-			return true, false, nil
+			return true, nil
 		}
 	}
 }

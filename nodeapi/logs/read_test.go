@@ -297,6 +297,9 @@ func TestFollowRotation(t *testing.T) {
 	out.waitFor(t, "one\ntwo\n", done)
 	appendFile(t, p, "ee\n")
 	out.waitFor(t, "one\ntwo\nthree\n", done)
+	// Rotate while the follow waits for a file event: the rotation's
+	// events, not a check of the path at the end of the file, are seen.
+	waitWaiting(t, clk, done)
 
 	// Rotate as the kubelet's log manager does: rename, then a new file.
 	if err := os.Rename(p, p+".20161006-001712"); err != nil {
@@ -328,6 +331,86 @@ func TestFollowRotation(t *testing.T) {
 		}
 	}
 	if got, want := out.String(), "one\ntwo\nthree\nfour\nfive\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// waitWaiting waits until the follow waits for a file event or its
+// periodic check (the fake clock has a waiter).
+func waitWaiting(t *testing.T, clk *clocktesting.FakeClock, done <-chan error) {
+	t.Helper()
+	for !clk.HasWaiters() {
+		select {
+		case err := <-done:
+			t.Fatalf("Read returned %v before it waited", err)
+		case <-t.Context().Done():
+			t.Fatal("Read did not wait")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// gateWriter holds the first write until open is closed.
+type gateWriter struct {
+	*notifyBuffer
+	held chan struct{}
+	open chan struct{}
+	once sync.Once
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	g.once.Do(func() {
+		close(g.held)
+		<-g.open
+	})
+	return g.notifyBuffer.Write(p)
+}
+
+// TestFollowRotationBeforeWatch rotates the log while the follow has not
+// yet reached the end of the file, so before it watches the directory: no
+// Create event is ever seen, and nothing but the path's check finds the
+// new file (the periodic check runs on a fake clock that never moves). The
+// old file is read to its end first: the runtime writes to it until it
+// reopens its log.
+func TestFollowRotationBeforeWatch(t *testing.T) {
+	p := writeLog(t, "2016-10-06T00:17:09.669794202Z stdout F one\n")
+	rt := &runningRuntime{state: runtimeapi.ContainerState_CONTAINER_RUNNING}
+	out := &gateWriter{notifyBuffer: &notifyBuffer{wrote: make(chan struct{}, 1)}, held: make(chan struct{}), open: make(chan struct{})}
+	opts := NewOptions(&v1.PodLogOptions{Follow: true}, time.Now())
+	clk := clocktesting.NewFakeClock(time.Now())
+	opts.Clock = clk
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Read(ctx, p, "id", opts, rt, out, out) }()
+
+	select {
+	case <-out.held:
+	case err := <-done:
+		t.Fatalf("Read returned %v before writing", err)
+	}
+	if err := os.Rename(p, p+".20161006-001712"); err != nil {
+		t.Fatal(err)
+	}
+	appendFile(t, p+".20161006-001712", "2016-10-06T00:17:10.669794202Z stdout F two\n")
+	appendFile(t, p, "2016-10-06T00:17:11.669794202Z stdout F three\n")
+	close(out.open)
+
+	// Without the path's check the follow waits forever: bound the wait.
+	want := "one\ntwo\nthree\n"
+	deadline := time.After(30 * time.Second)
+	for out.String() != want {
+		select {
+		case <-out.wrote:
+		case err := <-done:
+			t.Fatalf("Read returned %v before writing %q (got %q)", err, want, out.String())
+		case <-deadline:
+			t.Fatalf("the rotation before the watch was not followed: got %q, want %q", out.String(), want)
+		}
+	}
+	cancel()
+	<-done
+	if got := out.String(); got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
