@@ -334,38 +334,83 @@ func testEvents(s *suite) {
 	case <-time.After(time.Minute):
 		t.Fatal("GetContainerEvents: no stream after a minute")
 	}
-	sb := s.newSandbox(nil, nil)
-	id := s.run(sb, "main", "sleep 3600", containerOpts{})
+	// The callback tells that the request went out, not that the runtime
+	// has subscribed: an event of a sandbox made now may come before the
+	// subscription and be lost. The stream is known to be live once it
+	// carries a sandbox's own STARTED event (its ContainerId is the
+	// sandbox's); a sandbox whose event does not come in a while is
+	// followed by another, so a slow runtime only costs sandboxes.
+	var sb *sandbox
+	probes := map[string]*sandbox{}
+	live := time.After(time.Minute)
+	for sb == nil {
+		if len(probes) < 6 {
+			p := s.newSandbox(nil, nil)
+			probes[p.id] = p
+		}
+		again := time.After(10 * time.Second)
+	wait:
+		for sb == nil {
+			select {
+			case ev := <-ch:
+				if p := probes[ev.ContainerId]; p != nil && ev.ContainerEventType == runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT {
+					sb = p
+				}
+			case err := <-errc:
+				streamEnded(err, nil)
+			case <-again:
+				break wait
+			case <-live:
+				t.Fatalf("no STARTED event of any of %d sandboxes after a minute", len(probes))
+			}
+		}
+	}
+
+	// Each step waits for its event before the next: containerd 2.x
+	// sends STOPPED from its exit handler, which may run after
+	// StopContainer returned, so a removal made at once could send
+	// DELETED first.
+	var got []runtimeapi.ContainerEventType
+	id := ""
+	timeout := time.After(time.Minute)
+	await := func(typ runtimeapi.ContainerEventType) {
+		t.Helper()
+		for {
+			select {
+			case ev := <-ch:
+				if ev.ContainerId != id {
+					continue
+				}
+				got = append(got, ev.ContainerEventType)
+				if ev.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT &&
+					ev.GetPodSandboxStatus().GetId() != sb.id {
+					t.Errorf("%s event: sandbox status of %q, want %q", ev.ContainerEventType, ev.GetPodSandboxStatus().GetId(), sb.id)
+				}
+				if ev.ContainerEventType == typ {
+					return
+				}
+			case err := <-errc:
+				streamEnded(err, got)
+			case <-timeout:
+				t.Fatalf("events of the container after a minute: %v, want %s", got, typ)
+			}
+		}
+	}
+	id = s.run(sb, "main", "sleep 3600", containerOpts{})
+	await(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	s.stop(id, 0)
+	await(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 	rctx, rcancel := s.ctx()
 	defer rcancel()
 	if err := s.Runtime.RemoveContainer(rctx, id); err != nil {
 		t.Fatal(err)
 	}
+	await(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
 	want := []runtimeapi.ContainerEventType{
 		runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT,
 		runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT,
 		runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT,
 		runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT,
-	}
-	var got []runtimeapi.ContainerEventType
-	timeout := time.After(time.Minute)
-	for len(got) < len(want) {
-		select {
-		case ev := <-ch:
-			if ev.ContainerId != id {
-				continue
-			}
-			got = append(got, ev.ContainerEventType)
-			if ev.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT &&
-				ev.GetPodSandboxStatus().GetId() != sb.id {
-				t.Errorf("%s event: sandbox status of %q, want %q", ev.ContainerEventType, ev.GetPodSandboxStatus().GetId(), sb.id)
-			}
-		case err := <-errc:
-			streamEnded(err, got)
-		case <-timeout:
-			t.Fatalf("events of the container after a minute: %v, want %v", got, want)
-		}
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("events = %v, want %v", got, want)
