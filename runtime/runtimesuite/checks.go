@@ -474,9 +474,17 @@ func testLogs(s *suite) {
 	if st.LogPath != want {
 		t.Errorf("log path = %q, want %q", st.LogPath, want)
 	}
-	lines := s.readLog(want)
 	// An unterminated last line is partial, as containerd writes it.
-	for _, w := range []string{"stdout F hello", "stderr F oops", "stdout P no newline"} {
+	wantLines := []string{"stdout F hello", "stderr F oops", "stdout P no newline"}
+	lines := s.pollLog(want, func(lines []string) bool {
+		for _, w := range wantLines {
+			if !slices.Contains(lines, w) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, w := range wantLines {
 		if !slices.Contains(lines, w) {
 			t.Errorf("log lines %q lack %q", lines, w)
 		}
@@ -494,7 +502,7 @@ func testEnvWorkingDir(s *suite) {
 	if st.ExitCode != 0 {
 		t.Fatalf("exit code %d (%s: %s)", st.ExitCode, st.Reason, st.Message)
 	}
-	lines := s.readLog(st.LogPath)
+	lines := s.pollLog(st.LogPath, func(lines []string) bool { return len(lines) >= 2 })
 	if !slices.Equal(lines, []string{"stdout F var=a b=c", "stdout F /etc"}) {
 		t.Errorf("log lines = %q, want the variable and /etc", lines)
 	}
@@ -532,6 +540,28 @@ func testStopTimeout(s *suite) {
 	}
 	if st := s.status(id); st.State != runtimeapi.ContainerState_CONTAINER_EXITED || st.ExitCode != 137 {
 		t.Errorf("after SIGKILL: %s exit code %d, want CONTAINER_EXITED 137", st.State, st.ExitCode)
+	}
+}
+
+// pollLog reads the log at path until done holds for its lines, for up to
+// a minute, and returns the last lines read. A container's exit does not
+// mean its log is complete: containerd copies the last output to the file
+// from a goroutine that the exit does not wait for.
+func (s *suite) pollLog(path string, done func([]string) bool) []string {
+	s.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var lines []string
+		if _, err := readFileIfExists(path); err == nil {
+			lines = s.readLog(path)
+			if done(lines) {
+				return lines
+			}
+		}
+		if time.Now().After(deadline) {
+			return lines
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
