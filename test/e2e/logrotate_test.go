@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"compress/gzip"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -54,24 +55,40 @@ func TestLogRotation(t *testing.T) {
 	if len(entries) > 3 {
 		t.Errorf("%d files in %s, want at most MaxFiles 3", len(entries), dir)
 	}
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".gz") {
-			continue
-		}
-		fh, err := os.Open(filepath.Join(dir, e.Name()))
+	// The rotator deletes the oldest compressed log about every second:
+	// a file listed may be gone when opened. Each one still there must
+	// hold CRI log lines, and at least one must be read.
+	read := 0
+	eventually(t, 30*time.Second, "a compressed rotated log read", func() bool {
+		entries, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		zr, err := gzip.NewReader(fh)
-		if err != nil {
-			t.Fatalf("%s: %v", e.Name(), err)
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), ".gz") {
+				continue
+			}
+			fh, err := os.Open(filepath.Join(dir, e.Name()))
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			zr, err := gzip.NewReader(fh)
+			if err != nil {
+				fh.Close()
+				t.Fatalf("%s: %v", e.Name(), err)
+			}
+			b, err := io.ReadAll(zr)
+			fh.Close()
+			if err != nil || !strings.Contains(string(b), " stdout F line ") {
+				t.Errorf("%s: %d bytes, %v; want CRI log lines", e.Name(), len(b), err)
+			}
+			read++
 		}
-		b, err := io.ReadAll(zr)
-		fh.Close()
-		if err != nil || !strings.Contains(string(b), " stdout F line ") {
-			t.Errorf("%s: %d bytes, %v; want CRI log lines", e.Name(), len(b), err)
-		}
-	}
+		return read > 0
+	})
 	// The container writes on, to its reopened log.
 	cur := filepath.Join(dir, "0.log")
 	st1, err := os.Stat(cur)
