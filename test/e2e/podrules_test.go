@@ -31,6 +31,7 @@ spec:
         command: ["test", "-f", "/tmp/ready"]
       periodSeconds: 1
       failureThreshold: 60
+      timeoutSeconds: 10
   - name: init
     image: ` + busyboxImage + `
     imagePullPolicy: IfNotPresent

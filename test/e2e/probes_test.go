@@ -51,6 +51,7 @@ spec:
         port: %s
       periodSeconds: 1
       failureThreshold: 1
+      timeoutSeconds: 10
 `
 
 // livenessPod touches /tmp/healthy and sleeps; an exec liveness probe
@@ -72,6 +73,7 @@ spec:
         command: ["cat", "/tmp/healthy"]
       periodSeconds: 1
       failureThreshold: 2
+      timeoutSeconds: 10
 `
 
 // TestProbes: against containerd, an HTTP readiness probe on the web
