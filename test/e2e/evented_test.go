@@ -107,10 +107,11 @@ func TestEventedPLEG(t *testing.T) {
 		maxLatency  time.Duration
 	}{
 		// Streaming, the safety-net relist comes every 5 minutes: a death
-		// seen within seconds came through the stream. The bounds leave
-		// room for a loaded machine.
-		{name: "containerd 2.x streams events", endpointVar: envEndpoint2, streaming: true, maxLatency: 5 * time.Second},
-		{name: "containerd 1.6 falls back to relisting", endpointVar: envEndpoint, streaming: false, maxLatency: 8 * time.Second},
+		// seen within seconds came through the stream; falling back, the
+		// relist comes every second. The bounds, far below 5 minutes,
+		// leave room for a loaded machine.
+		{name: "containerd 2.x streams events", endpointVar: envEndpoint2, streaming: true, maxLatency: 15 * time.Second},
+		{name: "containerd 1.6 falls back to relisting", endpointVar: envEndpoint, streaming: false, maxLatency: 20 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.endpointVar)
@@ -141,13 +142,16 @@ func TestEventedPLEG(t *testing.T) {
 			f.write(podSpec{name: "victim", script: sleepScript})
 			pod := f.pod("victim")
 			eventually(t, 30*time.Second, pod+" Running", func() bool { return a.running(pod) })
-			// Let the stream settle (or the fall-back be retried a few
-			// times).
-			time.Sleep(4 * time.Second)
-			if got := evented.Streaming(); got != tc.streaming {
-				t.Fatalf("Streaming() = %t, want %t", got, tc.streaming)
-			}
 			const fallback = "container runtime does not stream container events; relisting instead"
+			// Wait for the stream to settle: streaming, or fallen back
+			// and said so (the retries that follow, one a second, must not
+			// say it again: checked here and at the end).
+			eventually(t, 30*time.Second, fmt.Sprintf("Streaming() = %t", tc.streaming), func() bool {
+				if tc.streaming {
+					return evented.Streaming()
+				}
+				return !evented.Streaming() && a.logs.count(fallback) > 0
+			})
 			wantLogs := 0
 			if !tc.streaming {
 				wantLogs = 1
@@ -165,7 +169,7 @@ func TestEventedPLEG(t *testing.T) {
 				t.Fatalf("kill %d: %v", pid, err)
 			}
 			var died time.Time
-			eventually(t, 10*time.Second, "the PLEG's ContainerDied event", func() bool {
+			eventually(t, tc.maxLatency+10*time.Second, "the PLEG's ContainerDied event", func() bool {
 				var ok bool
 				died, ok = tee.first(pleg.ContainerDied, cid)
 				return ok
