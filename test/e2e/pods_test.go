@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -280,7 +281,10 @@ func TestRestartPolicies(t *testing.T) {
 			gaps = append(gaps, starts[i].Sub(starts[i-1]).Round(10*time.Millisecond))
 		}
 		t.Logf("gaps between the creations of successive containers: %v", gaps)
-		if n := len(gaps); n < 4 || gaps[n-1] < 3*time.Second || gaps[n-1] < gaps[0]+2*time.Second {
+		// Load only lengthens a gap: the last one is at least its
+		// back-off (4s or more), and it exceeds the shortest before it,
+		// the least slowed of them, by more than a constant delay would.
+		if n := len(gaps); n < 4 || gaps[n-1] < 3*time.Second || gaps[n-1] < slices.Min(gaps[:n-1])+time.Second {
 			t.Errorf("gaps between restarts %v do not grow as a 1s, 2s, 4s back-off", gaps)
 		}
 		// The kubelet keeps the last dead container beside the running one.
@@ -355,7 +359,9 @@ func TestManifestEditAndRemoval(t *testing.T) {
 		return len(sbs) == 0 && len(cs) == 0
 	})
 	t.Logf("manifest removed → container stopped after %s, everything removed %s later", stoppedAfter.Round(time.Millisecond), took.Round(time.Millisecond))
-	if stoppedAfter < (grace-1)*time.Second || stoppedAfter > (grace+5)*time.Second {
+	// The lower bound is the rule; the upper one leaves a loaded machine
+	// room and is still far below the default grace period of 30s.
+	if stoppedAfter < (grace-1)*time.Second || stoppedAfter > (grace+20)*time.Second {
 		t.Errorf("the container stopped %s after the manifest's removal; want about its grace period, %ds", stoppedAfter, grace)
 	}
 	f.expectNothingLeft()
