@@ -23,6 +23,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/probe"
@@ -155,7 +156,7 @@ func (h *harness) status(fullName string) (v1.PodStatus, bool) {
 // registered before the agent's own clean-up, so it runs after it.
 func checkLeaks(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	t.Cleanup(func() { leakcheck.VerifyNone(t, ignore) })
 }
 
 // eventually polls cond every 10ms until it holds or timeout passes.

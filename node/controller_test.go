@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/node"
 )
 
@@ -424,7 +425,7 @@ func TestNoGoroutineLeft(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Run() = %v", err)
 	}
-	if err := goleak.Find(ignore); err != nil {
+	if err := leakcheck.Find(ignore); err != nil {
 		t.Error(err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	certificatesv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/nodeapi"
 )
 
@@ -64,7 +65,7 @@ func TestNewServingCertificate(t *testing.T) {
 // the request keeps no certificate, and returns nil with no goroutine left
 // when its context ends.
 func TestServingCertificateRunStops(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	c, err := nodeapi.NewServingCertificate(nodeapi.ServingCertificateOptions{
 		Client: fake.NewClientset().CertificatesV1().CertificateSigningRequests(), NodeName: "n", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, CertDir: t.TempDir(),
 	})
@@ -87,7 +88,7 @@ func TestServingCertificateRunStops(t *testing.T) {
 // certificate of each handshake from it, so a rotated certificate serves
 // the next connection.
 func TestServerGetCertificate(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	certs := make([]*tls.Certificate, 2)
 	for i := range certs {
 		crt, key, err := nodeapi.SelfSignedCertificate([]string{"node-1"}, nil, time.Now())

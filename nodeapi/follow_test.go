@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/nodeapi"
 )
 
@@ -165,7 +166,7 @@ func mib(v uint64) float64 { return float64(v) / (1 << 20) }
 // request on the node, with no goroutine left behind, while the log is
 // still being written.
 func TestFollowClientGoesAway(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	f := newFixture(t)
 	h, err := nodeapi.New(f.options(nil))
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/nodeapi"
 )
 
@@ -303,7 +304,7 @@ func TestRun(t *testing.T) {
 // and the streaming server, then stops both: every session gets its
 // output and exit code, and no goroutine is left.
 func TestConcurrentExec(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	f := newFixture(t)
 	ss, err := nodeapi.NewStreamingServer(echoRuntime{}, nodeapi.StreamingServerOptions{})
 	if err != nil {

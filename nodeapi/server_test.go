@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/nodeapi"
 )
 
@@ -20,7 +21,7 @@ import (
 // plain HTTP, and on cancel ends a log follow in flight and returns nil
 // with no goroutine left.
 func TestServer(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	f := newFixture(t)
 	h, err := nodeapi.New(f.options(nil))
 	if err != nil {

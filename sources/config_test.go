@@ -12,12 +12,13 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
-	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 // logLines records what a logger writes.

@@ -3,7 +3,7 @@ package status
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/sources"
@@ -75,7 +75,7 @@ func pod(uid string) *v1.Pod {
 }
 
 func TestLoopDispatch(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer leakcheck.VerifyNone(t)
 	synctest.Test(t, func(t *testing.T) {
 		updates := make(chan sources.PodUpdate)
 		events := make(chan *pleg.Event)

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/emptydir"
 	"github.com/nodekit/nodekit/volume/hostpath"
@@ -627,7 +628,7 @@ func TestRunRetriesTearDown(t *testing.T) {
 }
 
 func TestRunStopsOnCancel(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	e := newEnv(t, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error)

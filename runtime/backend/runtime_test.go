@@ -4,8 +4,7 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/backend"
 	"github.com/nodekit/nodekit/runtime/runtimesuite"
@@ -15,7 +14,7 @@ import (
 // example's Backend. A restart is a new adapter on the same state
 // directory and the same Backend (whose processes live on).
 func TestConformance(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer leakcheck.VerifyNone(t)
 	runtimesuite.Run(t, func(t *testing.T) runtimesuite.Config {
 		b := &execBackend{}
 		dir := t.TempDir()

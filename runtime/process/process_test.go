@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	"go.uber.org/goleak"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/backend"
 	"github.com/nodekit/nodekit/runtime/process"
@@ -31,7 +32,7 @@ func newRuntime(t *testing.T, dir string) *backend.Runtime {
 }
 
 func TestConformance(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	runtimesuite.Run(t, func(t *testing.T) runtimesuite.Config {
 		dir := t.TempDir()
 		var mu sync.Mutex

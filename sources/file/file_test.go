@@ -14,9 +14,9 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
-	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/sources/sourcestest"
 )
@@ -36,7 +36,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 func podYAML(name, image string) string {

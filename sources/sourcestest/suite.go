@@ -25,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/sources"
 )
 
@@ -96,7 +97,7 @@ func SourceSuite(t *testing.T, newSource func(t *testing.T) sources.Source) {
 		}
 		cancel()
 		waitReturn(t, done)
-		if err := goleak.Find(ignore); err != nil {
+		if err := leakcheck.Find(ignore); err != nil {
 			t.Errorf("goroutines left after Run returned: %v", err)
 		}
 	})

@@ -17,6 +17,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 )
@@ -49,7 +50,7 @@ func newFixtureAt(t *testing.T, endpoint string) *fixture {
 	// Registered first, so it runs after every other clean-up: the agents
 	// have stopped and the client is closed by then.
 	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	t.Cleanup(func() { leakcheck.VerifyNone(t, ignore) })
 	f := &fixture{
 		t:        t,
 		endpoint: endpoint,

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/volume"
 	pt "github.com/nodekit/nodekit/volume/internal/projectiontest"
 	"github.com/nodekit/nodekit/volume/projected"
@@ -411,7 +412,7 @@ func TestPluginSuite(t *testing.T) {
 }
 
 func TestNoGoroutines(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	is := &issuer{}
 	p, err := projected.New(projected.Funcs{TokenFunc: is.create}, projected.Options{})
 	if err != nil {
