@@ -49,8 +49,9 @@ func TestEvents(t *testing.T) {
 	}
 	// The callback runs once the client sent its request; the server may
 	// not have subscribed yet. Wait until it has.
-	waitFor(t, func() bool { return rt.Calls("GetContainerEvents") == 1 })
-	time.Sleep(50 * time.Millisecond)
+	if err := rt.WaitSubscribers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
 
 	sc := sandboxConfig("p", "uid-e")
 	sid, err := c.RunPodSandbox(ctx, sc, "")
@@ -123,8 +124,9 @@ func TestEventsErrors(t *testing.T) {
 		c, rt := newClient(t, runtimetest.Options{})
 		done := make(chan error, 1)
 		go func() { done <- c.GetContainerEvents(t.Context(), make(chan *runtimeapi.ContainerEventResponse), nil) }()
-		waitFor(t, func() bool { return rt.Calls("GetContainerEvents") == 1 })
-		time.Sleep(20 * time.Millisecond)
+		if err := rt.WaitSubscribers(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
 		rt.SetDown(true)
 		select {
 		case err := <-done:
@@ -137,16 +139,20 @@ func TestEventsErrors(t *testing.T) {
 	})
 	t.Run("blocked consumer and cancel", func(t *testing.T) {
 		// Nobody reads the channel: cancelling ctx still ends the call.
+		// The channel holds one event; a sandbox's start sends two, so
+		// once the first is in, the client waits to send the second.
 		c, rt := newClient(t, runtimetest.Options{Images: []string{"busybox"}})
 		ctx, cancel := context.WithCancel(t.Context())
+		ch := make(chan *runtimeapi.ContainerEventResponse, 1)
 		done := make(chan error, 1)
-		go func() { done <- c.GetContainerEvents(ctx, make(chan *runtimeapi.ContainerEventResponse), nil) }()
-		waitFor(t, func() bool { return rt.Calls("GetContainerEvents") == 1 })
-		time.Sleep(20 * time.Millisecond)
+		go func() { done <- c.GetContainerEvents(ctx, ch, nil) }()
+		if err := rt.WaitSubscribers(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := rt.RunPodSandbox(t.Context(), sandboxConfig("p", "u"), ""); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		waitFor(t, func() bool { return len(ch) == 1 })
 		cancel()
 		select {
 		case err := <-done:

@@ -67,8 +67,41 @@ func (r *Runtime) endStreamLocked(sub *subscriber, err error) {
 		return
 	}
 	delete(r.subs, sub)
+	r.subsChangedLocked()
 	sub.err = err
 	close(sub.done)
+}
+
+func (r *Runtime) subsChangedLocked() {
+	if r.subsChanged != nil {
+		close(r.subsChanged)
+		r.subsChanged = nil
+	}
+}
+
+// WaitSubscribers waits until at least n GetContainerEvents calls are
+// subscribed, so that every event from then on reaches them, or until ctx
+// ends. The callback of GetContainerEvents tells less through a CRI
+// client: there it runs once the request is sent, before the runtime
+// behind the server has subscribed.
+func (r *Runtime) WaitSubscribers(ctx context.Context, n int) error {
+	for {
+		r.mu.Lock()
+		if len(r.subs) >= n {
+			r.mu.Unlock()
+			return nil
+		}
+		if r.subsChanged == nil {
+			r.subsChanged = make(chan struct{})
+		}
+		changed := r.subsChanged
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
 }
 
 func (r *Runtime) endStreamsLocked(err error) {
@@ -97,6 +130,7 @@ func (r *Runtime) GetContainerEvents(ctx context.Context, containerEventsCh chan
 		return status.Error(codes.Unavailable, "runtimetest: runtime closed")
 	}
 	r.subs[sub] = struct{}{}
+	r.subsChangedLocked()
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()

@@ -88,6 +88,7 @@ type Runtime struct {
 	execHandler     func(containerID string, cmd []string) (stdout, stderr []byte, exitCode int32)
 	pullable        func(ref string) bool
 	subs            map[*subscriber]struct{}
+	subsChanged     chan struct{} // closed when subs changes; nil until waited on
 }
 
 // methodState counts calls to one method and holds its injected error.

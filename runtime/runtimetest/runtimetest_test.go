@@ -781,6 +781,52 @@ func TestContainerEventsEnd(t *testing.T) {
 	})
 }
 
+// TestWaitSubscribers: WaitSubscribers returns once the streams have
+// subscribed, and an event emitted right after reaches them; it follows
+// streams that end, and ends with its context.
+func TestWaitSubscribers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := New(Options{})
+		defer r.Close()
+		waited := make(chan error, 1)
+		go func() { waited <- r.WaitSubscribers(t.Context(), 2) }()
+		ch := make(chan *runtimeapi.ContainerEventResponse, 4)
+		ctx1, cancel1 := context.WithCancel(t.Context())
+		done1 := make(chan error, 1)
+		go func() { done1 <- r.GetContainerEvents(ctx1, ch, nil) }()
+		synctest.Wait()
+		select {
+		case err := <-waited:
+			t.Fatalf("WaitSubscribers(2) = %v with one stream", err)
+		default:
+		}
+		done2 := make(chan error, 1)
+		go func() { done2 <- r.GetContainerEvents(t.Context(), ch, nil) }()
+		if err := <-waited; err != nil {
+			t.Fatalf("WaitSubscribers(2) = %v", err)
+		}
+		if _, err := r.RunPodSandbox(t.Context(), sandboxConfig("p", "u"), ""); err != nil {
+			t.Fatal(err)
+		}
+		for range 4 { // CREATED and STARTED, to each stream
+			<-ch
+		}
+
+		cancel1()
+		<-done1
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		if err := r.WaitSubscribers(ctx, 2); err != context.DeadlineExceeded {
+			t.Errorf("WaitSubscribers(2) with one stream left = %v, want DeadlineExceeded", err)
+		}
+		if err := r.WaitSubscribers(t.Context(), 1); err != nil {
+			t.Errorf("WaitSubscribers(1) = %v", err)
+		}
+		r.SetDown(true)
+		<-done2
+	})
+}
+
 func TestCloseStopsTimers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := New(Options{Images: []string{"busybox"}})
