@@ -69,7 +69,7 @@ func httpRequest(host string, port int, get func(*v1.HTTPGetAction)) probe.Reque
 //	/redirect/N      N same-host redirects, then /code/200
 //	/elsewhere       a redirect to the same server through another host name
 //	/big             20 KiB of body
-//	/slow            after 2 s
+//	/slow            never (it waits until the request or the test ends)
 //	/echo            the request's host, path, query and headers, as text
 func testServer(t *testing.T) (*httptest.Server, *requests) {
 	reqs := &requests{}
@@ -99,15 +99,17 @@ func testServer(t *testing.T) (*httptest.Server, *requests) {
 		reqs.add(r)
 		w.Write([]byte(strings.Repeat("x", 20<<10)))
 	})
+	stop := make(chan struct{})
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 		reqs.add(r)
 		select {
-		case <-time.After(2 * time.Second):
+		case <-stop:
 		case <-r.Context().Done():
 		}
 	})
 	srv = httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) }) // before srv.Close, which waits for handlers
 	return srv, reqs
 }
 
@@ -251,8 +253,10 @@ func TestHTTPTimeout(t *testing.T) {
 	p := probe.NewDefaultProber(probe.ProberOptions{})
 	start := time.Now()
 	got := run(t, p, httpRequest(host, port, path("/slow")))
-	if d := time.Since(start); d > 1800*time.Millisecond {
-		t.Errorf("probe took %v, want about its 1s timeout", d)
+	// The handler never answers: only the timeout ends the probe. The
+	// bound leaves a loaded machine room.
+	if d := time.Since(start); d < 900*time.Millisecond || d > 10*time.Second {
+		t.Errorf("probe took %v, want its 1s timeout", d)
 	}
 	if got.Result != probe.Failure || got.Err || !strings.Contains(got.Output, "deadline exceeded") {
 		t.Errorf("probe = %+v, want a timeout failure", got)
@@ -305,7 +309,8 @@ func TestHTTPCancelled(t *testing.T) {
 }
 
 // checkCancelled runs the probe with a 30 s timeout, cancels it after
-// 100 ms, and checks that it returns at once with an error, not a failure.
+// 100 ms, and checks that it returns well before the timeout (the bound
+// leaves a loaded machine room) with an error, not a failure.
 func checkCancelled(t *testing.T, p probe.Prober, req probe.Request) {
 	t.Helper()
 	req.Probe.TimeoutSeconds = 30
@@ -313,7 +318,7 @@ func checkCancelled(t *testing.T, p probe.Prober, req probe.Request) {
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
 	r, _, err := p.Probe(ctx, req)
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("a cancelled probe took %v", d)
 	}
 	if err == nil || r == probe.Failure {

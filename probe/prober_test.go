@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -341,29 +342,32 @@ func errorsJoin(err error) error { return errors.Join(errors.New("exec failed"),
 
 func TestExecTimeout(t *testing.T) {
 	t.Parallel()
-	// An Execer that honours its context but whose command never ends.
-	hang := probe.ExecerFunc(func(ctx context.Context, _ string, _ []string, _ time.Duration) ([]byte, []byte, error) {
-		<-ctx.Done()
-		return nil, nil, ctx.Err()
-	})
-	p := probe.NewDefaultProber(probe.ProberOptions{Runtime: hang})
-	req := execRequest("c1", nil, "sleep", "10")
-	req.Probe.TimeoutSeconds = 1
-	start := time.Now()
-	got := run(t, p, req)
-	if d := time.Since(start); d < time.Second || d > 1500*time.Millisecond {
-		t.Errorf("probe took %v, want its 1s timeout", d)
-	}
-	if diff := cmp.Diff(outcome{probe.Failure, `command ["sleep" "10"] timed out after 1s`, false}, got); diff != "" {
-		t.Errorf("probe (-want +got):\n%s", diff)
-	}
+	// The exec is fake: the timeout runs on synctest's clock, exactly.
+	synctest.Test(t, func(t *testing.T) {
+		// An Execer that honours its context but whose command never ends.
+		hang := probe.ExecerFunc(func(ctx context.Context, _ string, _ []string, _ time.Duration) ([]byte, []byte, error) {
+			<-ctx.Done()
+			return nil, nil, ctx.Err()
+		})
+		p := probe.NewDefaultProber(probe.ProberOptions{Runtime: hang})
+		req := execRequest("c1", nil, "sleep", "10")
+		req.Probe.TimeoutSeconds = 1
+		start := time.Now()
+		got := run(t, p, req)
+		if d := time.Since(start); d != time.Second {
+			t.Errorf("probe took %v, want its 1s timeout", d)
+		}
+		if diff := cmp.Diff(outcome{probe.Failure, `command ["sleep" "10"] timed out after 1s`, false}, got); diff != "" {
+			t.Errorf("probe (-want +got):\n%s", diff)
+		}
 
-	// A probe cancelled by its caller is not a failure.
-	ctx, cancel := contextWithCancel(t)
-	cancel()
-	if r, _, err := p.Probe(ctx, req); err == nil || r == probe.Failure {
-		t.Errorf("cancelled probe = %v, %v; want an error", r, err)
-	}
+		// A probe cancelled by its caller is not a failure.
+		ctx, cancel := contextWithCancel(t)
+		cancel()
+		if r, _, err := p.Probe(ctx, req); err == nil || r == probe.Failure {
+			t.Errorf("cancelled probe = %v, %v; want an error", r, err)
+		}
+	})
 }
 
 func TestNoRuntimeOrHandler(t *testing.T) {

@@ -51,7 +51,9 @@ func TestTCPTimeout(t *testing.T) {
 	p := probe.NewDefaultProber(probe.ProberOptions{})
 	start := time.Now()
 	r, out, err := p.Probe(t.Context(), tcpRequest("", "127.0.0.1", intstr.FromInt32(int32(port)), 0))
-	if d := time.Since(start); d < 900*time.Millisecond || d > 1500*time.Millisecond {
+	// Nothing accepts: only the timeout ends the probe. The bound leaves a
+	// loaded machine room.
+	if d := time.Since(start); d < 900*time.Millisecond || d > 10*time.Second {
 		t.Errorf("probe took %v, want its 1s timeout", d)
 	}
 	if r != probe.Failure || err != nil {
