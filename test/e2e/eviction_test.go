@@ -53,6 +53,7 @@ func TestDiskPressureEviction(t *testing.T) {
 		// The images of the shared containerd are not this test's to
 		// reclaim.
 		o.NodeResources.GC.DisableImages = true
+		o.NodeResources.Eviction.Disable = false // the agents of the other tests run without it
 		o.NodeResources.Eviction.Manager.MonitoringInterval = time.Second
 		o.NodeResources.Eviction.Manager.PressureTransitionPeriod = 10 * time.Second
 	})
@@ -135,6 +136,7 @@ func TestMemoryPressureEviction(t *testing.T) {
 		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
 		o.Capacity = v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("1Gi")}
 		o.NodeResources.GC.DisableImages = true
+		o.NodeResources.Eviction.Disable = false // the agents of the other tests run without it
 		o.NodeResources.Eviction.MemoryOfPodsOnly = true
 		o.NodeResources.Eviction.Manager.Thresholds = []eviction.Threshold{{Signal: eviction.SignalMemoryAvailable, Value: eviction.Value{Quantity: &threshold}}}
 		o.NodeResources.Eviction.Manager.MonitoringInterval = time.Second
@@ -223,6 +225,7 @@ func TestLocalStorageLimitEviction(t *testing.T) {
 		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
 		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
 		o.NodeResources.GC.DisableImages = true
+		o.NodeResources.Eviction.Disable = false // the agents of the other tests run without it
 		// No threshold: local storage limits alone.
 		o.NodeResources.Eviction.Manager.Thresholds = []eviction.Threshold{}
 		o.NodeResources.Eviction.Manager.MonitoringInterval = time.Second

@@ -351,6 +351,12 @@ func startAgent(t *testing.T, cfg agentConfig) *agentRun {
 		},
 		OnPodStatus: r.observe,
 	}
+	// Image GC and eviction act on what the shared containerds and the
+	// host's disk and memory hold, not on the test's own pods: off by
+	// default, so that no result depends on the host. The tests of these
+	// parts turn them on in customize.
+	opts.NodeResources.GC.DisableImages = true
+	opts.NodeResources.Eviction.Disable = true
 	if cfg.customize != nil {
 		cfg.customize(&opts)
 	}

@@ -23,6 +23,7 @@ func TestImageGC(t *testing.T) {
 	in := startInstance(t, "1.6")
 	f := newFixtureAt(t, in.endpoint)
 	a := f.agentWith(nil, "image gc", func(o *nodekit.Options) {
+		o.NodeResources.GC.DisableImages = false // the agents of the other tests run without it
 		o.NodeResources.GC.Images = gc.ImageOptions{
 			Period: 2 * time.Second,
 			Policy: gc.ImagePolicy{MinAge: time.Second},
