@@ -311,9 +311,39 @@ answers() { "$CTR" --address "$SOCK" --timeout 2s version >/dev/null 2>&1; }
 # A per-instance hash: bridge name and subnet.
 instance_hash() { printf '%s' "$NAME" | cksum | cut -d' ' -f1; }
 
+# pick_subnet prints a /24 for the instance: its own if it has one, else the
+# first of a sequence drawn from hash $1 that no host route and no other
+# instance's network configuration uses.
+pick_subnet() {
+	local h=$1 k hh prefix conf routes others
+	conf=$DIR/cni/net.d/10-nodekit.conflist
+	prefix=$(sed -n 's/.*"subnet": "\(10\.[0-9]*\.[0-9]*\)\.0\/24".*/\1/p' "$conf" 2>/dev/null)
+	if [ -n "$prefix" ]; then
+		echo "$prefix.0/24"
+		return
+	fi
+	routes=$(ip -4 -o route show 2>/dev/null | awk '{print $1}')
+	others=$(cat "$BASE"/*/cni/net.d/10-nodekit.conflist 2>/dev/null | sed -n 's/.*"subnet": "\(10\.[0-9]*\.[0-9]*\)\.0\/24".*/\1/p')
+	for k in $(seq 0 199); do
+		hh=$((h + k * 7919))
+		prefix=10.$((100 + hh % 100)).$((hh / 100 % 256))
+		if printf '%s\n' "$routes" | grep -q "^${prefix//./\\.}\." ||
+			printf '%s\n' "$others" | grep -qx "${prefix//./\\.}"; then
+			continue
+		fi
+		echo "$prefix.0/24"
+		return
+	done
+	echo "containerd.sh: no free 10.x.y.0/24 subnet for $NAME (pass --subnet)" >&2
+	return 1
+}
+
 write_cni() {
 	local h; h=$(instance_hash)
-	local subnet=${SUBNET:-10.$((100 + h % 100)).$((h / 100 % 256)).0/24}
+	local subnet=$SUBNET
+	if [ -z "$subnet" ]; then
+		subnet=$(pick_subnet "$h") || return 1
+	fi
 	local bridge=nk$((h % 100000000))
 	mkdir -p "$DIR/cni/net.d" "$DIR/cni/ipam"
 	cat >"$DIR/cni/net.d/10-nodekit.conflist" <<EOF
