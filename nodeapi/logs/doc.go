@@ -32,9 +32,9 @@
 //
 // With Follow, Read waits at the end of the file for it to grow (an
 // fsnotify watch on its directory, and a check every second), reopens the
-// file when the runtime rotates it (a new file created under the same
-// name), and returns once the container is no longer running and the file
-// holds nothing more, or when the context ends.
+// file when the runtime rotates it (the path names a new file once the old
+// one is read to its end), and returns once the container is no longer
+// running and the file holds nothing more, or when the context ends.
 //
 // # Differences from the kubelet
 //
@@ -43,6 +43,11 @@
 // takes the whole CRI interface and klog's logger); the output was
 // compared byte for byte with it. Lines are read in place rather than
 // copied.
+// A rotation is found by comparing the file the path names with the open
+// one at each end of the file, not only by a Create event for the log's
+// name: the kubelet arms its watch at the first end of the file, so it
+// misses a rotation that comes before, and its follow then stalls until
+// the container stops.
 // The clock is injected (Options.Clock) so that the periodic
 // checks of a follow can be tested without waiting.
 package logs
