@@ -57,7 +57,9 @@
 //
 // InjectError and InjectErrorOnce make a method fail; SetDown makes every
 // call fail with an Unavailable status, as when the runtime goes away.
-// Calls counts the calls of each method. Options.Latency delays every call.
+// Calls counts the calls of each method (a GetContainerEvents call is
+// counted before it subscribes: WaitSubscribers waits until event streams
+// have subscribed). Options.Latency delays every call.
 // Unknown IDs give a gRPC NotFound status (status.Code(err) ==
 // codes.NotFound), as real runtimes do; removing what does not exist
 // succeeds, as the CRI requires.
