@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/metrics"
 	"github.com/nodekit/nodekit/nodeapi"
 	"github.com/nodekit/nodekit/nodeapi/logs"
@@ -209,7 +210,7 @@ type nodeAPIServer struct {
 	serving   *nodeapi.ServingCertificate // nil unless ServerTLSBootstrap
 
 	auth         *nodeapi.Auth // filled by Run
-	client       kubernetes.Interface
+	client       kubeclient.Interface
 	clientCAFile string
 	anonymous    bool
 	log          logr.Logger
@@ -344,7 +345,7 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 			return nil, errors.New("nodekit: NodeAPI.ServerTLSBootstrap and NodeAPI.CertFile exclude each other")
 		}
 		s.serving, err = nodeapi.NewServingCertificate(nodeapi.ServingCertificateOptions{
-			Client: a.opts.KubeClient, NodeName: a.opts.NodeName, Hostnames: hostnames, IPs: ips,
+			Client: clientGoClientset(a.opts.KubeClient), NodeName: a.opts.NodeName, Hostnames: hostnames, IPs: ips,
 			CertDir: certDir, Logger: a.log,
 		})
 		if err != nil {
@@ -398,4 +399,14 @@ func (s *nodeAPIServer) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return s.server.Run(ctx) })
 	return g.Wait()
+}
+
+// clientGoClientset returns the client-go clientset behind a KubeClient
+// made by clientset.From, which the serving certificate's flow (client-go's
+// certificate manager) still needs, or nil.
+func clientGoClientset(c kubeclient.Interface) kubernetes.Interface {
+	if u, ok := c.(interface{ Unwrap() kubernetes.Interface }); ok {
+		return u.Unwrap()
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ package clientset
 
 import (
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/watchlist"
 
 	"github.com/nodekit/nodekit/kubeclient"
 )
@@ -29,6 +30,12 @@ type adapter struct{ cs kubernetes.Interface }
 
 // Unwrap returns the client-go clientset.
 func (a adapter) Unwrap() kubernetes.Interface { return a.cs }
+
+// IsWatchListSemanticsUnSupported tells client-go's reflector what the
+// clientset tells it: a fake clientset cannot stream a list over a watch.
+func (a adapter) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(a.cs)
+}
 
 func (a adapter) CoreV1() kubeclient.CoreV1Interface { return coreV1{a.cs} }
 

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/util/watchlist"
 
 	"github.com/nodekit/nodekit/kubeclient/clientset"
 )
@@ -33,6 +34,9 @@ func TestFrom(t *testing.T) {
 	}
 	if _, err := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, "n", metav1.GetOptions{}); err != nil {
 		t.Errorf("the lease created through the adapter: %v", err)
+	}
+	if !watchlist.DoesClientNotSupportWatchListSemantics(c) {
+		t.Error("the adapter of a fake clientset claims the watch-list semantics the fake lacks")
 	}
 	u, ok := c.(interface{ Unwrap() kubernetes.Interface })
 	if !ok || u.Unwrap() != kubernetes.Interface(cs) {

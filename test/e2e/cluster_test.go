@@ -25,6 +25,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/sources/apiserver"
@@ -173,7 +174,7 @@ func newClusterOn(t *testing.T, f *fixture, own bool) *cluster {
 func (c *cluster) joinedAgent(rs runtime.RuntimeService, description string) *agentRun {
 	c.t.Helper()
 	return c.agentWith(rs, description, func(o *nodekit.Options) {
-		o.KubeClient = c.agentAPI
+		o.KubeClient = clientset.From(c.agentAPI)
 		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
 		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
 		o.Volumes.RefreshPeriod = 2 * time.Second

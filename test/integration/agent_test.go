@@ -20,6 +20,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
@@ -113,7 +114,7 @@ func TestAgentJoinsCluster(t *testing.T) {
 	t.Cleanup(rt.Close)
 	agent, err := nodekit.New(nodekit.Options{
 		NodeName:       nodeName,
-		KubeClient:     agentClient,
+		KubeClient:     clientset.From(agentClient),
 		Sources:        []nodekit.NamedSource{{Name: sources.FileSource, Source: staticSource{static}}},
 		Runtime:        rt,
 		RootDir:        t.TempDir(),

@@ -28,6 +28,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -105,7 +106,7 @@ func runHollowNodes(t *testing.T, filter func(eventtype, reason string) bool) (w
 		dir := t.TempDir()
 		a, err := nodekit.New(nodekit.Options{
 			NodeName:       name,
-			KubeClient:     agentClient,
+			KubeClient:     clientset.From(agentClient),
 			Node:           node.Options{Labels: map[string]string{hollowLabel: run}},
 			Runtime:        rt,
 			RootDir:        filepath.Join(dir, "root"),

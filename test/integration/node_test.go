@@ -19,13 +19,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/node"
 )
 
 func newNodeController(t *testing.T, c kubernetes.Interface, opts node.Options) *node.Controller {
 	t.Helper()
 	opts.Logger = testr.New(t)
-	ctl, err := node.New(c, opts)
+	ctl, err := node.New(clientset.From(c), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

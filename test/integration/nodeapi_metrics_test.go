@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -35,7 +36,7 @@ func startMetricsAgent(t *testing.T, path, nodeName string, reg *prometheus.Regi
 	}
 	agent, err := nodekit.New(nodekit.Options{
 		NodeName:       nodeName,
-		KubeClient:     newClient(t, path),
+		KubeClient:     clientset.From(newClient(t, path)),
 		Runtime:        rt,
 		RootDir:        t.TempDir(),
 		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},

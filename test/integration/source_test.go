@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/sources/apiserver"
 )
@@ -92,7 +93,7 @@ func (r *recorder) waitWithin(t *testing.T, timeout time.Duration, op sources.Op
 func runSource(t *testing.T, c kubernetes.Interface, opts apiserver.Options) (*sources.Config, *recorder) {
 	t.Helper()
 	opts.Logger = testr.NewWithOptions(t, testr.Options{Verbosity: 3})
-	src, err := apiserver.New(c, opts)
+	src, err := apiserver.New(clientset.From(c), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
