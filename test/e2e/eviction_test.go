@@ -13,7 +13,6 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/eviction"
-	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/sources/apiserver"
 )
@@ -48,7 +47,7 @@ func TestDiskPressureEviction(t *testing.T) {
 		}
 	})
 	a := c.agentWith(nil, "disk pressure", func(o *nodekit.Options) {
-		o.KubeClient = clientset.From(c.agentAPI)
+		o.KubeClient = c.agentAPI
 		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
 		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
 		// The images of the shared containerd are not this test's to
@@ -131,7 +130,7 @@ func TestMemoryPressureEviction(t *testing.T) {
 	c := newCluster(t, false)
 	threshold := resource.MustParse("924Mi")
 	a := c.agentWith(nil, "memory pressure", func(o *nodekit.Options) {
-		o.KubeClient = clientset.From(c.agentAPI)
+		o.KubeClient = c.agentAPI
 		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
 		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
 		o.Capacity = v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("1Gi")}
@@ -220,7 +219,7 @@ func TestMemoryPressureEviction(t *testing.T) {
 func TestLocalStorageLimitEviction(t *testing.T) {
 	c := newCluster(t, false)
 	c.agentWith(nil, "local storage limits", func(o *nodekit.Options) {
-		o.KubeClient = clientset.From(c.agentAPI)
+		o.KubeClient = c.agentAPI
 		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
 		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
 		o.NodeResources.GC.DisableImages = true

@@ -33,7 +33,6 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/sources/apiserver"
 )
@@ -245,7 +244,7 @@ func TestNodeAPIKubectl(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	c.agentWith(nil, "node api", func(o *nodekit.Options) {
-		o.KubeClient = clientset.From(c.agentAPI)
+		o.KubeClient = c.agentAPI
 		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
 		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
 		// The client CA is the one the API server publishes, as for

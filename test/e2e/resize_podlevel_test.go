@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/sources/apiserver"
 )
@@ -83,7 +82,7 @@ func (c *cluster) podLevelResized(name string, r v1.ResourceRequirements) (*v1.P
 func TestInPlaceResizePodLevel(t *testing.T) {
 	c := newClusterOn(t, newFixture(t, envEndpoint2), false)
 	c.agentWith(nil, "pod-level in-place resize", func(o *nodekit.Options) {
-		o.KubeClient = clientset.From(c.agentAPI)
+		o.KubeClient = c.agentAPI
 		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
 		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
 	})

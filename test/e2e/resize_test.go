@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/sources/apiserver"
 )
@@ -137,7 +136,7 @@ func TestInPlaceResize(t *testing.T) {
 	c := newClusterOn(t, newFixture(t, envEndpoint2), false)
 	src := &chanSource{pods: make(chan []*v1.Pod, 1)}
 	a := c.agentWith(nil, "in-place resize", func(o *nodekit.Options) {
-		o.KubeClient = clientset.From(c.agentAPI)
+		o.KubeClient = c.agentAPI
 		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
 		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
 		o.Sources = append(o.Sources, nodekit.NamedSource{Name: "test", Source: src})

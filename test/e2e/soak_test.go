@@ -23,7 +23,6 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
-	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/runtime"
@@ -233,7 +232,7 @@ spec:
 	hook := &sandboxHook{RuntimeService: f.cri}
 	startSoakAgent := func(description string) *agentRun {
 		return c.agentWith(hook, description, func(o *nodekit.Options) {
-			o.KubeClient = clientset.From(c.agentAPI)
+			o.KubeClient = c.agentAPI
 			o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
 			o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
 			o.NodeResources.GC.DisableImages = true

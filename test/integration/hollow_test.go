@@ -28,7 +28,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
-	"github.com/nodekit/nodekit/kubeclient/clientset"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -106,7 +106,7 @@ func runHollowNodes(t *testing.T, filter func(eventtype, reason string) bool) (w
 		dir := t.TempDir()
 		a, err := nodekit.New(nodekit.Options{
 			NodeName:       name,
-			KubeClient:     clientset.From(agentClient),
+			KubeClient:     agentClient,
 			Node:           node.Options{Labels: map[string]string{hollowLabel: run}},
 			Runtime:        rt,
 			RootDir:        filepath.Join(dir, "root"),
@@ -258,7 +258,7 @@ func hollowTestClient(t *testing.T) kubernetes.Interface {
 
 // hollowAgentClient is the one client every agent shares, its requests
 // counted, with a rate limit of a kubelet's (50 QPS, burst 100) per agent.
-func hollowAgentClient(t *testing.T, counter *apiRequests) kubernetes.Interface {
+func hollowAgentClient(t *testing.T, counter *apiRequests) kubeclient.Interface {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig(t))
 	if err != nil {
@@ -266,7 +266,8 @@ func hollowAgentClient(t *testing.T, counter *apiRequests) kubernetes.Interface 
 	}
 	cfg.QPS, cfg.Burst = 50*hollowNodes, 100*hollowNodes
 	cfg.WrapTransport = counter.wrap
-	cs, err := kubernetes.NewForConfig(cfg)
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cs, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
-	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -36,7 +35,7 @@ func startMetricsAgent(t *testing.T, path, nodeName string, reg *prometheus.Regi
 	}
 	agent, err := nodekit.New(nodekit.Options{
 		NodeName:       nodeName,
-		KubeClient:     clientset.From(newClient(t, path)),
+		KubeClient:     newAgentClient(t, path),
 		Runtime:        rt,
 		RootDir:        t.TempDir(),
 		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},

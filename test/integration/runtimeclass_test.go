@@ -15,7 +15,6 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
-	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -68,7 +67,7 @@ func TestRuntimeClass(t *testing.T) {
 	t.Cleanup(rt.Close)
 	agent, err := nodekit.New(nodekit.Options{
 		NodeName:       nodeName,
-		KubeClient:     clientset.From(newClient(t, kubeconfig(t))),
+		KubeClient:     newAgentClient(t, kubeconfig(t)),
 		Runtime:        rt,
 		RootDir:        t.TempDir(),
 		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},
