@@ -9,17 +9,6 @@ import (
 	"testing"
 )
 
-// clientGoClientsetEdges are the imports allowed, for now, to reach
-// client-go's full clientset: the serving certificate's flow (nodeapi's
-// csr.go) still runs client-go's certificate manager, which takes a
-// kubernetes.Interface, and the root package hands it the clientset behind
-// a clientset.From client. Both go once that flow has a client of its own.
-var clientGoClientsetEdges = map[[2]string]bool{
-	{"github.com/nodekit/nodekit/nodeapi", "k8s.io/client-go/util/certificate"}: true,
-	{"github.com/nodekit/nodekit/nodeapi", "k8s.io/client-go/kubernetes"}:       true,
-	{"github.com/nodekit/nodekit", "k8s.io/client-go/kubernetes"}:               true,
-}
-
 // TestClientDeps keeps client-go's full clientset, its scheme of every
 // built-in API group and its informers out of the agent and of the minimal
 // agent: their init registers the 56 API group versions of k8s.io/api,
@@ -53,8 +42,8 @@ func TestClientDeps(t *testing.T) {
 			p == "k8s.io/client-go/informers" || strings.HasPrefix(p, "k8s.io/client-go/informers/")
 	}
 	for _, root := range roots {
-		// Breadth first from root, skipping the known edges; via records
-		// the import each package was reached from, to name the chain.
+		// Breadth first from root; via records the import each package
+		// was reached from, to name the chain.
 		via := map[string]string{root: ""}
 		queue := []string{root}
 		for len(queue) > 0 {
@@ -69,7 +58,7 @@ func TestClientDeps(t *testing.T) {
 				continue
 			}
 			for _, imp := range imports[p] {
-				if _, seen := via[imp]; seen || clientGoClientsetEdges[[2]string{p, imp}] {
+				if _, seen := via[imp]; seen {
 					continue
 				}
 				via[imp] = p

@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/kubeclient"
@@ -345,7 +344,7 @@ func (a *Agent) newNodeAPI() (*nodeAPIServer, error) {
 			return nil, errors.New("nodekit: NodeAPI.ServerTLSBootstrap and NodeAPI.CertFile exclude each other")
 		}
 		s.serving, err = nodeapi.NewServingCertificate(nodeapi.ServingCertificateOptions{
-			Client: clientGoClientset(a.opts.KubeClient), NodeName: a.opts.NodeName, Hostnames: hostnames, IPs: ips,
+			Client: a.opts.KubeClient.CertificatesV1().CertificateSigningRequests(), NodeName: a.opts.NodeName, Hostnames: hostnames, IPs: ips,
 			CertDir: certDir, Logger: a.log,
 		})
 		if err != nil {
@@ -399,14 +398,4 @@ func (s *nodeAPIServer) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return s.server.Run(ctx) })
 	return g.Wait()
-}
-
-// clientGoClientset returns the client-go clientset behind a KubeClient
-// made by clientset.From, which the serving certificate's flow (client-go's
-// certificate manager) still needs, or nil.
-func clientGoClientset(c kubeclient.Interface) kubernetes.Interface {
-	if u, ok := c.(interface{ Unwrap() kubernetes.Interface }); ok {
-		return u.Unwrap()
-	}
-	return nil
 }

@@ -27,8 +27,9 @@
 # DIR/pki/ca.crt, which agents take as their client CA.
 set -euo pipefail
 
-KUBE_VERSION=v1.37.2
-STAGING_VERSION=v0.37.2
+NAME_LOG=apiserver.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 ETCD_VERSION=v3.7.0
 
 CACHE=${NODEKIT_CACHE:-$HOME/.cache/nodekit}
@@ -36,45 +37,22 @@ BUILD_DIR=$CACHE/apiserver-$KUBE_VERSION-etcd-$ETCD_VERSION
 BIN=$BUILD_DIR/bin
 DIR=${NODEKIT_APISERVER_DIR:-${TMPDIR:-/tmp}/nodekit-apiserver}
 
-# The staging modules k8s.io/kubernetes requires at v0.0.0 and replaces with
-# ./staging paths; the scratch module points each at its published version.
-STAGING=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
-	cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api
-	cri-client cri-streaming csi-translation-lib dynamic-resource-allocation endpointslice externaljwt
-	kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics
-	mount-utils pod-security-admission sample-apiserver streaming)
-
-log() { echo "apiserver.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
-
 write_module() {
-	mkdir -p "$BUILD_DIR"
-	{
-		echo "module nodekit.local/apiserver-build"
-		echo
-		echo "go 1.26.0"
-		echo
-		echo "require ("
-		echo "	k8s.io/kubernetes $KUBE_VERSION"
-		echo "	go.etcd.io/etcd/server/v3 $ETCD_VERSION"
-		echo ")"
-		echo
-		echo "tool ("
-		echo "	k8s.io/kubernetes/cmd/kube-apiserver"
-		echo "	go.etcd.io/etcd/server/v3"
-		echo ")"
-		echo
-		echo "replace ("
-		for m in "${STAGING[@]}"; do
-			echo "	k8s.io/$m => k8s.io/$m $STAGING_VERSION"
-		done
-		echo ")"
-	} >"$BUILD_DIR/go.mod.new"
-	if ! cmp -s "$BUILD_DIR/go.mod.new" "$BUILD_DIR/go.mod" 2>/dev/null; then
-		mv "$BUILD_DIR/go.mod.new" "$BUILD_DIR/go.mod"
-	else
-		rm -f "$BUILD_DIR/go.mod.new"
-	fi
+	write_kube_module "$BUILD_DIR" <<EOM
+module nodekit.local/apiserver-build
+
+go 1.26.0
+
+require (
+	k8s.io/kubernetes $KUBE_VERSION
+	go.etcd.io/etcd/server/v3 $ETCD_VERSION
+)
+
+tool (
+	k8s.io/kubernetes/cmd/kube-apiserver
+	go.etcd.io/etcd/server/v3
+)
+EOM
 }
 
 # ensure_tools installs what the script runs when it is missing (root on
@@ -105,61 +83,19 @@ cmd_build() {
 	log "building kube-apiserver $KUBE_VERSION and etcd $ETCD_VERSION (cold: about 10 minutes)"
 	write_module
 	mkdir -p "$BIN"
-	local ldflags="-s -w \
--X k8s.io/component-base/version.gitVersion=$KUBE_VERSION \
--X k8s.io/component-base/version.gitMajor=1 \
--X k8s.io/component-base/version.gitMinor=37 \
--X k8s.io/component-base/version.gitTreeState=clean \
--X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION"
-	(
-		cd "$BUILD_DIR"
-		export GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 GOWORK=off
-		if [ ! -x "$BIN/kube-apiserver" ]; then
-			go build -trimpath -ldflags "$ldflags" -o "$BIN/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-			mv "$BIN/kube-apiserver.tmp" "$BIN/kube-apiserver"
-		fi
-		if [ ! -x "$BIN/etcd" ]; then
+	if [ ! -x "$BIN/kube-apiserver" ]; then
+		kube_build "$BUILD_DIR" "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+	fi
+	if [ ! -x "$BIN/etcd" ]; then
+		(
+			cd "$BUILD_DIR"
+			export GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 GOWORK=off
 			go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3
 			mv "$BIN/etcd.tmp" "$BIN/etcd"
-		fi
-	)
+		)
+	fi
 	log "built in $((SECONDS - start)) s: $BIN"
 	exec 9>&-
-}
-
-# free_port prints a loopback TCP port nothing listens on, below the
-# kernel's ephemeral range when it can: a port in that range can be held by
-# the local end of an outgoing connection, or by its TIME-WAIT for a minute
-# after a test that opened many, and then etcd cannot bind it.
-free_port() {
-	local p lo=20000 hi=60000 eph
-	if eph=$(cat /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null) && [ "${eph%%[[:space:]]*}" -gt 12000 ]; then
-		lo=10000 hi=${eph%%[[:space:]]*}
-	fi
-	for _ in $(seq 1 100); do
-		p=$((lo + RANDOM % (hi - lo)))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	die "no free port found"
-}
-
-alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
-
-# stop_pid sends SIGTERM and waits up to 20 s, then SIGKILL.
-stop_pid() {
-	local pid=$1 name=$2
-	alive "$pid" || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	for _ in $(seq 1 200); do
-		alive "$pid" || return 0
-		sleep 0.1
-	done
-	log "$name ($pid) ignored SIGTERM for 20 s: killing it"
-	kill -KILL "$pid" 2>/dev/null || true
-	while alive "$pid"; do sleep 0.1; done
 }
 
 make_certs() {

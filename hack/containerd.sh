@@ -49,10 +49,8 @@ BUSYBOX_IMAGE=docker.io/library/busybox:1.36
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
 WEB_IMAGE=nodekit.test/web:1
 
-log() { echo "containerd.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
+NAME_LOG=containerd.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 need_root() { [ "$(id -u)" -eq 0 ] || die "$1 needs root"; }
 
@@ -514,26 +512,8 @@ cmd_start() {
 	# The 2.x shim must come first in PATH: containerd starts the shim
 	# found there.
 	[ "$VERSION" = 2 ] && path=$CD2_BIN:$PATH
-	# setsid: the daemon outlives the caller's process group (go test,
-	# a CI step); all its output goes to the log, never to our pipes. The
-	# shell records its own PID, then becomes containerd (setsid may fork).
-	echo "--- start $(date -Is)" >>"$LOGFILE"
-	rm -f "$PIDFILE"
-	PATH=$path setsid bash -c 'echo $$ >"$1.tmp" && mv "$1.tmp" "$1" && exec "$2" --config "$3"' \
-		containerd "$PIDFILE" "$CONTAINERD" "$DIR/config.toml" </dev/null >>"$LOGFILE" 2>&1 &
-	local deadline=$((SECONDS + 30)) pid=""
-	until answers; do
-		[ -n "$pid" ] || pid=$(cat "$PIDFILE" 2>/dev/null || true)
-		if [ -n "$pid" ] && [ ! -d "/proc/$pid" ]; then
-			tail -n 30 "$LOGFILE" >&2
-			die "start: containerd $NAME exited; log above ($LOGFILE)"
-		fi
-		if [ $SECONDS -ge $deadline ]; then
-			tail -n 30 "$LOGFILE" >&2
-			die "start: containerd $NAME does not answer on $SOCK after 30s; log above ($LOGFILE)"
-		fi
-		sleep 0.05
-	done
+	spawn_daemon "$PIDFILE" "$LOGFILE" env PATH="$path" "$CONTAINERD" --config "$DIR/config.toml"
+	await_daemon "$PIDFILE" "$LOGFILE" "containerd $NAME on $SOCK"
 	local t1; t1=$(now)
 	import_images
 	log "start: $NAME (containerd $VERSION, pid $(cat "$PIDFILE"), $(cat "$DIR/snapshotter"), subnet $(cat "$DIR/subnet")) up in $(elapsed "$t0"), images imported in $(elapsed "$t1")"
@@ -545,17 +525,7 @@ kill_daemon() {
 	local pid
 	pid=$(cat "$PIDFILE" 2>/dev/null || true)
 	if pid_alive; then
-		kill -TERM "$pid" 2>/dev/null || true
-		local i
-		for i in $(seq 100); do
-			[ -d "/proc/$pid" ] || break
-			sleep 0.1
-		done
-		if [ -d "/proc/$pid" ]; then
-			log "containerd $NAME ignored SIGTERM for 10s; killing it"
-			kill -KILL "$pid" 2>/dev/null || true
-			sleep 0.2
-		fi
+		stop_pid "$pid" "containerd $NAME" 10
 	fi
 	rm -f "$PIDFILE"
 }

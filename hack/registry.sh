@@ -17,10 +17,8 @@
 # DIR/password). Images are pushed by the tests themselves.
 set -euo pipefail
 
-log() { echo "registry.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
+NAME_LOG=registry.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 REGISTRY=/usr/bin/docker-registry
 
@@ -78,15 +76,6 @@ answers() {
 	[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$(cat "$DIR/addr")/v2/")" = 401 ]
 }
 
-free_port() {
-	local p i
-	for i in $(seq 50); do
-		p=$((20000 + RANDOM % 20000))
-		ss -Htln "sport = :$p" | grep -q . || { echo $p; return; }
-	done
-	die "no free port found"
-}
-
 cmd_start() {
 	parse "$@"
 	local t0; t0=$(now)
@@ -121,22 +110,8 @@ auth:
     realm: nodekit-registry
     path: $DIR/htpasswd
 EOC
-	rm -f "$PIDFILE"
-	setsid bash -c 'echo $$ >"$1.tmp" && mv "$1.tmp" "$1" && exec "$2" serve "$3"' \
-		registry "$PIDFILE" "$REGISTRY" "$DIR/config.yml" </dev/null >>"$DIR/registry.log" 2>&1 &
-	local deadline=$((SECONDS + 30)) pid=""
-	until answers; do
-		[ -n "$pid" ] || pid=$(cat "$PIDFILE" 2>/dev/null || true)
-		if [ -n "$pid" ] && [ ! -d "/proc/$pid" ]; then
-			tail -n 20 "$DIR/registry.log" >&2
-			die "start: the registry exited; log above"
-		fi
-		if [ $SECONDS -ge $deadline ]; then
-			tail -n 20 "$DIR/registry.log" >&2
-			die "start: the registry does not answer on $(cat "$DIR/addr") after 30s; log above"
-		fi
-		sleep 0.05
-	done
+	spawn_daemon "$PIDFILE" "$DIR/registry.log" "$REGISTRY" serve "$DIR/config.yml"
+	await_daemon "$PIDFILE" "$DIR/registry.log" "the registry on $(cat "$DIR/addr")"
 	log "start: registry on $(cat "$DIR/addr") (pid $(cat "$PIDFILE")) up in $(elapsed "$t0")"
 	cat "$DIR/addr"
 }
@@ -146,13 +121,7 @@ cmd_stop() {
 	local pid
 	pid=$(cat "$PIDFILE" 2>/dev/null || true)
 	if pid_alive; then
-		kill -TERM "$pid" 2>/dev/null || true
-		local i
-		for i in $(seq 50); do
-			[ -d "/proc/$pid" ] || break
-			sleep 0.1
-		done
-		[ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null || true
+		stop_pid "$pid" registry 5
 	fi
 	rm -f "$PIDFILE"
 }

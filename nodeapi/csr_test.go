@@ -11,9 +11,13 @@ import (
 
 	"go.uber.org/goleak"
 	"k8s.io/client-go/kubernetes/fake"
+	certificatesv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
 
 	"github.com/nodekit/nodekit/nodeapi"
 )
+
+// client-go's typed client is a CSRClient.
+var _ nodeapi.CSRClient = certificatesv1client.CertificateSigningRequestInterface(nil)
 
 func TestRotationDeadline(t *testing.T) {
 	nb := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -34,7 +38,7 @@ func TestRotationDeadline(t *testing.T) {
 }
 
 func TestNewServingCertificate(t *testing.T) {
-	ok := nodeapi.ServingCertificateOptions{Client: fake.NewClientset(), NodeName: "n", Hostnames: []string{"n"}, CertDir: t.TempDir()}
+	ok := nodeapi.ServingCertificateOptions{Client: fake.NewClientset().CertificatesV1().CertificateSigningRequests(), NodeName: "n", Hostnames: []string{"n"}, CertDir: t.TempDir()}
 	if _, err := nodeapi.NewServingCertificate(ok); err != nil {
 		t.Fatalf("valid options: %v", err)
 	}
@@ -62,7 +66,7 @@ func TestNewServingCertificate(t *testing.T) {
 func TestServingCertificateRunStops(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	c, err := nodeapi.NewServingCertificate(nodeapi.ServingCertificateOptions{
-		Client: fake.NewClientset(), NodeName: "n", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, CertDir: t.TempDir(),
+		Client: fake.NewClientset().CertificatesV1().CertificateSigningRequests(), NodeName: "n", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, CertDir: t.TempDir(),
 	})
 	if err != nil {
 		t.Fatal(err)

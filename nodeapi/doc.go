@@ -47,8 +47,9 @@
 // the given certificate, a self-signed one (kept in CertDir, as the
 // kubelet's), or one the cluster signs and that rotates
 // (ServingCertificate, a CertificateSigningRequest of signer
-// kubernetes.io/kubelet-serving through client-go's certificate manager,
-// picked at each handshake), unless ServerOptions.Insecure.
+// kubernetes.io/kubelet-serving, kept and renewed as the kubelet's
+// certificate manager does, picked at each handshake), unless
+// ServerOptions.Insecure.
 //
 // # Streaming
 //
@@ -93,11 +94,20 @@
 //     972) and a stripped binary by 9.9 MB (58.6 to 68.5 MB); the code
 //     here is about 300 lines.
 //   - No read-only port (10255): deprecated in the kubelet, off by default.
-//   - ServingCertificate renews at client-go's certificate manager's
-//     deadline (70 to 90 % of the lifetime) from a loop of its own, with
-//     the manager's request and store, rather than the manager's Start:
-//     that loop cannot be waited for, and Run must return only once its
-//     goroutines ended. The certificate's names are fixed when the
+//   - ServingCertificate requests, keeps and renews the certificate as
+//     the kubelet's certificate manager and file store (of client-go's
+//     util/certificate) do, in code of its own over a three-method
+//     CSRClient (Create, Get, Watch) rather than through that manager:
+//     the manager takes a whole clientset, which links client-go's
+//     scheme of every API group, and its Start loop cannot be waited for,
+//     while Run must return only once its goroutines ended. On purpose
+//     it also differs in this: a kept pair that does not load is logged
+//     and replaced rather than failing the start; each pair is written
+//     to a temporary file and renamed; an issued certificate that lacks
+//     a name of the request, or is due for rotation at once, is served
+//     but asked again only after the back-off, not in a loop; there is no
+//     fallback to the certificates/v1beta1 API (gone since Kubernetes
+//     1.22). The certificate's names are fixed when the
 //     ServingCertificate is made; the kubelet's follow the Node's
 //     addresses as they change.
 package nodeapi

@@ -116,7 +116,7 @@ func ExampleNewStreamingServer() {
 func ExampleNewServingCertificate() {
 	client := fake.NewClientset() // the agent's client of the API server
 	cert, err := nodeapi.NewServingCertificate(nodeapi.ServingCertificateOptions{
-		Client:    client,
+		Client:    client.CertificatesV1().CertificateSigningRequests(),
 		NodeName:  "node-1",
 		Hostnames: []string{"node-1"},
 		IPs:       []net.IP{net.ParseIP("10.0.0.7")},

@@ -26,7 +26,6 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
-	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -182,7 +181,7 @@ func TestNodeAPIServingCertificateCSR(t *testing.T) {
 	rootDir := t.TempDir()
 	agent, err := nodekit.New(nodekit.Options{
 		NodeName:       nodeName,
-		KubeClient:     clientset.From(newClient(t, path)),
+		KubeClient:     newAgentClient(t, path),
 		Runtime:        rt,
 		RootDir:        rootDir,
 		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},
