@@ -7,12 +7,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodekit/nodekit/env"
+	"github.com/nodekit/nodekit/kubeclient"
 )
 
 // serviceLinks serves the Services of the containers' service links
@@ -32,12 +33,24 @@ var _ env.Services = (*serviceLinks)(nil)
 
 // newServiceLinks builds the informer. It does no I/O and starts no
 // goroutine.
-func newServiceLinks(client kubernetes.Interface) *serviceLinks {
-	inf := coreinformers.NewFilteredServiceInformer(client, metav1.NamespaceAll, 0,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", v1.ClusterIPNone).String()
-		})
+func newServiceLinks(client kubeclient.Interface) *serviceLinks {
+	// client-go's NewFilteredServiceInformer, over kubeclient.
+	services := client.CoreV1().Services(metav1.NamespaceAll)
+	selector := fields.OneTermNotEqualSelector("spec.clusterIP", v1.ClusterIPNone).String()
+	inf := cache.NewSharedIndexInformerWithOptions(
+		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (apiruntime.Object, error) {
+				opts.FieldSelector = selector
+				return services.List(ctx, opts)
+			},
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				opts.FieldSelector = selector
+				return services.Watch(ctx, opts)
+			},
+		}, client),
+		&v1.Service{},
+		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}},
+	)
 	return &serviceLinks{informer: inf, lister: corelisters.NewServiceLister(inf.GetIndexer())}
 }
 

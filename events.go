@@ -6,11 +6,12 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -58,9 +59,30 @@ func (a *Agent) startEvents(ctx context.Context) (stop func()) {
 	}
 	// client-go's broadcaster logs through the logger in its context.
 	b := record.NewBroadcaster(record.WithContext(logr.NewContext(ctx, a.log.WithName("events"))))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.opts.KubeClient.CoreV1().Events("")})
-	a.recorder.set(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: a.opts.NodeName}))
+	b.StartRecordingToSink(eventSink{ctx: ctx, client: a.opts.KubeClient.CoreV1()})
+	a.recorder.set(b.NewRecorder(kubeclient.NewScheme(), v1.EventSource{Component: "kubelet", Host: a.opts.NodeName}))
 	return b.Shutdown
+}
+
+// eventSink writes the broadcaster's events to the API server, in each
+// event's namespace, as client-go's EventSinkImpl does.
+type eventSink struct {
+	ctx    context.Context
+	client kubeclient.CoreV1Interface
+}
+
+var _ record.EventSink = eventSink{}
+
+func (s eventSink) Create(e *v1.Event) (*v1.Event, error) {
+	return s.client.Events(e.Namespace).Create(s.ctx, e, metav1.CreateOptions{})
+}
+
+func (s eventSink) Update(e *v1.Event) (*v1.Event, error) {
+	return s.client.Events(e.Namespace).Update(s.ctx, e, metav1.UpdateOptions{})
+}
+
+func (s eventSink) Patch(e *v1.Event, data []byte) (*v1.Event, error) {
+	return s.client.Events(e.Namespace).Patch(s.ctx, e.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
 }
 
 // discardEvents is an EventRecorder that drops every event.

@@ -16,9 +16,9 @@ import (
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/metrics"
 	"github.com/nodekit/nodekit/nodeapi"
 	"github.com/nodekit/nodekit/nodeapi/logs"
@@ -209,7 +209,7 @@ type nodeAPIServer struct {
 	serving   *nodeapi.ServingCertificate // nil unless ServerTLSBootstrap
 
 	auth         *nodeapi.Auth // filled by Run
-	client       kubernetes.Interface
+	client       kubeclient.Interface
 	clientCAFile string
 	anonymous    bool
 	log          logr.Logger

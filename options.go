@@ -10,10 +10,9 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/pleg"
@@ -52,8 +51,12 @@ type Options struct {
 
 	// KubeClient joins the agent to a cluster: it runs the pods bound to
 	// NodeName (source "api"), registers the Node, reports its status and
-	// renews its Lease. Defaults to nil: a standalone agent.
-	KubeClient kubernetes.Interface
+	// renews its Lease. Make it with kubeclient.NewForConfig, or wrap a
+	// client-go clientset (real, or kubernetes/fake in tests) with
+	// clientset.From (package kubeclient/clientset), which links client-go's
+	// scheme of every API group (about 10 MiB more resident memory).
+	// Defaults to nil: a standalone agent.
+	KubeClient kubeclient.Interface
 	// Node configures the Node registration, status and Lease (status every
 	// 10s, reported at least every 5m, Lease of 40s renewed every 10s).
 	// Its NodeName, MaxPods and Capacity are the agent's (set them here);

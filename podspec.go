@@ -9,9 +9,9 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/env"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
@@ -33,7 +33,7 @@ type podSpecParts struct {
 }
 
 // apiObjects gets ConfigMaps and Secrets from the API server.
-type apiObjects struct{ client kubernetes.Interface }
+type apiObjects struct{ client kubeclient.Interface }
 
 func (g apiObjects) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
 	return g.client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})

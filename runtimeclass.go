@@ -7,11 +7,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
-	nodeinformers "k8s.io/client-go/informers/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	nodelisters "k8s.io/client-go/listers/node/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -54,7 +57,7 @@ func (a *Agent) setUpRuntimeClasses(o *runtime.ManagerOptions) {
 	case a.opts.RuntimeClasses != nil:
 		rc.getter = a.opts.RuntimeClasses
 	case a.opts.KubeClient != nil:
-		rc.informer = nodeinformers.NewRuntimeClassInformer(a.opts.KubeClient, 0, cache.Indexers{})
+		rc.informer = newRuntimeClassInformer(a.opts.KubeClient)
 		rc.getter = nodelisters.NewRuntimeClassLister(rc.informer.GetIndexer())
 		rc.synced = make(chan struct{})
 	default:
@@ -115,4 +118,22 @@ func (a *Agent) runRuntimeClasses(run func(string, func(context.Context) error))
 		<-done
 		return nil
 	})
+}
+
+// newRuntimeClassInformer is client-go's NewRuntimeClassInformer (no
+// resync, no indexer) over kubeclient.
+func newRuntimeClassInformer(client kubeclient.Interface) cache.SharedIndexInformer {
+	rcs := client.NodeV1().RuntimeClasses()
+	return cache.NewSharedIndexInformerWithOptions(
+		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (apiruntime.Object, error) {
+				return rcs.List(ctx, opts)
+			},
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				return rcs.Watch(ctx, opts)
+			},
+		}, client),
+		&nodev1.RuntimeClass{},
+		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}},
+	)
 }

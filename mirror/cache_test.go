@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/sources/apiserver"
 	"github.com/nodekit/nodekit/status/statustest"
@@ -265,7 +266,7 @@ func TestSyncFollowsTheAPISource(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		kept, missing, gone := static("kept-node-a", "h1"), static("missing-node-a", "h2"), static("gone-node-a", "h3")
 		f := statustest.NewFakeAPI(node(testNode), mirrorPod(kept, "h1"), mirrorPod(gone, "h3"), apiPod("default", "web", testNode))
-		src, err := apiserver.New(f, apiserver.Options{NodeName: testNode, Logger: testr.New(t)})
+		src, err := apiserver.New(clientset.From(f), apiserver.Options{NodeName: testNode, Logger: testr.New(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/mirror"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/sources"
@@ -15,7 +16,7 @@ import (
 
 func ExampleNew() {
 	client := statustest.NewFakeAPI(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
-	mirrors, err := mirror.New(client, mirror.Options{NodeName: "node-a"})
+	mirrors, err := mirror.New(clientset.From(client), mirror.Options{NodeName: "node-a"})
 	if err != nil {
 		panic(err)
 	}

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/sources"
 )
@@ -84,7 +84,7 @@ func (s Stats) Writes() uint64 { return s.Creates + s.Deletes }
 // node. Build it with New; the agent's housekeeping calls Sync. Its
 // methods are safe for concurrent use; calls of Sync are serialised.
 type Manager struct {
-	client kubernetes.Interface
+	client kubeclient.Interface
 	opts   Options
 	log    logr.Logger
 
@@ -117,7 +117,7 @@ type Manager struct {
 
 // New returns a Manager that creates mirror pods through client. It does
 // no I/O and starts no goroutine.
-func New(client kubernetes.Interface, opts Options) (*Manager, error) {
+func New(client kubeclient.Interface, opts Options) (*Manager, error) {
 	if client == nil {
 		return nil, errors.New("mirror: client is required")
 	}

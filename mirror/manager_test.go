@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/status/statustest"
@@ -55,7 +56,7 @@ func newManager(t *testing.T, f *statustest.FakeAPI, opts Options) *Manager {
 	t.Helper()
 	opts.NodeName = testNode
 	opts.Logger = testr.New(t)
-	m, err := New(f, opts)
+	m, err := New(clientset.From(f), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,10 +393,10 @@ func TestNewChecksOptions(t *testing.T) {
 	if _, err := New(nil, Options{NodeName: testNode}); err == nil {
 		t.Error("New(nil client) = nil error, want one")
 	}
-	if _, err := New(f, Options{}); err == nil {
+	if _, err := New(clientset.From(f), Options{}); err == nil {
 		t.Error("New without NodeName = nil error, want one")
 	}
-	if _, err := New(f, Options{NodeName: testNode, RequestTimeout: -time.Second}); err == nil {
+	if _, err := New(clientset.From(f), Options{NodeName: testNode, RequestTimeout: -time.Second}); err == nil {
 		t.Error("New with a negative RequestTimeout = nil error, want one")
 	}
 }

@@ -14,9 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/component-helpers/apimachinery/lease"
-	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/kubeclient"
 )
 
 // The registration back-off, the kubelet's.
@@ -29,7 +28,7 @@ const (
 // Build it with New; Run does the work. Its methods are safe for
 // concurrent use; Run must not be called concurrently with itself.
 type Controller struct {
-	client kubernetes.Interface
+	client kubeclient.Interface
 	opts   Options
 	log    logr.Logger
 
@@ -43,7 +42,7 @@ type Controller struct {
 
 // New returns a Controller for opts, talking to client. It does no I/O and
 // starts no goroutine.
-func New(client kubernetes.Interface, opts Options) (*Controller, error) {
+func New(client kubeclient.Interface, opts Options) (*Controller, error) {
 	if client == nil {
 		return nil, errors.New("node: client is required")
 	}
@@ -125,21 +124,21 @@ func (c *Controller) facts() (facts, error) {
 	return newFacts(c.opts, m, net.IP(ip)), nil
 }
 
-// runLease renews the Lease with component-helpers' lease controller, the
-// kubelet's, until ctx ends.
+// runLease renews the Lease until ctx ends, as component-helpers' lease
+// controller (the kubelet's) does.
 func (c *Controller) runLease(ctx context.Context) {
-	lc := lease.NewController(
-		clock.RealClock{},
-		c.client,
-		c.opts.NodeName,
-		int32(c.opts.LeaseDuration/time.Second),
-		c.opts.OnRepeatedHeartbeatFailure,
-		c.opts.LeaseRenewInterval,
-		c.opts.NodeName,
-		LeaseNamespace,
-		c.setLeaseOwner,
-	)
-	lc.Run(logr.NewContext(ctx, c.log.WithName("lease")))
+	l := &leaseLoop{
+		client:            c.client.CoordinationV1().Leases(LeaseNamespace),
+		name:              c.opts.NodeName,
+		namespace:         LeaseNamespace,
+		holder:            c.opts.NodeName,
+		durationSeconds:   int32(c.opts.LeaseDuration / time.Second),
+		interval:          c.opts.LeaseRenewInterval,
+		onRepeatedFailure: c.opts.OnRepeatedHeartbeatFailure,
+		postProcess:       c.setLeaseOwner,
+		log:               c.log.WithName("lease"),
+	}
+	l.run(ctx)
 }
 
 // setLeaseOwner makes the registered Node the Lease's owner, so that the

@@ -23,6 +23,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/node"
 )
 
@@ -54,7 +55,7 @@ func newController(t *testing.T, c *fake.Clientset, opts node.Options) *node.Con
 	opts.InternalIP = net.ParseIP("192.0.2.1")
 	opts.AgentVersion = "nodekit/test"
 	opts.Logger = testr.New(t)
-	ctl, err := node.New(c, opts)
+	ctl, err := node.New(clientset.From(c), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestNewValidates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := node.New(c, tt.opts); (err == nil) != tt.ok {
+			if _, err := node.New(clientset.From(c), tt.opts); (err == nil) != tt.ok {
 				t.Errorf("New() error = %v, want ok %v", err, tt.ok)
 			}
 		})

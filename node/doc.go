@@ -45,11 +45,20 @@
 //     StatusReportFrequency (5 min) passed since the last report, as the
 //     kubelet does. Conditions and resources it does not own are kept. A
 //     Node found deleted is registered again.
-//   - the Lease loop, component-helpers' lease controller (the kubelet's),
-//     renews the Lease named after the node in kube-node-lease every
-//     LeaseRenewInterval (10 s), with a duration of LeaseDuration (40 s)
-//     and the Node as its owner. The Lease is the node's heartbeat; once
-//     Run returned it is no longer renewed and expires.
+//   - the Lease loop renews the Lease named after the node in
+//     kube-node-lease every LeaseRenewInterval (10 s, up to 4 % later),
+//     with a duration of LeaseDuration (40 s) and the Node as its owner
+//     (the Lease is created once the Node is registered). The Lease is the
+//     node's heartbeat; once Run returned it is no longer renewed and
+//     expires. It has the semantics of component-helpers' lease controller,
+//     which the kubelet uses: it updates the Lease it last wrote without
+//     reading it, reads it again (creating it when missing, backing off
+//     0.2 s doubling to 7 s) after a failed update or a conflict, tries an
+//     update up to 5 times per interval and calls
+//     OnRepeatedHeartbeatFailure after each failed try but the first.
+//     nodekit has its own loop because that controller takes client-go's
+//     full clientset, whose scheme of every API group costs the agent
+//     about 10 MiB (see package kubeclient).
 //
 // # Usage
 //
@@ -71,7 +80,7 @@
 // (/proc/meminfo, or the size of EphemeralStoragePath). API errors never
 // stop it: registration is retried with back-off (0.1 s doubling to 7 s),
 // a failed status update is logged and retried on the next tick, and the
-// lease controller backs off (up to 7 s) on its own.
+// Lease loop backs off (up to 7 s) on its own.
 //
 // # Concurrency
 //

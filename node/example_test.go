@@ -8,13 +8,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/node"
 )
 
 func ExampleNew() {
 	// A real agent passes a clientset built from its kubeconfig.
 	client := fake.NewClientset()
-	ctl, err := node.New(client, node.Options{
+	ctl, err := node.New(clientset.From(client), node.Options{
 		NodeName: "node-1",
 		Labels:   map[string]string{"topology.kubernetes.io/zone": "lab"},
 		Machine:  &node.Machine{CPUs: 4, MemoryBytes: 8 << 30, OperatingSystem: "linux", Architecture: "arm64"},

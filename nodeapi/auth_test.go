@@ -26,6 +26,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/nodeapi"
 )
 
@@ -128,7 +129,7 @@ func newTestCA(t *testing.T, cn string) *testCA {
 func TestAuthEveryPath(t *testing.T) {
 	f := newFixture(t)
 	api := newFakeAPI()
-	auth, err := nodeapi.NewDelegatingAuth(api.client, nodeapi.AuthOptions{})
+	auth, err := nodeapi.NewDelegatingAuth(clientset.From(api.client), nodeapi.AuthOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,11 +189,11 @@ func TestAuthClientCertificate(t *testing.T) {
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.caDER}), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	auth, err := nodeapi.NewDelegatingAuth(api.client, nodeapi.AuthOptions{ClientCAFile: caFile})
+	auth, err := nodeapi.NewDelegatingAuth(clientset.From(api.client), nodeapi.AuthOptions{ClientCAFile: caFile})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nodeapi.NewDelegatingAuth(api.client, nodeapi.AuthOptions{ClientCAFile: filepath.Join(t.TempDir(), "none")}); err == nil {
+	if _, err := nodeapi.NewDelegatingAuth(clientset.From(api.client), nodeapi.AuthOptions{ClientCAFile: filepath.Join(t.TempDir(), "none")}); err == nil {
 		t.Error("a missing client CA file: no error")
 	}
 	h, err := nodeapi.New(nodeapi.Options{NodeName: "node-1", Auth: auth})
@@ -229,7 +230,7 @@ func TestAuthClientCertificate(t *testing.T) {
 
 func TestAuthAnonymous(t *testing.T) {
 	api := newFakeAPI()
-	auth, err := nodeapi.NewDelegatingAuth(api.client, nodeapi.AuthOptions{Anonymous: true})
+	auth, err := nodeapi.NewDelegatingAuth(clientset.From(api.client), nodeapi.AuthOptions{Anonymous: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func TestAuthAnonymous(t *testing.T) {
 func TestAuthCache(t *testing.T) {
 	api := newFakeAPI()
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	auth, err := nodeapi.NewDelegatingAuth(api.client, nodeapi.AuthOptions{Clock: clk})
+	auth, err := nodeapi.NewDelegatingAuth(clientset.From(api.client), nodeapi.AuthOptions{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,10 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/lru"
+
+	"github.com/nodekit/nodekit/kubeclient"
 )
 
 // The kubelet's defaults for its authentication and authorization caches.
@@ -61,7 +62,7 @@ type AuthOptions struct {
 // authorization, delegated to the API server through client, which needs
 // create on tokenreviews and subjectaccessreviews (the kubelet's node
 // credentials have both; so does the system:auth-delegator ClusterRole).
-func NewDelegatingAuth(client kubernetes.Interface, opts AuthOptions) (*Auth, error) {
+func NewDelegatingAuth(client kubeclient.Interface, opts AuthOptions) (*Auth, error) {
 	if client == nil {
 		return nil, errors.New("nodeapi: NewDelegatingAuth needs a client")
 	}
@@ -199,7 +200,7 @@ func (c *ttlCache) add(key string, v any, expires time.Time) {
 // server's TokenReview, caching each answer (accepted or not) for
 // CacheTTL; errors are not cached.
 type TokenReviewAuthenticator struct {
-	Client kubernetes.Interface
+	Client kubeclient.Interface
 	// CacheTTL; zero or negative disables the cache.
 	CacheTTL time.Duration
 	Clock    clock.PassiveClock
@@ -264,7 +265,7 @@ func (a *TokenReviewAuthenticator) AuthenticateRequest(r *http.Request) (*UserIn
 // SubjectAccessReview, caching allows for AllowedTTL and denials for
 // DeniedTTL; errors are not cached.
 type SubjectAccessReviewAuthorizer struct {
-	Client     kubernetes.Interface
+	Client     kubeclient.Interface
 	AllowedTTL time.Duration
 	DeniedTTL  time.Duration
 	Clock      clock.PassiveClock

@@ -85,7 +85,7 @@
 //     node log files of its own and no configuration file; those paths
 //     answer 404 (after authorization, as the kubelet's do).
 //   - The delegating authentication and authorization are written here on
-//     client-go's TokenReview and SubjectAccessReview clients rather than
+//     kubeclient's TokenReview and SubjectAccessReview clients rather than
 //     taken from k8s.io/apiserver's delegating authenticator and
 //     authorizer. Measured in this module: those import
 //     k8s.io/component-base's featuregate and legacyregistry (process-wide

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/nodeapi"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -46,7 +47,7 @@ func ExampleNew() {
 // server.
 func ExampleNewDelegatingAuth() {
 	client := fake.NewClientset() // a real clientset in an agent
-	auth, err := nodeapi.NewDelegatingAuth(client, nodeapi.AuthOptions{})
+	auth, err := nodeapi.NewDelegatingAuth(clientset.From(client), nodeapi.AuthOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -12,8 +12,8 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/podmodel"
 )
 
@@ -36,7 +36,7 @@ type Options struct {
 	Observer Observer
 	// Client writes the statuses to the API server (Run does). Defaults to
 	// nil: the statuses are only held, and Run just waits for its context.
-	Client kubernetes.Interface
+	Client kubeclient.Interface
 	// NodeName is the node the agent runs as: the status of a pod the API
 	// server shows bound to another node is never written. Defaults to ""
 	// (no check).

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/status/statustest"
 )
@@ -157,7 +158,7 @@ func conditionStatus(s v1.PodStatus, ct v1.PodConditionType) v1.ConditionStatus 
 func TestWritePatchesStatus(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := statustest.NewFakeAPI(boundPod("web", "uid-web"))
-		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
 		defer run(t, m)()
 
 		// The pod as the API server gave it: the write needs no read.
@@ -209,7 +210,7 @@ func TestStalePodObjectIsReadAgain(t *testing.T) {
 		if _, err := f.CoreV1().Pods("default").Patch(t.Context(), "web", types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{}, "status"); err != nil {
 			t.Fatal(err)
 		}
-		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
 		defer run(t, m)()
 		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
 		settle()
@@ -228,7 +229,7 @@ func TestCoalescesChanges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pod := boundPod("web", "uid-web")
 		f := statustest.NewFakeAPI(pod)
-		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
 		defer run(t, m)()
 
 		m.SetPodStatus(pod, podStatus(v1.PodPending, "waiting", false))
@@ -260,7 +261,7 @@ func TestNewerStatusWhilePatchInFlight(t *testing.T) {
 				<-release
 			})
 		})
-		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
 		defer run(t, m)()
 
 		m.SetPodStatus(pod, podStatus(v1.PodPending, "waiting", false)) // version 1
@@ -319,8 +320,8 @@ func TestTwoWritersNeverRegress(t *testing.T) {
 				})
 			}
 		})
-		older := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t).WithName("older")})
-		newer := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t).WithName("newer")})
+		older := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t).WithName("older")})
+		newer := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t).WithName("newer")})
 		defer run(t, older)()
 		defer run(t, newer)()
 
@@ -357,7 +358,7 @@ func TestPodReplacedIsNotWritten(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mine := boundPod("web", "uid-mine")
 		f := statustest.NewFakeAPI(mine)
-		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
 		defer run(t, m)()
 		m.SetPodStatus(mine, podStatus(v1.PodRunning, "running", true))
 		settle()
@@ -399,7 +400,7 @@ func TestConflictIsRetriedOnTheNewPod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pod := boundPod("web", "uid-web")
 		f := statustest.NewFakeAPI(pod)
-		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
 		defer run(t, m)()
 		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", false))
 		settle()
@@ -427,7 +428,7 @@ func TestOtherNodesPodIsNotWritten(t *testing.T) {
 		pod := boundPod("web", "uid-web")
 		pod.Spec.NodeName = "node-b"
 		f := statustest.NewFakeAPI(pod)
-		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
 		defer run(t, m)()
 		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
 		settle()
@@ -475,7 +476,7 @@ func TestDeletion(t *testing.T) {
 					}
 					pod = f.Pod("default", "web")
 				}
-				m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+				m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
 				defer run(t, m)()
 				if !tt.couldRun {
 					m.PodTerminated(pod.UID)
@@ -516,7 +517,7 @@ func TestGracefulDeletionSequence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pod := boundPod("web", "uid-web")
 		f := statustest.NewFakeAPI(pod)
-		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
 		defer run(t, m)()
 		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
 		settle()
@@ -573,7 +574,7 @@ func TestAPIServerDown(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
 		defer run(t, m)()
 
 		for _, p := range pods {
@@ -599,7 +600,7 @@ func TestResyncRepairsDrift(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pod := boundPod("web", "uid-web")
 		f := statustest.NewFakeAPI(pod)
-		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t),
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t),
 			APIPod: func(types.UID) (*v1.Pod, bool) {
 				p := f.Pod("default", "web")
 				return p, p != nil
@@ -645,7 +646,7 @@ func TestStaticPodStatusGoesToMirror(t *testing.T) {
 					objs = append(objs, mirrorOf(static, tt.mirrorHash))
 				}
 				f := statustest.NewFakeAPI(objs...)
-				opts := Options{Client: f, NodeName: testNode, Logger: testr.New(t)}
+				opts := Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)}
 				if tt.hook {
 					opts.MirrorPod = func(s *v1.Pod) (*v1.Pod, bool) {
 						p := f.Pod(s.Namespace, s.Name)
@@ -685,7 +686,7 @@ func TestStaticPodMirrorCreatedLater(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		static := staticPod("etcd-node-a", "h1")
 		f := statustest.NewFakeAPI()
-		m := NewManager(Options{Client: f, NodeName: testNode, Logger: testr.New(t)})
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
 		defer run(t, m)()
 		m.SetPodStatus(static, podStatus(v1.PodRunning, "running", true))
 		settle()

@@ -26,13 +26,13 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -78,7 +78,8 @@ func run(log logr.Logger, kubeconfig string, n int, prefix string, eventFilter f
 		return err
 	}
 	cfg.QPS, cfg.Burst = 50*float32(n), 100*n
-	client, err := kubernetes.NewForConfig(cfg)
+	cfg.ContentType = "application/vnd.kubernetes.protobuf" // as the kubelet's
+	client, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}

@@ -18,10 +18,10 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/process"
 	"github.com/nodekit/nodekit/sources"
@@ -97,10 +97,11 @@ func run(ctx context.Context, log logr.Logger, c config) error {
 		if err != nil {
 			return err
 		}
-		cfg.QPS, cfg.Burst = 50, 100 // the kubelet's
-		opts.NodeAPI.Enabled = true  // the kubelet's port 10250: kubectl logs, exec, port-forward, metrics
+		cfg.QPS, cfg.Burst = 50, 100                            // the kubelet's
+		cfg.ContentType = "application/vnd.kubernetes.protobuf" // as the kubelet's
+		opts.NodeAPI.Enabled = true                             // the kubelet's port 10250: kubectl logs, exec, port-forward, metrics
 		opts.NodeAPI.ServerTLSBootstrap = c.rotateCerts
-		if opts.KubeClient, err = kubernetes.NewForConfig(cfg); err != nil {
+		if opts.KubeClient, err = kubeclient.NewForConfig(cfg); err != nil {
 			return err
 		}
 	}

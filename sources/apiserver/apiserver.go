@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/sources"
 )
 
@@ -94,7 +94,7 @@ func (o *Options) setDefaults() error {
 // may be called again after it returned (it lists afresh). Pods reads the
 // pods the watch holds, for example for mirror.Options.Pods.
 type Source struct {
-	client kubernetes.Interface
+	client kubeclient.Interface
 	opts   Options
 	log    logr.Logger
 
@@ -106,7 +106,7 @@ var _ sources.Source = (*Source)(nil)
 
 // New returns a Source for the pods of opts.NodeName, read through client.
 // It does no I/O.
-func New(client kubernetes.Interface, opts Options) (*Source, error) {
+func New(client kubeclient.Interface, opts Options) (*Source, error) {
 	if client == nil {
 		return nil, errors.New("apiserver: client is required")
 	}

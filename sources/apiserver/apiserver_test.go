@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/sources/apiserver"
 	"github.com/nodekit/nodekit/sources/sourcestest"
@@ -53,7 +54,7 @@ func start(t *testing.T, src *apiserver.Source) (<-chan []*v1.Pod, func() error)
 
 func newSource(t *testing.T, client *fake.Clientset) *apiserver.Source {
 	t.Helper()
-	src, err := apiserver.New(client, apiserver.Options{NodeName: node, Logger: testr.New(t)})
+	src, err := apiserver.New(clientset.From(client), apiserver.Options{NodeName: node, Logger: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestNewValidates(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var err error
 			if tt.client {
-				_, err = apiserver.New(client, tt.opts)
+				_, err = apiserver.New(clientset.From(client), tt.opts)
 			} else {
 				_, err = apiserver.New(nil, tt.opts)
 			}

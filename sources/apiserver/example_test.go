@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/sources/apiserver"
 )
 
@@ -17,7 +18,7 @@ func ExampleNew() {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "1"},
 		Spec:       v1.PodSpec{NodeName: "node-1", Containers: []v1.Container{{Name: "nginx", Image: "nginx:1.27"}}},
 	})
-	src, err := apiserver.New(client, apiserver.Options{NodeName: "node-1"})
+	src, err := apiserver.New(clientset.From(client), apiserver.Options{NodeName: "node-1"})
 	if err != nil {
 		fmt.Println(err)
 		return

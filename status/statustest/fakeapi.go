@@ -40,6 +40,9 @@ var (
 // terminal, only sets the deletion timestamp unless its grace period is 0;
 // a list of pods honours the field selector spec.nodeName.
 //
+// Give it to nodekit's parts as clientset.From(f) (package
+// kubeclient/clientset), which calls f's CoreV1.
+//
 // Reactors a test prepends run before these. The fake clientset runs its
 // reactors under one lock, so a reactor must not block; BeforeWrite
 // functions run outside it. FakeAPI is safe for concurrent use.

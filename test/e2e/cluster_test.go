@@ -25,6 +25,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/sources/apiserver"
@@ -71,6 +72,30 @@ func kubeClient(t *testing.T, path string) kubernetes.Interface {
 	return cs
 }
 
+// agentKubeClient returns the agent's client for the kubeconfig at path:
+// nodekit's own (kubeclient), speaking protobuf as the kubelet's does; its
+// idle connections are closed when the test ends.
+func agentKubeClient(t *testing.T, path string) kubeclient.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	cfg.Timeout = 15 * time.Second
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubeclient.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
+	return cs
+}
+
 // unmountUnder unmounts every mount below dir, deepest first.
 func unmountUnder(t *testing.T, dir string) {
 	t.Helper()
@@ -94,7 +119,7 @@ type cluster struct {
 	*fixture
 	kubeconfig string
 	api        kubernetes.Interface // the test's own client
-	agentAPI   kubernetes.Interface // the agent's
+	agentAPI   kubeclient.Interface // the agent's
 	srv        *ownAPIServer        // the test's own API server, or nil
 }
 
@@ -125,7 +150,7 @@ func newClusterOn(t *testing.T, f *fixture, own bool) *cluster {
 	// when it stops; they go after it stopped, before RootDir is removed.
 	t.Cleanup(func() { unmountUnder(t, c.rootDir) })
 	c.api = kubeClient(t, kubeconfig)
-	c.agentAPI = kubeClient(t, kubeconfig)
+	c.agentAPI = agentKubeClient(t, kubeconfig)
 	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}
 	if _, err := c.api.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating namespace %s: %v", c.ns, err)

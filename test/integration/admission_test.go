@@ -71,7 +71,7 @@ func TestAdmissionAndProbeWarningEvents(t *testing.T) {
 	t.Cleanup(rt.Close)
 	agent, err := nodekit.New(nodekit.Options{
 		NodeName:       nodeName,
-		KubeClient:     newClient(t, kubeconfig(t)),
+		KubeClient:     newAgentClient(t, kubeconfig(t)),
 		Runtime:        rt,
 		RootDir:        t.TempDir(),
 		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},

@@ -15,11 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
@@ -58,9 +58,9 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// countingClient returns a clientset for the test API server whose
+// countingClient returns an agent client (kubeclient, protobuf) for the test API server whose
 // requests c counts.
-func countingClient(t *testing.T, c *requestCounter) kubernetes.Interface {
+func countingClient(t *testing.T, c *requestCounter) kubeclient.Interface {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig(t))
 	if err != nil {
@@ -68,7 +68,8 @@ func countingClient(t *testing.T, c *requestCounter) kubernetes.Interface {
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.WrapTransport = c.wrap
-	cs, err := kubernetes.NewForConfig(cfg)
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cs, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

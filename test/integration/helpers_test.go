@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/node"
 )
 
@@ -45,6 +46,23 @@ func newClient(t *testing.T, path string) kubernetes.Interface {
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// newAgentClient returns an agent's client for the kubeconfig at path:
+// nodekit's own (kubeclient), speaking protobuf as the kubelet's does.
+func newAgentClient(t *testing.T, path string) kubeclient.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	client, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -257,7 +258,7 @@ func hollowTestClient(t *testing.T) kubernetes.Interface {
 
 // hollowAgentClient is the one client every agent shares, its requests
 // counted, with a rate limit of a kubelet's (50 QPS, burst 100) per agent.
-func hollowAgentClient(t *testing.T, counter *apiRequests) kubernetes.Interface {
+func hollowAgentClient(t *testing.T, counter *apiRequests) kubeclient.Interface {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig(t))
 	if err != nil {
@@ -265,7 +266,8 @@ func hollowAgentClient(t *testing.T, counter *apiRequests) kubernetes.Interface 
 	}
 	cfg.QPS, cfg.Burst = 50*hollowNodes, 100*hollowNodes
 	cfg.WrapTransport = counter.wrap
-	cs, err := kubernetes.NewForConfig(cfg)
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cs, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/mirror"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/status"
@@ -42,7 +43,7 @@ func TestMirrorPod(t *testing.T) {
 	}
 
 	var statuses *status.Manager
-	mirrors, err := mirror.New(c, mirror.Options{
+	mirrors, err := mirror.New(clientset.From(c), mirror.Options{
 		NodeName: nodeName,
 		Logger:   testr.New(t).WithName("mirror"),
 		OnCreate: func(static, _ *v1.Pod) { statuses.Requeue(static.UID) },
@@ -50,7 +51,7 @@ func TestMirrorPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	statuses = runStatusManager(t, "status", status.Options{Client: c, NodeName: nodeName, MirrorPod: mirrors.MirrorPod, ResyncPeriod: time.Second})
+	statuses = runStatusManager(t, "status", status.Options{Client: clientset.From(c), NodeName: nodeName, MirrorPod: mirrors.MirrorPod, ResyncPeriod: time.Second})
 
 	static := staticPodFor("etcd", nodeName, "registry.example/etcd:3.7")
 	t.Cleanup(func() {

@@ -22,10 +22,12 @@ import (
 	"github.com/nodekit/nodekit/node"
 )
 
-func newNodeController(t *testing.T, c kubernetes.Interface, opts node.Options) *node.Controller {
+// newNodeController returns a node controller talking to the API server
+// of kubeconfig through kubeclient, as an agent does.
+func newNodeController(t *testing.T, kubeconfig string, opts node.Options) *node.Controller {
 	t.Helper()
 	opts.Logger = testr.New(t)
-	ctl, err := node.New(c, opts)
+	ctl, err := node.New(newAgentClient(t, kubeconfig), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func TestNodeRegistration(t *testing.T) {
 	c := client(t)
 	name := uniqueName("it-reg")
 	cleanupNode(t, c, name)
-	ctl := newNodeController(t, c, node.Options{
+	ctl := newNodeController(t, kubeconfig(t), node.Options{
 		NodeName:             name,
 		Labels:               map[string]string{"nodekit.example/test": "registration"},
 		EphemeralStoragePath: t.TempDir(),
@@ -125,7 +127,7 @@ func TestLeaseRenewedUntilStopped(t *testing.T) {
 	c := client(t)
 	name := uniqueName("it-lease")
 	cleanupNode(t, c, name)
-	ctl := newNodeController(t, c, node.Options{NodeName: name, LeaseDuration: 4 * time.Second})
+	ctl := newNodeController(t, kubeconfig(t), node.Options{NodeName: name, LeaseDuration: 4 * time.Second})
 	stop := runInBackground(t, "node controller", ctl.Run)
 
 	first := waitLease(t, c, name).Spec.RenewTime.Time
@@ -174,7 +176,7 @@ func TestNodeReRegistered(t *testing.T) {
 	c := client(t)
 	name := uniqueName("it-rereg")
 	cleanupNode(t, c, name)
-	ctl := newNodeController(t, c, node.Options{
+	ctl := newNodeController(t, kubeconfig(t), node.Options{
 		NodeName: name, StatusUpdateFrequency: time.Second, LeaseDuration: 4 * time.Second,
 	})
 	runInBackground(t, "node controller", ctl.Run)
@@ -223,7 +225,7 @@ func TestNodeReadyFollowsHealth(t *testing.T) {
 	var healthErr atomic.Pointer[error]
 	ok := error(nil)
 	healthErr.Store(&ok)
-	ctl := newNodeController(t, c, node.Options{
+	ctl := newNodeController(t, kubeconfig(t), node.Options{
 		NodeName:              name,
 		StatusUpdateFrequency: 500 * time.Millisecond,
 		Health:                func() error { return *healthErr.Load() },

@@ -181,7 +181,7 @@ func TestNodeAPIServingCertificateCSR(t *testing.T) {
 	rootDir := t.TempDir()
 	agent, err := nodekit.New(nodekit.Options{
 		NodeName:       nodeName,
-		KubeClient:     newClient(t, path),
+		KubeClient:     newAgentClient(t, path),
 		Runtime:        rt,
 		RootDir:        rootDir,
 		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},

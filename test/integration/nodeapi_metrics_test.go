@@ -35,7 +35,7 @@ func startMetricsAgent(t *testing.T, path, nodeName string, reg *prometheus.Regi
 	}
 	agent, err := nodekit.New(nodekit.Options{
 		NodeName:       nodeName,
-		KubeClient:     newClient(t, path),
+		KubeClient:     newAgentClient(t, path),
 		Runtime:        rt,
 		RootDir:        t.TempDir(),
 		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},

@@ -48,7 +48,7 @@ func TestNodeAPIInMemoryRuntime(t *testing.T) {
 	}
 	agent, err := nodekit.New(nodekit.Options{
 		NodeName:       nodeName,
-		KubeClient:     newClient(t, path),
+		KubeClient:     newAgentClient(t, path),
 		Runtime:        rt,
 		RootDir:        t.TempDir(),
 		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources/apiserver"
@@ -42,7 +43,7 @@ func TestOfflineRestart(t *testing.T) {
 	newAgent := func(name string, client kubernetes.Interface) *nodekit.Agent {
 		a, err := nodekit.New(nodekit.Options{
 			NodeName:       nodeName,
-			KubeClient:     client,
+			KubeClient:     clientset.From(client),
 			Runtime:        rt,
 			RootDir:        rootDir,
 			RuntimeManager: runtime.ManagerOptions{PodLogsDir: logsDir},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -83,7 +84,7 @@ func TestPullSecretFromAPIServer(t *testing.T) {
 	images := &loginImages{Runtime: rt, host: host, user: "alice", password: "s3cret"}
 	agent, err := nodekit.New(nodekit.Options{
 		NodeName:       nodeName,
-		KubeClient:     c,
+		KubeClient:     clientset.From(c),
 		Runtime:        rt,
 		Images:         images,
 		RootDir:        t.TempDir(),

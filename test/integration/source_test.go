@@ -11,7 +11,6 @@ import (
 	"github.com/go-logr/logr/testr"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/sources/apiserver"
@@ -88,11 +87,12 @@ func (r *recorder) waitWithin(t *testing.T, timeout time.Duration, op sources.Op
 }
 
 // runSource runs the API-server source of opts.NodeName in a
-// sources.Config, recording its updates.
-func runSource(t *testing.T, c kubernetes.Interface, opts apiserver.Options) (*sources.Config, *recorder) {
+// sources.Config, recording its updates; it talks to the API server of
+// kubeconfig through kubeclient, as an agent does.
+func runSource(t *testing.T, kubeconfig string, opts apiserver.Options) (*sources.Config, *recorder) {
 	t.Helper()
 	opts.Logger = testr.NewWithOptions(t, testr.Options{Verbosity: 3})
-	src, err := apiserver.New(c, opts)
+	src, err := apiserver.New(newAgentClient(t, kubeconfig), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestAPISource(t *testing.T) {
 	before := createPod(t, c, newPod(uniqueName("before"), nodeName))
 	createPod(t, c, newPod(uniqueName("foreign-before"), other))
 
-	cfg, rec := runSource(t, c, apiserver.Options{NodeName: nodeName})
+	cfg, rec := runSource(t, kubeconfig(t), apiserver.Options{NodeName: nodeName})
 	eventually(t, 10*time.Second, "sources ready", func() error {
 		if !cfg.SourcesReady() {
 			return fmt.Errorf("not ready")

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/status"
 )
 
@@ -135,7 +136,7 @@ func TestStatusWrittenToAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := runStatusManager(t, "status", status.Options{Client: c, NodeName: nodeName, ResyncPeriod: time.Second})
+	m := runStatusManager(t, "status", status.Options{Client: clientset.From(c), NodeName: nodeName, ResyncPeriod: time.Second})
 	m.SetPodStatus(pod, agentStatus(v1.PodRunning, "running", true))
 
 	eventually(t, 10*time.Second, "status Running and Ready in the API server", func() error {
@@ -170,7 +171,7 @@ func TestStatusRace(t *testing.T) {
 		nodeName := uniqueName("status-node")
 		pod := createPod(t, c, newPod(uniqueName("web"), nodeName))
 		held, entered, release := holdingClient(t, `"Pending"`)
-		m := runStatusManager(t, "status", status.Options{Client: held, NodeName: nodeName, WriteDelay: -1})
+		m := runStatusManager(t, "status", status.Options{Client: clientset.From(held), NodeName: nodeName, WriteDelay: -1})
 
 		first := agentStatus(v1.PodPending, "waiting", false)
 		first.Reason = "Pending"
@@ -204,8 +205,8 @@ func TestStatusRace(t *testing.T) {
 		nodeName := uniqueName("status-node")
 		pod := createPod(t, c, newPod(uniqueName("job"), nodeName))
 		held, entered, release := holdingClient(t, `"Running"`)
-		older := runStatusManager(t, "older", status.Options{Client: held, NodeName: nodeName, WriteDelay: -1})
-		newer := runStatusManager(t, "newer", status.Options{Client: c, NodeName: nodeName, WriteDelay: -1})
+		older := runStatusManager(t, "older", status.Options{Client: clientset.From(held), NodeName: nodeName, WriteDelay: -1})
+		newer := runStatusManager(t, "newer", status.Options{Client: clientset.From(c), NodeName: nodeName, WriteDelay: -1})
 
 		older.SetPodStatus(pod, agentStatus(v1.PodRunning, "running", true))
 		<-entered
@@ -248,7 +249,7 @@ func TestGracefulDeletion(t *testing.T) {
 	c := client(t)
 	nodeName := uniqueName("status-node")
 	pod := createPod(t, c, newPod(uniqueName("web"), nodeName))
-	m := runStatusManager(t, "status", status.Options{Client: c, NodeName: nodeName})
+	m := runStatusManager(t, "status", status.Options{Client: clientset.From(c), NodeName: nodeName})
 	m.SetPodStatus(pod, agentStatus(v1.PodRunning, "running", true))
 	eventually(t, 10*time.Second, "Running", func() error {
 		got, err := c.CoreV1().Pods(pod.Namespace).Get(t.Context(), pod.Name, metav1.GetOptions{})
@@ -308,7 +309,7 @@ func TestStatusAcrossAPIServerOutage(t *testing.T) {
 	for i := range 3 {
 		pods = append(pods, createPod(t, c, newPod(fmt.Sprintf("%s-%d", nodeName, i), nodeName)))
 	}
-	m := runStatusManager(t, "status", status.Options{Client: c, NodeName: nodeName, ResyncPeriod: time.Second, RequestTimeout: 2 * time.Second})
+	m := runStatusManager(t, "status", status.Options{Client: clientset.From(c), NodeName: nodeName, ResyncPeriod: time.Second, RequestTimeout: 2 * time.Second})
 	for _, p := range pods {
 		m.SetPodStatus(p, agentStatus(v1.PodRunning, "running", false))
 	}

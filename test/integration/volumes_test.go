@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/configmap"
 	"github.com/nodekit/nodekit/volume/downwardapi"
@@ -131,7 +132,7 @@ func TestSecretVolume(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.CoreV1().Secrets(s.Namespace).Delete(context.Background(), name, metav1.DeleteOptions{}) })
 
-	p, err := secret.NewForClient(c, secret.Options{})
+	p, err := secret.NewForClient(clientset.From(c), secret.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestSecretVolume(t *testing.T) {
 func TestConfigMapVolume(t *testing.T) {
 	c := client(t)
 	name := uniqueName("vol-cm")
-	p, err := configmap.NewForClient(c, configmap.Options{})
+	p, err := configmap.NewForClient(clientset.From(c), configmap.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +268,7 @@ func TestProjectedServiceAccountToken(t *testing.T) {
 	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: vol.Name, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}
 	pod = createPod(t, c, pod)
 
-	p, err := projected.NewForClient(c, projected.Options{})
+	p, err := projected.NewForClient(clientset.From(c), projected.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,15 +461,15 @@ func TestAPIVolumesThroughManager(t *testing.T) {
 	}
 	pod = createPod(t, c, pod)
 
-	cm, err := configmap.NewForClient(c, configmap.Options{})
+	cm, err := configmap.NewForClient(clientset.From(c), configmap.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := secret.NewForClient(c, secret.Options{})
+	sec, err := secret.NewForClient(clientset.From(c), secret.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	proj, err := projected.NewForClient(c, projected.Options{})
+	proj, err := projected.NewForClient(clientset.From(c), projected.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/internal/projection"
@@ -52,7 +52,7 @@ func New(get Getter, opts Options) (*Plugin, error) {
 
 // NewForClient returns the configMap plugin getting each ConfigMap from
 // the API server through client, at every SetUp.
-func NewForClient(client kubernetes.Interface, opts Options) (*Plugin, error) {
+func NewForClient(client kubeclient.Interface, opts Options) (*Plugin, error) {
 	if client == nil {
 		return nil, errors.New("configmap: the client is nil")
 	}

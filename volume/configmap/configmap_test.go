@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/configmap"
 	pt "github.com/nodekit/nodekit/volume/internal/projectiontest"
@@ -45,7 +46,7 @@ func newPlugin(t *testing.T, objs ...*v1.ConfigMap) (*configmap.Plugin, *fake.Cl
 			t.Fatal(err)
 		}
 	}
-	p, err := configmap.NewForClient(client, configmap.Options{})
+	p, err := configmap.NewForClient(clientset.From(client), configmap.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/configmap"
 )
@@ -19,7 +20,7 @@ func ExampleNewForClient() {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app"},
 		Data:       map[string]string{"level": "debug"},
 	})
-	p, err := configmap.NewForClient(client, configmap.Options{})
+	p, err := configmap.NewForClient(clientset.From(client), configmap.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/projected"
 )
@@ -58,7 +59,7 @@ func ExampleNewForClient() {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kube-root-ca.crt"},
 		Data:       map[string]string{"ca.crt": "-----BEGIN CERTIFICATE-----"},
 	})
-	p, err := projected.NewForClient(client, projected.Options{NoTmpfs: true})
+	p, err := projected.NewForClient(clientset.From(client), projected.Options{NoTmpfs: true})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -11,8 +11,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/internal/atomicwriter"
 	"github.com/nodekit/nodekit/volume/internal/projection"
@@ -118,7 +118,7 @@ func New(get Getter, opts Options) (*Plugin, error) {
 // NewForClient returns the projected plugin getting ConfigMaps and Secrets
 // from the API server through client at every SetUp, and requesting
 // tokens through its TokenRequest API.
-func NewForClient(client kubernetes.Interface, opts Options) (*Plugin, error) {
+func NewForClient(client kubeclient.Interface, opts Options) (*Plugin, error) {
 	if client == nil {
 		return nil, errors.New("projected: the client is nil")
 	}

@@ -25,6 +25,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/volume"
 	pt "github.com/nodekit/nodekit/volume/internal/projectiontest"
 	"github.com/nodekit/nodekit/volume/projected"
@@ -116,7 +117,7 @@ func kubeAPIAccess() v1.Volume {
 
 func TestSetUp(t *testing.T) {
 	is := &issuer{}
-	p, err := projected.NewForClient(newClient(t, is, objects()...), projected.Options{NoTmpfs: true})
+	p, err := projected.NewForClient(clientset.From(newClient(t, is, objects()...)), projected.Options{NoTmpfs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestDefaultServiceAccount(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	is := &issuer{}
-	p, err := projected.NewForClient(newClient(t, is, objects()...), projected.Options{NoTmpfs: true})
+	p, err := projected.NewForClient(clientset.From(newClient(t, is, objects()...)), projected.Options{NoTmpfs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +351,7 @@ func TestTokenOwner(t *testing.T) {
 
 func TestKeepsContentWhileAPIServerIsAway(t *testing.T) {
 	is := &issuer{}
-	p, err := projected.NewForClient(newClient(t, is, objects()...), projected.Options{NoTmpfs: true})
+	p, err := projected.NewForClient(clientset.From(newClient(t, is, objects()...)), projected.Options{NoTmpfs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +400,7 @@ func TestPluginSuite(t *testing.T) {
 		for _, o := range objs {
 			o.(metav1.Object).SetNamespace("volumetest")
 		}
-		p, err := projected.NewForClient(newClient(t, &issuer{}, objs...), projected.Options{})
+		p, err := projected.NewForClient(clientset.From(newClient(t, &issuer{}, objs...)), projected.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

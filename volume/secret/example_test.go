@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/secret"
 )
@@ -20,7 +21,7 @@ func ExampleNewForClient() {
 		Data:       map[string][]byte{"password": []byte("s3cret")},
 	})
 	// NoTmpfs: the example runs without root.
-	p, err := secret.NewForClient(client, secret.Options{NoTmpfs: true})
+	p, err := secret.NewForClient(clientset.From(client), secret.Options{NoTmpfs: true})
 	if err != nil {
 		fmt.Println(err)
 		return

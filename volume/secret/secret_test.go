@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/volume"
 	pt "github.com/nodekit/nodekit/volume/internal/projectiontest"
 	"github.com/nodekit/nodekit/volume/secret"
@@ -50,7 +51,7 @@ func newPlugin(t *testing.T, opts secret.Options, objs ...*v1.Secret) (*secret.P
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = testr.New(t)
 	}
-	p, err := secret.NewForClient(client, opts)
+	p, err := secret.NewForClient(clientset.From(client), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

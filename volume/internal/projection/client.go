@@ -6,13 +6,14 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodekit/nodekit/kubeclient"
 )
 
 // Client gets the objects volumes show from the API server, one request
 // each: the kubelet's "Get" change-detection strategy.
 type Client struct {
-	Client kubernetes.Interface
+	Client kubeclient.Interface
 }
 
 // GetConfigMap gets a ConfigMap.

@@ -2,6 +2,6 @@
 // projected volume plugins share: turning API objects and the pod into the
 // files of a volume (keys and items, modes, optional objects, downward API
 // fields and resources), the volume directory (on disk or on a tmpfs) that
-// holds them, written by the atomic writer, and the client-go adapter the
+// holds them, written by the atomic writer, and the kubeclient adapter the
 // plugins use by default.
 package projection
