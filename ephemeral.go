@@ -35,17 +35,16 @@ var _ env.Services = (*serviceLinks)(nil)
 // goroutine.
 func newServiceLinks(client kubeclient.Interface) *serviceLinks {
 	// client-go's NewFilteredServiceInformer, over kubeclient.
-	services := client.CoreV1().Services(metav1.NamespaceAll)
 	selector := fields.OneTermNotEqualSelector("spec.clusterIP", v1.ClusterIPNone).String()
 	inf := cache.NewSharedIndexInformerWithOptions(
-		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		kubeclient.ListWatcher(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (apiruntime.Object, error) {
 				opts.FieldSelector = selector
-				return services.List(ctx, opts)
+				return client.CoreV1().Services(metav1.NamespaceAll).List(ctx, opts)
 			},
 			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 				opts.FieldSelector = selector
-				return services.Watch(ctx, opts)
+				return client.CoreV1().Services(metav1.NamespaceAll).Watch(ctx, opts)
 			},
 		}, client),
 		&v1.Service{},

@@ -65,7 +65,13 @@ func (a *Agent) startEvents(ctx context.Context) (stop func()) {
 }
 
 // eventSink writes the broadcaster's events to the API server, in each
-// event's namespace, as client-go's EventSinkImpl does.
+// event's namespace, as client-go's EventSinkImpl does, but with the agent's
+// context where EventSinkImpl uses context.Background: a write in flight
+// when the agent stops is given up (and logged by the broadcaster) rather
+// than left to outlive Run. Events can be recorded only about objects of
+// kubeclient's scheme (core/v1, node.k8s.io/v1, coordination.k8s.io/v1,
+// certificates, authentication and authorization): the agent's are about
+// pods and nodes.
 type eventSink struct {
 	ctx    context.Context
 	client kubeclient.CoreV1Interface

@@ -123,14 +123,13 @@ func (a *Agent) runRuntimeClasses(run func(string, func(context.Context) error))
 // newRuntimeClassInformer is client-go's NewRuntimeClassInformer (no
 // resync, no indexer) over kubeclient.
 func newRuntimeClassInformer(client kubeclient.Interface) cache.SharedIndexInformer {
-	rcs := client.NodeV1().RuntimeClasses()
 	return cache.NewSharedIndexInformerWithOptions(
-		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		kubeclient.ListWatcher(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (apiruntime.Object, error) {
-				return rcs.List(ctx, opts)
+				return client.NodeV1().RuntimeClasses().List(ctx, opts)
 			},
 			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-				return rcs.Watch(ctx, opts)
+				return client.NodeV1().RuntimeClasses().Watch(ctx, opts)
 			},
 		}, client),
 		&nodev1.RuntimeClass{},

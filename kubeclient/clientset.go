@@ -62,9 +62,12 @@ var _ Interface = (*Clientset)(nil)
 
 // NewForConfig returns a Clientset for c, as client-go's
 // kubernetes.NewForConfig does: one HTTP client shared by every group
-// version, c's content type (JSON, or protobuf when c.ContentType is
-// "application/vnd.kubernetes.protobuf"), and c's RateLimiter, or a token
-// bucket of c.QPS and c.Burst shared by all requests.
+// version; c's content type (protobuf when c.ContentType is empty, as
+// client-go's typed clients prefer for built-in types); and c's
+// RateLimiter, else, when c.QPS > 0, a token bucket of c.QPS and c.Burst
+// shared by all requests (with QPS 0, each group version's REST client
+// has client-go's default bucket of 5 QPS, burst 10, as in client-go's
+// clientset).
 func NewForConfig(c *rest.Config) (*Clientset, error) {
 	cfg := *c
 	if cfg.UserAgent == "" {

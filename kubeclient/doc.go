@@ -34,12 +34,13 @@
 //
 // Each per-resource interface holds only what nodekit calls, so a
 // client-go typed client (corev1client.PodInterface, ...) satisfies it, as
-// does a test's own small fake.
+// does a test's own small fake. The agent's informers list by streaming
+// (client-go's WatchList) only over a Clientset or a client that says it
+// can (ListWatcher), so a small fake's Watch need not send bookmarks.
 //
 // # Concurrency
 //
 // A Clientset is safe for concurrent use and holds no goroutine. Its
-// requests share one HTTP client and one rate limiter (rest.Config's
-// RateLimiter, or a token bucket of its QPS and Burst), as client-go's
-// clientset's do.
+// requests share one HTTP client and, when the config sets a RateLimiter
+// or QPS, one rate limiter, as client-go's clientset's do.
 package kubeclient

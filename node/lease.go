@@ -36,7 +36,8 @@ const (
 // Lease, creating it when missing, with back-off, and updates that. A
 // conflict reads the Lease again; after every failed attempt but the
 // first, onRepeatedFailure is called. newLease's postProcess (the owner
-// reference) failing blocks a create, never a renewal.
+// reference) failing blocks a create, and skips the update of that try, as
+// the controller's does. Each request is bounded by requestContext.
 type leaseLoop struct {
 	client            kubeclient.LeaseInterface
 	name, namespace   string
@@ -112,9 +113,23 @@ func (l *leaseLoop) backoffEnsure(ctx context.Context) (*coordinationv1.Lease, b
 	}
 }
 
+// requestContext bounds one request to the API server by the renew
+// interval (and the Lease's duration, when shorter), as the kubelet's
+// heartbeat client's timeout does (cmd/kubelet/app/server.go), so that a
+// connection that hangs does not hold a renewal past the Lease's expiry.
+func (l *leaseLoop) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	timeout := l.interval
+	if d := time.Duration(l.durationSeconds) * time.Second; d > 0 && d < timeout {
+		timeout = d
+	}
+	return context.WithTimeout(ctx, timeout)
+}
+
 // ensure reads the Lease, creating it when missing.
 func (l *leaseLoop) ensure(ctx context.Context) (*coordinationv1.Lease, bool, error) {
-	lease, err := l.client.Get(ctx, l.name, metav1.GetOptions{})
+	rctx, cancel := l.requestContext(ctx)
+	lease, err := l.client.Get(rctx, l.name, metav1.GetOptions{})
+	cancel()
 	if apierrors.IsNotFound(err) {
 		want, err := l.newLease(nil)
 		if err != nil {
@@ -123,7 +138,9 @@ func (l *leaseLoop) ensure(ctx context.Context) (*coordinationv1.Lease, bool, er
 			l.log.V(4).Info("not creating the lease yet", "reason", err.Error())
 			return nil, false, nil
 		}
-		lease, err := l.client.Create(ctx, want, metav1.CreateOptions{})
+		rctx, cancel := l.requestContext(ctx)
+		lease, err := l.client.Create(rctx, want, metav1.CreateOptions{})
+		cancel()
 		if err != nil {
 			return nil, false, err
 		}
@@ -145,7 +162,9 @@ func (l *leaseLoop) retryUpdate(ctx context.Context, base *coordinationv1.Lease)
 		if err != nil {
 			l.log.Error(err, "preparing the lease failed")
 		} else {
-			lease, err := l.client.Update(ctx, want, metav1.UpdateOptions{})
+			rctx, cancel := l.requestContext(ctx)
+			lease, err := l.client.Update(rctx, want, metav1.UpdateOptions{})
+			cancel()
 			if err == nil {
 				l.latest = lease
 				return nil

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -24,6 +25,9 @@ type fakeLeases struct {
 	rv    int
 	calls []leaseCall
 	fail  func(verb string) error
+	// hang, when set and true for a call, makes the call wait for its
+	// context to end, as a request on a connection that hangs.
+	hang func(verb string) bool
 }
 
 type leaseCall struct {
@@ -68,8 +72,14 @@ func (f *fakeLeases) Create(_ context.Context, l *coordinationv1.Lease, _ metav1
 	return f.lease.DeepCopy(), nil
 }
 
-func (f *fakeLeases) Update(_ context.Context, l *coordinationv1.Lease, _ metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+func (f *fakeLeases) Update(ctx context.Context, l *coordinationv1.Lease, _ metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	f.mu.Lock()
+	if f.hang != nil && f.hang("update") {
+		f.calls = append(f.calls, leaseCall{"update", time.Now()})
+		f.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	defer f.mu.Unlock()
 	if err := f.record("update"); err != nil {
 		return nil, err
@@ -271,6 +281,38 @@ func TestLeaseLoopConflictAndRepeatedFailure(t *testing.T) {
 		}
 		if hooks != 8 {
 			t.Errorf("onRepeatedFailure called %d times, want 8 (4 per 5 failed updates)", hooks)
+		}
+	})
+}
+
+// A renewal that hangs is given up after the renew interval, as the
+// kubelet's heartbeat client's timeout does, and tried again at once, so
+// that the Lease is renewed before it expires (40 s).
+func TestLeaseLoopRequestTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeLeases{}
+		l := newLeaseLoop(t, f)
+		stop := runLoop(t, l)
+		defer stop()
+		synctest.Wait()
+		f.mu.Lock()
+		hung := 0
+		f.hang = func(verb string) bool { hung++; return hung == 1 }
+		f.calls = nil
+		f.mu.Unlock()
+		time.Sleep(25 * time.Second)
+		synctest.Wait()
+		f.mu.Lock()
+		calls := slices.Clone(f.calls)
+		f.mu.Unlock()
+		if len(calls) < 2 || calls[0].verb != "update" || calls[1].verb != "update" {
+			t.Fatalf("calls %v, want a hung update, then another", calls)
+		}
+		if d := calls[1].at.Sub(calls[0].at); d != 10*time.Second {
+			t.Errorf("the hung update was given up after %v, want the renew interval, 10 s", d)
+		}
+		if got := f.lease.Spec.RenewTime.Time; !got.Equal(calls[1].at) {
+			t.Errorf("renew time %v, want the second update's %v", got, calls[1].at)
 		}
 	})
 }

@@ -20,11 +20,17 @@ import (
 	"github.com/nodekit/nodekit/kubeclient"
 )
 
-// From returns a kubeclient.Interface whose calls go to cs. Each call of a
+// From returns a kubeclient.Interface whose calls go to cs, or nil when cs
+// is nil. Each call of a
 // group or resource accessor calls cs's, so a wrapper that overrides
 // them (as a test's fake may) is honoured. It is as safe for concurrent
 // use as cs.
-func From(cs kubernetes.Interface) kubeclient.Interface { return adapter{cs} }
+func From(cs kubernetes.Interface) kubeclient.Interface {
+	if cs == nil {
+		return nil // a standalone agent, as a nil clientset was
+	}
+	return adapter{cs}
+}
 
 type adapter struct{ cs kubernetes.Interface }
 

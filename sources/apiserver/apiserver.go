@@ -126,15 +126,14 @@ func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 	s.store.Store(store)
 	defer s.store.CompareAndSwap(store, nil)
 	selector := fields.OneTermEqualSelector("spec.nodeName", s.opts.NodeName).String()
-	pods := s.client.CoreV1().Pods(metav1.NamespaceAll)
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+	lw := kubeclient.ListWatcher(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 			options.FieldSelector = selector
-			return pods.List(ctx, options)
+			return s.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, options)
 		},
 		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
 			options.FieldSelector = selector
-			return pods.Watch(ctx, options)
+			return s.client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, options)
 		},
 	}, s.client)
 	log := s.log
