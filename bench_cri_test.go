@@ -244,6 +244,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 		ru0 := rusage()
 		srv0 := procCPU(b, pid)
 		stopStart := cpuProfile(b, startProfileEnv)
+		heapProfile(b, startHeapProfileEnv, ".before")
 		b.StartTimer()
 
 		src <- pods
@@ -255,6 +256,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 
 		b.StopTimer()
 		stopStart()
+		heapProfile(b, startHeapProfileEnv, ".after")
 		cpu += rusage() - ru0
 		srvCPU += procCPU(b, pid) - srv0
 		time.Sleep(settle(b))
@@ -424,6 +426,30 @@ func idleProfile(b *testing.B) func() { return cpuProfile(b, idleProfileEnv) }
 // startProfileEnv, when set, names a file that receives a CPU profile of
 // the start alone: from handing the pods to the agent until all run.
 const startProfileEnv = "NODEKIT_BENCH_START_CPUPROFILE"
+
+// startHeapProfileEnv, when set, names the prefix of two heap profiles
+// written as the start begins (.before) and once all pods run (.after):
+// what the start allocated is the second less the first
+// (go tool pprof -sample_index=alloc_space -diff_base=P.before P.after).
+// Run with -test.memprofilerate to sample more finely.
+const startHeapProfileEnv = "NODEKIT_BENCH_START_HEAPPROFILE"
+
+// heapProfile writes a heap profile to the file named by the environment
+// variable env and suffix, when env is set.
+func heapProfile(b *testing.B, env, suffix string) {
+	prefix := os.Getenv(env)
+	if prefix == "" {
+		return
+	}
+	f, err := os.Create(prefix + suffix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
+}
 
 // cpuProfile starts a CPU profile into the file named by the environment
 // variable env when it is set, and returns the function that stops it.

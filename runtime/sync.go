@@ -77,7 +77,9 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 	}
 	log := m.log.WithValues("pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
 	actions := computePodActions(pod, status, opts)
-	log.V(4).Info("computed pod actions", "actions", actions.String())
+	if l := log.V(4); l.Enabled() {
+		l.Info("computed pod actions", "actions", actions.String())
+	}
 	defer func() { m.recordReasons(pod.UID, result) }()
 	if actions.CreateSandbox && actions.SandboxID != "" {
 		m.ev.pod(pod, v1.EventTypeNormal, EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
