@@ -104,6 +104,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, podSandboxID string, conf
 	if err := r.enter(ctx, "CreateContainer"); err != nil {
 		return "", err
 	}
+	defer r.waitEvents(ctx)
 	if config.GetMetadata() == nil {
 		return "", status.Error(codes.InvalidArgument, "runtimetest: container config has no metadata")
 	}
@@ -165,6 +166,7 @@ func (r *Runtime) StartContainer(ctx context.Context, containerID string) error 
 	if err := r.enter(ctx, "StartContainer"); err != nil {
 		return err
 	}
+	defer r.waitEvents(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c, ok := r.containers[containerID]
@@ -244,6 +246,7 @@ func (r *Runtime) StopContainer(ctx context.Context, containerID string, timeout
 	if err := r.enter(ctx, "StopContainer"); err != nil {
 		return err
 	}
+	defer r.waitEvents(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c, ok := r.containers[containerID]
@@ -276,6 +279,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, containerID string) error
 	if err := r.enter(ctx, "RemoveContainer"); err != nil {
 		return err
 	}
+	defer r.waitEvents(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c, ok := r.containers[containerID]; ok {

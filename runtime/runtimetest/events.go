@@ -11,16 +11,20 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 )
 
-// eventQueueLimit bounds the events waiting for one subscriber. A
-// subscriber that falls this far behind loses its stream (ResourceExhausted)
-// rather than let the runtime's memory grow.
-const eventQueueLimit = 4096
+// eventQueueLimit is how many events may wait for one subscriber before
+// the calls that make events wait for it, as containerd's: its CRI event
+// queue holds 100 events for each subscriber and blocks the call that
+// sends one more (StartContainer, ...) until the subscriber takes one; a
+// slow subscriber slows the runtime down rather than lose its stream or
+// its events.
+const eventQueueLimit = 100
 
 // subscriber is one GetContainerEvents call.
 type subscriber struct {
 	mu     sync.Mutex
 	queue  []*runtimeapi.ContainerEventResponse
 	notify chan struct{} // capacity 1: "the queue is not empty"
+	room   chan struct{} // closed when the queue is taken; nil until a call waits
 	done   chan struct{} // closed when the runtime ends the stream
 	err    error         // why, set before done is closed
 }
@@ -46,18 +50,45 @@ func (r *Runtime) emitLocked(id string, s *sandbox, typ runtimeapi.ContainerEven
 	}
 	for sub := range r.subs {
 		sub.mu.Lock()
-		full := len(sub.queue) >= eventQueueLimit
-		if !full {
-			sub.queue = append(sub.queue, ev)
-		}
+		sub.queue = append(sub.queue, ev)
 		sub.mu.Unlock()
-		if full {
-			r.endStreamLocked(sub, status.Error(codes.ResourceExhausted, "runtimetest: event subscriber too slow"))
-			continue
-		}
 		select {
 		case sub.notify <- struct{}{}:
 		default:
+		}
+	}
+}
+
+// waitEvents makes a call that sent events wait, after it released the
+// runtime's lock, while a subscriber has eventQueueLimit events or more
+// waiting: until the subscriber takes them, its stream ends, or ctx ends.
+func (r *Runtime) waitEvents(ctx context.Context) {
+	for {
+		var full *subscriber
+		var room chan struct{}
+		r.mu.RLock()
+		for sub := range r.subs {
+			sub.mu.Lock()
+			if len(sub.queue) >= eventQueueLimit {
+				if sub.room == nil {
+					sub.room = make(chan struct{})
+				}
+				full, room = sub, sub.room
+			}
+			sub.mu.Unlock()
+			if full != nil {
+				break
+			}
+		}
+		r.mu.RUnlock()
+		if full == nil {
+			return
+		}
+		select {
+		case <-room:
+		case <-full.done:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -115,8 +146,10 @@ func (r *Runtime) endStreamsLocked(err error) {
 // container or sandbox that happens after the call, with the statuses of
 // the sandbox and its containers, until ctx ends. Like the CRI client, it
 // returns a status error: Canceled or DeadlineExceeded when ctx ends,
-// Unavailable when the runtime is closed or set down, ResourceExhausted when
-// the caller falls more than 4096 events behind. Inject an Unimplemented
+// Unavailable when the runtime is closed or set down. A caller more than
+// 100 events behind makes the calls that send events (RunPodSandbox,
+// CreateContainer, StartContainer, the stops and removals) wait until it
+// catches up, as containerd's do. Inject an Unimplemented
 // status to play a runtime without events. The callback, if any, is called
 // once the stream is set up; its stream argument only supports Context.
 func (r *Runtime) GetContainerEvents(ctx context.Context, containerEventsCh chan *runtimeapi.ContainerEventResponse, connectionEstablishedCallback func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
@@ -152,6 +185,10 @@ func (r *Runtime) GetContainerEvents(ctx context.Context, containerEventsCh chan
 		}
 		sub.mu.Lock()
 		batch, sub.queue = sub.queue, batch[:0]
+		if sub.room != nil {
+			close(sub.room)
+			sub.room = nil
+		}
 		sub.mu.Unlock()
 		for i, ev := range batch {
 			select {

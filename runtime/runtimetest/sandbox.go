@@ -65,6 +65,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandb
 	if err := r.enter(ctx, "RunPodSandbox"); err != nil {
 		return "", err
 	}
+	defer r.waitEvents(ctx)
 	if config.GetMetadata() == nil {
 		return "", status.Error(codes.InvalidArgument, "runtimetest: sandbox config has no metadata")
 	}
@@ -117,6 +118,7 @@ func (r *Runtime) StopPodSandbox(ctx context.Context, podSandboxID string) error
 	if err := r.enter(ctx, "StopPodSandbox"); err != nil {
 		return err
 	}
+	defer r.waitEvents(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, ok := r.sandboxes[podSandboxID]
@@ -147,6 +149,7 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, podSandboxID string) err
 	if err := r.enter(ctx, "RemovePodSandbox"); err != nil {
 		return err
 	}
+	defer r.waitEvents(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, ok := r.sandboxes[podSandboxID]
