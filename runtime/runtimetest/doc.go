@@ -53,6 +53,16 @@
 // container from the test. Programs run on timers (time.AfterFunc), so they
 // follow the fake clock of testing/synctest.
 //
+// # Events
+//
+// GetContainerEvents streams an event for every change of a container or
+// sandbox, with the statuses of the sandbox and its containers, as
+// containerd does. As containerd's, the stream is never dropped for being
+// slow: once 100 events wait for a subscriber, the calls that send events
+// (RunPodSandbox, CreateContainer, StartContainer, the stops and
+// removals) wait until it takes them, so a slow consumer slows the runtime
+// down.
+//
 // # Faults
 //
 // InjectError and InjectErrorOnce make a method fail; SetDown makes every
