@@ -19,12 +19,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 func TestAppendEvents(t *testing.T) {
@@ -634,7 +635,7 @@ func TestHealthy(t *testing.T) {
 }
 
 func TestRun(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, nopStatus, GenericOptions{RelistPeriod: 2 * time.Second})
 		ctx, cancel := context.WithCancel(t.Context())
