@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,23 +53,11 @@ func kubeconfigPath(t *testing.T) string {
 // goroutine outlives it.
 func kubeClient(t *testing.T, path string) kubernetes.Interface {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatalf("reading %s: %v", path, err)
-	}
-	cfg.QPS, cfg.Burst = 50, 100
-	cfg.Timeout = 15 * time.Second
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, hc := restConfig(t, path, "")
 	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// client-go wraps the transport: http.Client.CloseIdleConnections would
-	// not reach it.
-	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
 	return cs
 }
 
@@ -77,23 +66,34 @@ func kubeClient(t *testing.T, path string) kubernetes.Interface {
 // idle connections are closed when the test ends.
 func agentKubeClient(t *testing.T, path string) kubeclient.Interface {
 	t.Helper()
+	cfg, hc := restConfig(t, path, "application/vnd.kubernetes.protobuf")
+	cs, err := kubeclient.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// restConfig reads the kubeconfig at path, with the kubelet's QPS and
+// burst and the content type given ("" for client-go's default), and
+// returns it with an HTTP client whose idle connections are closed when the
+// test ends (client-go wraps the transport: http.Client.CloseIdleConnections
+// would not reach it).
+func restConfig(t *testing.T, path, contentType string) (*rest.Config, *http.Client) {
+	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		t.Fatalf("reading %s: %v", path, err)
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.Timeout = 15 * time.Second
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.ContentType = contentType
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := kubeclient.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
-	return cs
+	return cfg, hc
 }
 
 // unmountUnder unmounts every mount below dir, deepest first.
