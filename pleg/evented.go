@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -162,8 +163,8 @@ type Evented struct {
 	opened  chan struct{} // capacity 1: a stream attempt has opened
 	events  atomic.Uint64 // CRI events handled
 	// statuses is true while the events bring the statuses of their pods
-	// into the cache: the last pod of whose events the cache had not
-	// read everything already was updated from its events, without a read.
+	// into the cache: the last events but DELETED ones carried the
+	// statuses they are built from (carryStatuses).
 	statuses atomic.Bool
 
 	mu sync.Mutex
@@ -598,15 +599,14 @@ drain:
 		for _, ev := range p.events {
 			deleted = deleted || ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT
 		}
+		if !deleted {
+			e.statuses.Store(e.carryStatuses(p.events))
+		}
 		switch {
 		case !deleted && e.readSince(p.uid, p.events):
 		case !deleted && e.fromEvents(p.uid, p.events):
-			e.statuses.Store(true)
-		default:
-			e.statuses.Store(deleted && e.statuses.Load())
-			if !e.inspect(ctx, p.uid, p.name, p.namespace, deleted) {
-				continue // the pod gets a PodSync once its status can be read
-			}
+		case !e.inspect(ctx, p.uid, p.name, p.namespace, deleted):
+			continue // the pod gets a PodSync once its status can be read
 		}
 		n := 0
 		for _, ev := range p.events {
@@ -703,6 +703,34 @@ func (e *Evented) readSince(uid types.UID, events []*runtimeapi.ContainerEventRe
 	return true
 }
 
+// statusBuilder is the optional capability of a StatusGetter that builds
+// a pod's status from a container event (runtime.Manager has it).
+type statusBuilder interface {
+	PodStatusFromEvent(prev *runtime.PodStatus, ev *runtimeapi.ContainerEventResponse) (*runtime.PodStatus, bool)
+}
+
+// carryStatuses reports whether events carry what fromEvents builds a
+// pod's status from, with a StatusGetter that can: each its time, its
+// sandbox's status, and the status of the container it names. It does
+// not depend on the cache, so that it is known for events that came
+// after a read of their pod, which fromEvents does not see.
+func (e *Evented) carryStatuses(events []*runtimeapi.ContainerEventResponse) bool {
+	if _, ok := e.status.(statusBuilder); !ok {
+		return false
+	}
+	for _, ev := range events {
+		sb := ev.GetPodSandboxStatus()
+		if ev.GetCreatedAt() == 0 || sb.GetId() == "" || sb.GetMetadata() == nil {
+			return false
+		}
+		if id := ev.GetContainerId(); id != sb.GetId() &&
+			!slices.ContainsFunc(ev.GetContainersStatuses(), func(c *runtimeapi.ContainerStatus) bool { return c.GetId() == id }) {
+			return false
+		}
+	}
+	return true
+}
+
 // fromEvents puts into the cache the pod's status as the events tell it,
 // without reading the pod, when the StatusGetter can build a status from
 // an event (runtime.Manager.PodStatusFromEvent: the runtime sent the
@@ -710,9 +738,7 @@ func (e *Evented) readSince(uid types.UID, events []*runtimeapi.ContainerEventRe
 // whether it did. Events older than the cached status are skipped: the
 // cached read shows them already.
 func (e *Evented) fromEvents(uid types.UID, events []*runtimeapi.ContainerEventResponse) bool {
-	b, ok := e.status.(interface {
-		PodStatusFromEvent(prev *runtime.PodStatus, ev *runtimeapi.ContainerEventResponse) (*runtime.PodStatus, bool)
-	})
+	b, ok := e.status.(statusBuilder)
 	if !ok {
 		return false
 	}

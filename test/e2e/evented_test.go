@@ -38,6 +38,13 @@ func newTee(g pleg.EventGenerator) *teePLEG {
 
 func (p *teePLEG) Events() <-chan *pleg.Event { return p.out }
 
+// StreamsStatuses forwards the PLEG's, so that the agent's syncs take
+// the statuses the events bring (nodekit.PodSyncerConfig.StatusEvents).
+func (p *teePLEG) StreamsStatuses() bool {
+	s, ok := p.EventGenerator.(interface{ StreamsStatuses() bool })
+	return ok && s.StreamsStatuses()
+}
+
 func (p *teePLEG) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -98,7 +105,9 @@ func containerPID(t *testing.T, rs runtime.RuntimeService, id string) int {
 // before any relist would, and restarted. Against containerd 1.6, which
 // answers GetContainerEvents with Unimplemented, it falls back to
 // relisting every second and says so once in its log, however often it
-// retries the stream.
+// retries the stream. Against containerd 2.x the events bring the pods'
+// statuses (StreamsStatuses), so the restart's sync takes its status from
+// them.
 func TestEventedPLEG(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -158,6 +167,11 @@ func TestEventedPLEG(t *testing.T) {
 			}
 			if n := a.logs.count(fallback); n != wantLogs {
 				t.Errorf("%q logged %d times, want %d", fallback, n, wantLogs)
+			}
+			// containerd 2.x sends each event with its pod's status: the
+			// restart below takes its status from its events.
+			if got := evented.StreamsStatuses(); got != tc.streaming {
+				t.Errorf("StreamsStatuses() = %t, want %t", got, tc.streaming)
 			}
 			eventsBefore := evented.StreamEvents()
 
