@@ -189,8 +189,9 @@ func podHostname(pod *v1.Pod) string {
 }
 
 // sandboxConfig builds the PodSandboxConfig of the pod (kubelet
-// generatePodSandboxConfig).
-func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32, cgroupParent string) *runtimeapi.PodSandboxConfig {
+// generatePodSandboxConfig), and returns the Warning events (reason,
+// message) its DNS configuration gives rise to.
+func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32, cgroupParent string) (*runtimeapi.PodSandboxConfig, [][2]string) {
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name:      pod.Name,
@@ -203,7 +204,8 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32, cgroupParent string
 		Annotations:  podAnnotations(pod),
 	}
 	cfg.Hostname = m.sandboxHostname(pod)
-	cfg.DnsConfig, _ = m.podDNSConfig(pod)
+	var warnings [][2]string
+	cfg.DnsConfig, warnings = m.podDNSConfig(pod)
 	for i := range pod.Spec.Containers {
 		for _, p := range pod.Spec.Containers[i].Ports {
 			cfg.PortMappings = append(cfg.PortMappings, &runtimeapi.PortMapping{
@@ -246,7 +248,7 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32, cgroupParent string
 		}
 	}
 	cfg.Linux = linux
-	return cfg
+	return cfg, warnings
 }
 
 // Mount is one mount of a container, resolved on the host.

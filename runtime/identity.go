@@ -5,6 +5,7 @@ import (
 	"maps"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -80,22 +81,43 @@ func (s *scoped) selector(m map[string]string) map[string]string {
 
 func (s *scoped) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error) {
 	if config != nil {
-		config = proto.Clone(config).(*runtimeapi.PodSandboxConfig)
-		config.Labels = s.selector(config.Labels)
+		labels := s.selector(config.Labels)
+		config = shallowCopy(config)
+		config.Labels = labels
 	}
 	return s.RuntimeService.RunPodSandbox(ctx, config, runtimeHandler)
 }
 
 func (s *scoped) CreateContainer(ctx context.Context, podSandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
 	if config != nil {
-		config = proto.Clone(config).(*runtimeapi.ContainerConfig)
-		config.Labels = s.selector(config.Labels)
+		labels := s.selector(config.Labels)
+		config = shallowCopy(config)
+		config.Labels = labels
 	}
 	if sandboxConfig != nil {
-		sandboxConfig = proto.Clone(sandboxConfig).(*runtimeapi.PodSandboxConfig)
-		sandboxConfig.Labels = s.selector(sandboxConfig.Labels)
+		labels := s.selector(sandboxConfig.Labels)
+		sandboxConfig = shallowCopy(sandboxConfig)
+		sandboxConfig.Labels = labels
 	}
 	return s.RuntimeService.CreateContainer(ctx, podSandboxID, config, sandboxConfig)
+}
+
+// shallowCopy returns a new message with m's fields, sharing their
+// values (messages, lists, maps) with m: the caller's config stays as it
+// was, and the scoped runtime, which only sets the copy's labels, does not
+// pay for a deep copy (proto.Clone) of every config, the largest
+// allocation of a pod start.
+func shallowCopy[M proto.Message](m M) M {
+	src := m.ProtoReflect()
+	dst := src.Type().New()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		dst.Set(fd, v)
+		return true
+	})
+	if u := src.GetUnknown(); len(u) > 0 {
+		dst.SetUnknown(u)
+	}
+	return dst.Interface().(M)
 }
 
 func (s *scoped) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {

@@ -149,3 +149,69 @@ func TestWithIdentityWireLists(t *testing.T) {
 		t.Errorf("ListContainersWire scoping a runtime without wire lists = %v, want ErrUnimplemented", err)
 	}
 }
+
+// recordingRuntime keeps the configs it is given.
+type recordingRuntime struct {
+	runtime.RuntimeService
+	sandbox, sandboxOfContainer *runtimeapi.PodSandboxConfig
+	container                   *runtimeapi.ContainerConfig
+}
+
+func (r *recordingRuntime) RunPodSandbox(_ context.Context, c *runtimeapi.PodSandboxConfig, _ string) (string, error) {
+	r.sandbox = c
+	return "s", nil
+}
+
+func (r *recordingRuntime) CreateContainer(_ context.Context, _ string, c *runtimeapi.ContainerConfig, sc *runtimeapi.PodSandboxConfig) (string, error) {
+	r.container, r.sandboxOfContainer = c, sc
+	return "c", nil
+}
+
+// TestWithIdentityPassesConfigs: the scoped runtime passes on every field
+// of the configs, the agent's label added, and leaves the caller's as
+// they were.
+func TestWithIdentityPassesConfigs(t *testing.T) {
+	rec := &recordingRuntime{}
+	rs := runtime.WithIdentity(rec, "a")
+	sandbox := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Uid: "u", Namespace: "ns", Attempt: 2},
+		Hostname: "p", LogDirectory: "/var/log/pods/ns_p_u",
+		DnsConfig:    &runtimeapi.DNSConfig{Servers: []string{"10.0.0.10"}},
+		PortMappings: []*runtimeapi.PortMapping{{ContainerPort: 80}},
+		Labels:       map[string]string{"x": "1"}, Annotations: map[string]string{"y": "2"},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "/kubepods"},
+	}
+	container := &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "c", Attempt: 1},
+		Image:    &runtimeapi.ImageSpec{Image: "busybox"}, Command: []string{"sleep"}, Args: []string{"1"},
+		Envs:   []*runtimeapi.KeyValue{{Key: "K", Value: []byte("V")}},
+		Mounts: []*runtimeapi.Mount{{ContainerPath: "/etc/hosts", HostPath: "/h"}},
+		Labels: map[string]string{"z": "3"}, LogPath: "c/1.log", Tty: true,
+	}
+	sandboxBefore, containerBefore := proto.Clone(sandbox), proto.Clone(container)
+	if _, err := rs.RunPodSandbox(t.Context(), sandbox, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.CreateContainer(t.Context(), "s", container, sandbox); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(sandbox, sandboxBefore) || !proto.Equal(container, containerBefore) {
+		t.Error("the caller's configs were changed")
+	}
+	wantSandbox := proto.Clone(sandbox).(*runtimeapi.PodSandboxConfig)
+	wantSandbox.Labels[runtime.LabelAgent] = "a"
+	wantContainer := proto.Clone(container).(*runtimeapi.ContainerConfig)
+	wantContainer.Labels[runtime.LabelAgent] = "a"
+	for _, c := range []struct {
+		name      string
+		got, want proto.Message
+	}{
+		{"RunPodSandbox's config", rec.sandbox, wantSandbox},
+		{"CreateContainer's config", rec.container, wantContainer},
+		{"CreateContainer's sandbox config", rec.sandboxOfContainer, wantSandbox},
+	} {
+		if !proto.Equal(c.got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}

@@ -132,17 +132,24 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 
 	podIPs := status.IPs
 	sandboxID := actions.SandboxID
+	// The sandbox's config (which reads the host's resolver file for DNS)
+	// is made only for a sandbox or container start: most syncs start
+	// nothing.
+	var sandboxCfg *runtimeapi.PodSandboxConfig
 	if actions.CreateSandbox {
-		cfg := m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
-		if _, warnings := m.podDNSConfig(pod); len(warnings) > 0 {
-			for _, w := range warnings {
-				m.ev.pod(pod, v1.EventTypeWarning, w[0], w[1])
-			}
+		cfg, warnings := m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
+		for _, w := range warnings {
+			m.ev.pod(pod, v1.EventTypeWarning, w[0], w[1])
 		}
-		if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
-			// The runtime writes the logs; it reports its own error if it
-			// cannot. An in-memory runtime does not need the directory.
-			log.Error(err, "cannot create pod log directory", "dir", cfg.LogDirectory)
+		// New at a pod's first sandbox: one mkdir, where MkdirAll would
+		// look at it and its parents first.
+		if os.Mkdir(cfg.LogDirectory, 0o755) != nil {
+			if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+				// The runtime writes the logs; it reports its own error if
+				// it cannot. An in-memory runtime does not need the
+				// directory.
+				log.Error(err, "cannot create pod log directory", "dir", cfg.LogDirectory)
+			}
 		}
 		var id string
 		handler, err := m.podRuntimeHandler(pod)
@@ -176,17 +183,17 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 		result.add(ActionResult{Action: ActionCreatePodSandbox, Target: id})
 		result.sandboxes = append(result.sandboxes, id)
 		sandboxID = id
+		// The containers are created with the config the sandbox was
+		// (the kubelet's SyncPod makes it once for both).
+		sandboxCfg = cfg
 		if !isHostNetwork(pod) {
 			podIPs = sandboxIPs(resp.GetStatus())
 		}
 	}
-	// The sandbox's config (which reads the host's resolver file for DNS)
-	// is made only for a container start: most syncs start nothing.
-	var sandboxCfg *runtimeapi.PodSandboxConfig
 
 	start := func(spec containerSpec) error {
 		if sandboxCfg == nil {
-			sandboxCfg = m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
+			sandboxCfg, _ = m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
 		}
 		ar, id := m.startContainer(ctx, pod, status, sandboxID, sandboxCfg, spec, podIPs, opts.Mounts)
 		result.add(ar)

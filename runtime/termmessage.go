@@ -45,7 +45,12 @@ func (m *Manager) terminationMessageMount(pod *v1.Pod, c *v1.Container) *runtime
 	var id [4]byte
 	_, _ = rand.Read(id[:])
 	path := filepath.Join(dir, hex.EncodeToString(id[:]))
-	err := os.MkdirAll(dir, 0o750)
+	// The container's directory is new at its first start: one mkdir,
+	// where MkdirAll would look at it and its parents first.
+	err := os.Mkdir(dir, 0o750)
+	if err != nil {
+		err = os.MkdirAll(dir, 0o750)
+	}
 	if err == nil {
 		var f *os.File
 		if f, err = os.Create(path); err == nil {

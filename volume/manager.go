@@ -891,7 +891,15 @@ func (m *Manager) makePodDirs(uid types.UID) error {
 	if err := CheckName("pod UID", string(uid)); err != nil {
 		return err
 	}
+	// A new pod's directory is made with one call for each directory,
+	// where MkdirAll would first look at each one and its parents; a
+	// directory that is there already, or a parent missing, goes to
+	// MkdirAll.
+	fresh := os.Mkdir(m.dirs.Pod(uid), dirPerm) == nil
 	for _, d := range []string{m.dirs.Volumes(uid), m.dirs.Plugins(uid), m.dirs.Containers(uid)} {
+		if fresh && os.Mkdir(d, dirPerm) == nil {
+			continue
+		}
 		if err := os.MkdirAll(d, dirPerm); err != nil {
 			return Mark(fmt.Errorf("volume: creating the pod directory: %w", err), ErrPodDirectory)
 		}
