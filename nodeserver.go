@@ -107,7 +107,11 @@ type NodeServerParts struct {
 // a KubeClient serves the node API: nothing could authorize a request of
 // a standalone one.
 func setUpNodeServer(o *Options) (NodeServerSetup, error) {
-	if o.NodeServer == nil || o.KubeClient == nil {
+	if o.NodeServer == nil {
+		return NodeServerSetup{}, nil
+	}
+	if o.KubeClient == nil {
+		o.Logger.Info("Not serving the node API: Options.NodeServer is used only with a KubeClient, which authorizes its requests", "node", o.NodeName)
 		o.NodeServer = nil
 		return NodeServerSetup{}, nil
 	}

@@ -238,11 +238,16 @@ func TestNodeServerStandalone(t *testing.T) {
 	srv := &fakeNodeServer{}
 	o := base
 	o.NodeServer = srv
+	var logs logBuffer
+	o.Logger = logs.logger(t)
 	if _, err := nodekit.New(o); err != nil {
 		t.Fatal(err)
 	}
 	if len(srv.calls) != 0 {
 		t.Errorf("standalone agent called its NodeServer: %v", srv.calls)
+	}
+	if !logs.contains("Not serving the node API", "KubeClient") {
+		t.Error("no log line says why the node API is not served")
 	}
 
 	bad := &fakeNodeServer{setupErr: errors.New("registry taken")}
