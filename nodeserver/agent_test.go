@@ -1,23 +1,37 @@
-package nodekit_test
+package nodeserver_test
+
+// The root package's side of the NodeServer contract, checked with a fake
+// NodeServer. These tests live here rather than in the root package so
+// that its test binary does not link client-go's fake clientset (and its
+// scheme of every API group), which the root package's in-process
+// benchmarks would then carry.
 
 import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/go-logr/logr/testr"
+	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
+	"github.com/nodekit/nodekit/sources"
 )
 
 // fakeNodeServer records what the agent does with a NodeServer.
@@ -99,10 +113,10 @@ func (c countingRuntime) ListPodSandbox(ctx context.Context, f *runtimeapi.PodSa
 	return c.RuntimeService.ListPodSandbox(ctx, f)
 }
 
-// TestNodeServer checks that the agent calls a NodeServer's Setup,
+// TestAgentNodeServer checks that the agent calls a NodeServer's Setup,
 // Attach and Run in order, reports to its hooks, advertises its port and
 // hands it its parts.
-func TestNodeServer(t *testing.T) {
+func TestAgentNodeServer(t *testing.T) {
 	checkLeaks(t)
 	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
 	t.Cleanup(rt.Close)
@@ -115,10 +129,10 @@ func TestNodeServer(t *testing.T) {
 		KubeClient: clientset.From(client),
 		NodeServer: srv,
 	})
-	src <- []*v1.Pod{testPod("web", v1.RestartPolicyAlways, nil, "app")}
-	eventually(t, waitTimeout, "the pod running", func() bool { return h.running("default/web") })
+	src <- []*v1.Pod{testPod("web")}
+	eventually(t, "the pod running", h.running.Load)
 
-	eventually(t, waitTimeout, "the server's hooks called", func() bool {
+	eventually(t, "the server's hooks called", func() bool {
 		srv.mu.Lock()
 		defer srv.mu.Unlock()
 		return len(srv.hooks) == 4
@@ -154,7 +168,7 @@ func TestNodeServer(t *testing.T) {
 	if want := []string{"syncloop", "pleg"}; !slices.Equal(names, want) {
 		t.Errorf("health checks %v, want %v", names, want)
 	}
-	eventually(t, waitTimeout, "the Node advertising the server's port", func() bool {
+	eventually(t, "the Node advertising the server's port", func() bool {
 		n, err := client.CoreV1().Nodes().Get(t.Context(), "node1", metav1.GetOptions{})
 		return err == nil && n.Status.DaemonEndpoints.KubeletEndpoint.Port == 12345
 	})
@@ -169,9 +183,9 @@ func TestNodeServer(t *testing.T) {
 	}
 }
 
-// TestNodeServerOrder checks that the server's OnPodStatus sees each
+// TestAgentNodeServerOrder checks that the server's OnPodStatus sees each
 // status before Options.OnPodStatus does.
-func TestNodeServerOrder(t *testing.T) {
+func TestAgentNodeServerOrder(t *testing.T) {
 	checkLeaks(t)
 	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
 	t.Cleanup(rt.Close)
@@ -203,8 +217,8 @@ func TestNodeServerOrder(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	src <- []*v1.Pod{testPod("web", v1.RestartPolicyAlways, nil, "app")}
-	eventually(t, waitTimeout, "the pod running", running.Load)
+	src <- []*v1.Pod{testPod("web")}
+	eventually(t, "the pod running", running.Load)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
@@ -221,10 +235,10 @@ func TestNodeServerOrder(t *testing.T) {
 	}
 }
 
-// TestNodeServerStandalone checks that a standalone agent (no
+// TestAgentNodeServerStandalone checks that a standalone agent (no
 // KubeClient) does not set up a NodeServer, and that a Setup error fails
 // New.
-func TestNodeServerStandalone(t *testing.T) {
+func TestAgentNodeServerStandalone(t *testing.T) {
 	rt := runtimetest.New(runtimetest.Options{})
 	t.Cleanup(rt.Close)
 	base := nodekit.Options{
@@ -238,15 +252,15 @@ func TestNodeServerStandalone(t *testing.T) {
 	srv := &fakeNodeServer{}
 	o := base
 	o.NodeServer = srv
-	var logs logBuffer
-	o.Logger = logs.logger(t)
+	var logs logLines
+	o.Logger = logs.logger()
 	if _, err := nodekit.New(o); err != nil {
 		t.Fatal(err)
 	}
 	if len(srv.calls) != 0 {
 		t.Errorf("standalone agent called its NodeServer: %v", srv.calls)
 	}
-	if !logs.contains("Not serving the node API", "KubeClient") {
+	if !logs.contains("Not serving the node API") {
 		t.Error("no log line says why the node API is not served")
 	}
 
@@ -257,4 +271,104 @@ func TestNodeServerStandalone(t *testing.T) {
 	if _, err := nodekit.New(o); err == nil || !errors.Is(err, bad.setupErr) {
 		t.Errorf("New with a failing Setup: %v, want its error", err)
 	}
+}
+
+// harness is an agent running in a test.
+type harness struct {
+	agent   *nodekit.Agent
+	running atomic.Bool // a pod ran
+	stop    func() error
+}
+
+// startAgent runs an agent over rt with opts until the test ends (or
+// stop), its pod logs, root directory and cgroups made for a test.
+func startAgent(t *testing.T, rt *runtimetest.Runtime, opts nodekit.Options) *harness {
+	t.Helper()
+	h := &harness{}
+	opts.Runtime = rt
+	opts.RootDir = t.TempDir()
+	opts.RuntimeManager.PodLogsDir = t.TempDir()
+	opts.Cgroups.Disabled = true
+	opts.Logger = testr.New(t)
+	opts.OnPodStatus = func(_ *v1.Pod, s v1.PodStatus) {
+		if s.Phase == v1.PodRunning {
+			h.running.Store(true)
+		}
+	}
+	a, err := nodekit.New(opts)
+	if err != nil {
+		t.Fatalf("nodekit.New: %v", err)
+	}
+	h.agent = a
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	h.stop = func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() {
+		if err := h.stop(); err != nil {
+			t.Errorf("Agent.Run: %v", err)
+		}
+	})
+	return h
+}
+
+// checkLeaks fails the test if goroutines it started outlive it. It is
+// registered before the agent's own clean-up, so it runs after it.
+func checkLeaks(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { leakcheck.VerifyNone(t, ignore) })
+}
+
+// eventually polls cond every 10ms until it holds, for at most a minute:
+// a generous bound, so that a loaded machine does not fail the test; the
+// wait ends as soon as cond holds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// testPod is a pod of one container.
+func testPod(name string) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "busybox"}}},
+	}
+	sources.SetDefaults(p)
+	return p
+}
+
+// logLines keeps the lines of a logger.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		l.lines = append(l.lines, prefix+" "+args)
+		l.mu.Unlock()
+	}, funcr.Options{})
+}
+
+func (l *logLines) contains(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			return true
+		}
+	}
+	return false
 }
