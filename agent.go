@@ -230,7 +230,7 @@ func New(opts Options) (*Agent, error) {
 	// over the sync; the sync loop's handler over the workers.
 	a.queue = podworker.NewQueue()
 	a.resizes = a.newResizes()
-	syncer, err := NewPodSyncer(PodSyncerConfig{
+	syncerConfig := PodSyncerConfig{
 		Runtime:  rm,
 		Volumes:  a.volumes,
 		Cgroups:  a.cgroups,
@@ -242,7 +242,11 @@ func New(opts Options) (*Agent, error) {
 		HostIPs:  a.hostIPs,
 		Resizes:  a.resizes,
 		Logger:   log,
-	})
+	}
+	if ev, ok := a.events.(interface{ StreamsStatuses() bool }); ok {
+		syncerConfig.StatusEvents = ev.StreamsStatuses
+	}
+	syncer, err := NewPodSyncer(syncerConfig)
 	if err != nil {
 		return nil, err
 	}

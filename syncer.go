@@ -89,7 +89,15 @@ type PodSyncerConfig struct {
 	// Resizes, when set, give the PodResizePending condition of pods
 	// whose resize is not allocated. Defaults to none.
 	Resizes PodResizes
-	Logger  logr.Logger
+	// StatusEvents, when set, reports whether the runtime's container
+	// events bring each pod's status into Cache as it changes
+	// (pleg.Evented.StreamsStatuses). While they do, and Cache can wait
+	// for a status (pleg.StatusCache.Await), a sync that only started
+	// sandboxes and containers takes the status their events brought
+	// rather than reading the pod back from the runtime (see SyncPod).
+	// Defaults to none: a sync that changed the pod reads it back.
+	StatusEvents func() bool
+	Logger       logr.Logger
 }
 
 // PodSyncer is the default per-pod sync, the kubelet's SyncPod,
@@ -359,6 +367,10 @@ type syncStatusReader interface {
 // readBack reads the pod's status after a sync from podStatus that
 // returned result, stores it in the cache and reports the API status.
 func (s *PodSyncer) readBack(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus, result runtime.SyncResult) {
+	if st, ok := s.awaitEvents(ctx, pod.UID, result); ok {
+		s.setStatus(pod, st, false, nil)
+		return
+	}
 	r, ok := s.c.Runtime.(syncStatusReader)
 	if !ok {
 		s.refresh(ctx, pod, false, nil)
@@ -371,6 +383,42 @@ func (s *PodSyncer) readBack(ctx context.Context, pod *v1.Pod, podStatus *runtim
 		return
 	}
 	s.store(ctx, pod, st, err, ts, false, nil)
+}
+
+// statusAwaiter is the optional capability of StatusCache that waits for
+// a status of a pod (pleg.StatusCache has it).
+type statusAwaiter interface {
+	Await(ctx context.Context, uid types.UID, cond func(*runtime.PodStatus) bool) (*runtime.PodStatus, error)
+}
+
+// eventWait bounds how long a sync waits for the runtime's events to show
+// what it started before it reads the pod itself. The wait ends sooner
+// when the events stop bringing statuses (the stream broke: the relist
+// that takes over refreshes the cache, which wakes the wait). Events late
+// by more than that (a runtime or agent swamped) cost a read, never a
+// wrong status; a kill of the pod cancels the wait with the sync.
+const eventWait = 10 * time.Second
+
+// awaitEvents returns the pod's status from the cache once the runtime's
+// events show everything the sync that returned result did, when they
+// bring statuses and result only started things (runtime.SyncResult.
+// OnlyStarts); false when the pod must be read instead.
+func (s *PodSyncer) awaitEvents(ctx context.Context, uid types.UID, result runtime.SyncResult) (*runtime.PodStatus, bool) {
+	a, ok := s.c.Cache.(statusAwaiter)
+	if !ok || s.c.StatusEvents == nil || !result.OnlyStarts() || !s.c.StatusEvents() {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, eventWait)
+	defer cancel()
+	stopped := false // the events stopped bringing statuses meanwhile
+	st, err := a.Await(ctx, uid, func(st *runtime.PodStatus) bool {
+		if result.ShownIn(st) {
+			return true
+		}
+		stopped = !s.c.StatusEvents()
+		return stopped
+	})
+	return st, err == nil && !stopped
 }
 
 // refresh reads the pod's status from the runtime, stores it in the cache

@@ -26,7 +26,7 @@ type StatusCache struct {
 	// refreshed is the time of the last UpdateTime: every entry is valid
 	// as of then.
 	refreshed time.Time
-	// waiters are the GetNewerThan calls still waiting, by pod.
+	// waiters are the GetNewerThan and Await calls still waiting, by pod.
 	waiters map[types.UID][]*waiter
 	// changes counts the entries set and deleted; failed counts the
 	// entries that hold a failed read.
@@ -40,9 +40,11 @@ type cacheEntry struct {
 	modified time.Time
 }
 
-// waiter is one GetNewerThan call waiting for a status newer than minTime.
+// waiter is one GetNewerThan call waiting for a status newer than
+// minTime, or an Await call waiting for any change (any).
 type waiter struct {
 	minTime time.Time
+	any     bool
 	ready   chan cacheEntry // capacity 1; receives once
 }
 
@@ -104,6 +106,40 @@ func (c *StatusCache) GetNewerThan(ctx context.Context, uid types.UID, minTime t
 	}
 }
 
+// Await returns the pod's status once the cache holds one for which cond
+// holds (cond sees the pod's entry now, then each status the cache takes
+// for the pod, and the entry again after each refresh; a failed read is
+// skipped), or ctx's error if ctx ends first. cond must not keep or
+// change its argument.
+func (c *StatusCache) Await(ctx context.Context, uid types.UID, cond func(*runtime.PodStatus) bool) (*runtime.PodStatus, error) {
+	for {
+		// The waiter goes in before the entry is checked, so that a Set
+		// between the check and the wait is not missed.
+		w := &waiter{any: true, ready: make(chan cacheEntry, 1)}
+		c.mu.Lock()
+		e, ok := c.pods[uid]
+		if c.waiters == nil {
+			c.waiters = make(map[types.UID][]*waiter)
+		}
+		c.waiters[uid] = append(c.waiters[uid], w)
+		c.mu.Unlock()
+		if ok && e.err == nil && cond(e.status) {
+			c.mu.Lock()
+			c.removeWaiterLocked(uid, w)
+			c.mu.Unlock()
+			return e.status, nil
+		}
+		select {
+		case <-w.ready:
+		case <-ctx.Done():
+			c.mu.Lock()
+			c.removeWaiterLocked(uid, w)
+			c.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+}
+
 // newerLocked returns the entry a reader waiting for minTime may take.
 func (c *StatusCache) newerLocked(uid types.UID, minTime time.Time) (cacheEntry, bool) {
 	e, ok := c.pods[uid]
@@ -147,6 +183,10 @@ func (c *StatusCache) notifyLocked(uid types.UID) {
 	}
 	kept := ws[:0]
 	for _, w := range ws {
+		if w.any {
+			w.ready <- cacheEntry{}
+			continue
+		}
 		if e, ok := c.newerLocked(uid, w.minTime); ok {
 			w.ready <- e
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -437,4 +438,59 @@ func TestCacheEachRunningContainer(t *testing.T) {
 	if got, ok := seen(at(2)); ok || len(got) != 0 {
 		t.Errorf("a cache older than asked answered %v", got)
 	}
+}
+
+// TestCacheAwait: Await returns the first status the cache takes for the
+// pod that satisfies cond, checking each one once; failed reads and
+// refreshes wake it without ending it, and it ends with its context.
+func TestCacheAwait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewCache()
+		c.Set("p", statusNamed("p", "created"), nil, at(1))
+		c.UpdateTime(at(2)) // a refresh after the entry: no busy loop
+		var checked []string
+		type result struct {
+			status *runtime.PodStatus
+			err    error
+		}
+		done := make(chan result, 1)
+		go func() {
+			s, err := c.Await(t.Context(), "p", func(s *runtime.PodStatus) bool {
+				checked = append(checked, s.Name)
+				return s.Name == "started"
+			})
+			done <- result{s, err}
+		}()
+		synctest.Wait()
+		c.Set("p", nil, errors.New("read failed"), at(3))
+		synctest.Wait()
+		c.Set("q", statusNamed("q", "started"), nil, at(4)) // another pod
+		c.UpdateTime(at(5))
+		synctest.Wait()
+		if len(done) != 0 {
+			t.Fatal("Await returned before a status satisfied cond")
+		}
+		c.Set("p", statusNamed("p", "started"), nil, at(6))
+		synctest.Wait()
+		r := <-done
+		if r.err != nil || r.status.Name != "started" {
+			t.Fatalf("Await = %v, %v; want the started status", r.status, r.err)
+		}
+		// The entry at first; not the read that failed, which the refresh
+		// at 5 left current; then the new one.
+		if want := []string{"created", "started"}; !slices.Equal(checked, want) {
+			t.Errorf("cond saw %q, want %q", checked, want)
+		}
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if s, err := c.Await(ctx, "p", func(*runtime.PodStatus) bool { return false }); !errors.Is(err, context.DeadlineExceeded) || s != nil {
+			t.Errorf("Await past its context = %v, %v; want nil, DeadlineExceeded", s, err)
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if len(c.waiters) != 0 {
+			t.Errorf("%d pods still have waiters", len(c.waiters))
+		}
+	})
 }

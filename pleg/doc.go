@@ -61,10 +61,14 @@
 // # Events from the runtime
 //
 // Evented is the event-driven PLEG: it consumes the runtime's container
-// event stream (CRI GetContainerEvents), reads the status of each pod the
-// events concern into the Cache (one read per pod for a burst of events,
-// and none when the Cache holds a status read after the events happened,
-// as the pod workers' read-back after their own changes is),
+// event stream (CRI GetContainerEvents) and puts the status of each pod
+// the events concern into the Cache: built from the statuses the events
+// carry when the runtime sends them (as containerd 2.x does), else read
+// (one read per pod for a burst of events); none when the Cache holds a
+// status read after the events happened, as a pod worker's read-back
+// after its own changes is. StreamsStatuses tells the pod workers whether
+// the events bring the statuses, so that they can wait for them rather
+// than read a pod back after starting it (nodekit.PodSyncerConfig);
 // and sends ContainerStarted, ContainerDied and ContainerRemoved at once,
 // as the kubelet's evented PLEG does; a Generic inside it relists every 5
 // minutes as a safety net, and the Cache is declared current every 2

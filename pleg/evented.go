@@ -161,6 +161,10 @@ type Evented struct {
 	kick    chan struct{} // capacity 1: relist now
 	opened  chan struct{} // capacity 1: a stream attempt has opened
 	events  atomic.Uint64 // CRI events handled
+	// statuses is true while the events bring the statuses of their pods
+	// into the cache: the last pod of whose events the cache had not
+	// read everything already was updated from its events, without a read.
+	statuses atomic.Bool
 
 	mu sync.Mutex
 	// attempt numbers the stream attempts; open is true while attempt is
@@ -265,6 +269,15 @@ func (e *Evented) Streaming() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.up
+}
+
+// StreamsStatuses reports whether the event stream works now and its
+// events bring their pods' statuses into the Cache without a status read
+// (the runtime sends the statuses with each event, as containerd 2.x
+// does, and the StatusGetter builds a pod's status from them): a change
+// the agent makes shows in the Cache as soon as its event arrives.
+func (e *Evented) StreamsStatuses() bool {
+	return e.statuses.Load() && e.Streaming()
 }
 
 // StreamEvents returns how many container events the stream delivered.
@@ -588,8 +601,12 @@ drain:
 		switch {
 		case !deleted && e.readSince(p.uid, p.events):
 		case !deleted && e.fromEvents(p.uid, p.events):
-		case !e.inspect(ctx, p.uid, p.name, p.namespace, deleted):
-			continue // the pod gets a PodSync once its status can be read
+			e.statuses.Store(true)
+		default:
+			e.statuses.Store(deleted && e.statuses.Load())
+			if !e.inspect(ctx, p.uid, p.name, p.namespace, deleted) {
+				continue // the pod gets a PodSync once its status can be read
+			}
 		}
 		n := 0
 		for _, ev := range p.events {

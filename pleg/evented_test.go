@@ -215,6 +215,43 @@ func TestEventedStreamsEvents(t *testing.T) {
 	})
 }
 
+// TestEventedStreamsStatuses: StreamsStatuses is true once events brought
+// a pod's status into the cache without a read, stays so across a
+// removal (whose DELETED events are always read), and is false when the
+// pods' statuses must be read after each event.
+func TestEventedStreamsStatuses(t *testing.T) {
+	for _, readsOnly := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			f := newEventedFixtureReading(t, EventedOptions{}, nil, readsOnly)
+			time.Sleep(streamSettle)
+			synctest.Wait()
+			if !f.e.Streaming() || f.e.StreamsStatuses() {
+				t.Fatalf("before any event: Streaming %v, StreamsStatuses %v; want true, false", f.e.Streaming(), f.e.StreamsStatuses())
+			}
+			sb := f.runSandbox("a")
+			c1 := f.createContainer("a", sb, "app", true, "sleep", "infinity")
+			f.events()
+			if got := f.e.StreamsStatuses(); got == readsOnly {
+				t.Errorf("reads only %v: StreamsStatuses %v after a start", readsOnly, got)
+			}
+			if err := f.rt.StopContainer(t.Context(), c1, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.rt.RemoveContainer(t.Context(), c1); err != nil {
+				t.Fatal(err)
+			}
+			f.events()
+			if got := f.e.StreamsStatuses(); got == readsOnly {
+				t.Errorf("reads only %v: StreamsStatuses %v after a removal", readsOnly, got)
+			}
+			f.stop()
+			if f.e.StreamsStatuses() {
+				t.Error("StreamsStatuses true once stopped")
+			}
+		})
+	}
+}
+
 // TestEventedCacheRefresh: while streaming, the cache is declared current
 // every 2 s, so a pod worker waiting for a status newer than its last sync
 // is released without a relist.

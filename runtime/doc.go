@@ -263,7 +263,12 @@
 //     all the pod has (only its syncs create them), so that a pod's first
 //     start costs two status calls to read back rather than four. A sync
 //     with a failed step, which may have left an object it does not
-//     know, reads the pod with GetPodStatus.
+//     know, reads the pod with GetPodStatus. While the runtime's events
+//     bring the pods' statuses (pleg.Evented.StreamsStatuses), a sync
+//     that only started sandboxes and containers reads nothing: it waits
+//     for the status their events bring (SyncResult.OnlyStarts,
+//     SyncResult.ShownIn), so that a pod's first start costs one status
+//     call, for its sandbox's IPs, as the kubelet's does.
 //   - ManagerOptions.MaxParallelStatusReads, when set, bounds the
 //     GetPodStatus calls reading from the runtime at once (the others wait
 //     their turn, or their context, before sending anything). The kubelet

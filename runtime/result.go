@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -178,6 +179,48 @@ func (r SyncResult) RemovedContainers() bool {
 		}
 	}
 	return false
+}
+
+// OnlyStarts reports whether the sync created sandboxes and started
+// containers, all with success, and did nothing else (back-off waits
+// aside, which make no runtime call): the changes whose container events
+// (CREATED, STARTED) carry the pod's status, in which ShownIn then finds
+// them. It is false for a sync that changed nothing.
+func (r SyncResult) OnlyStarts() bool {
+	started := false
+	for _, a := range r.Results {
+		switch {
+		case a.Err != nil && (errors.Is(a.Err, ErrCrashLoopBackOff) || errors.Is(a.Err, ErrImagePullBackOff)):
+		case a.Err != nil:
+			return false
+		case a.Action == ActionCreatePodSandbox || a.Action == ActionStartContainer:
+			started = true
+		default:
+			return false
+		}
+	}
+	return started
+}
+
+// ShownIn reports whether st shows every sandbox the sync created and
+// every container it created past its creation: running, or exited
+// already.
+func (r SyncResult) ShownIn(st *PodStatus) bool {
+	for _, id := range r.sandboxes {
+		if !slices.ContainsFunc(st.SandboxStatuses, func(s *runtimeapi.PodSandboxStatus) bool { return s.GetId() == id }) {
+			return false
+		}
+	}
+	for _, c := range r.containers {
+		i := slices.IndexFunc(st.ContainerStatuses, func(s *ContainerStatus) bool { return s.ID == c.GetId() })
+		if i < 0 {
+			return false
+		}
+		if s := st.ContainerStatuses[i].State; s != ContainerStateRunning && s != ContainerStateExited {
+			return false
+		}
+	}
+	return true
 }
 
 // NextRetry returns the earliest end of a back-off wait in the result, or
