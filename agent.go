@@ -64,8 +64,7 @@ type Agent struct {
 	capacity  v1.ResourceList
 	localNode // the Node admission checks against when none is registered
 	loop      *syncloop.Loop
-	nodeAPI   *nodeAPIServer // nil when not served
-	metrics   *agentMetrics  // nil when the node API is not served (nodeapi.go)
+	served    nodeServerHook // the hooks of Options.NodeServer (nodeserver.go)
 	alive     nodeAlive      // garbage collectors, eviction, log rotation (nodealive.go)
 	links     *serviceLinks  // Services of the service links; nil standalone (ephemeral.go)
 	resizes   *resizes       // allocations and in-place resizes (resize.go)
@@ -89,15 +88,12 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	scopeRuntime(&opts)
-	if opts.Node.KubeletPort == 0 {
-		opts.Node.KubeletPort = opts.nodeAPIPort()
-	}
-	agentMetrics, err := newAgentMetrics(&opts)
+	served, err := setUpNodeServer(&opts) // nodeserver.go
 	if err != nil {
 		return nil, err
 	}
 	log := opts.Logger.WithValues("node", opts.NodeName)
-	a := &Agent{opts: opts, log: log, metrics: agentMetrics}
+	a := &Agent{opts: opts, log: log, served: nodeServerHook{served}}
 	a.recorder.filter = opts.EventFilter
 
 	a.config = sources.NewConfig(sources.ConfigOptions{Logger: log})
@@ -170,7 +166,7 @@ func New(opts Options) (*Agent, error) {
 	if rmOpts.Recorder == nil {
 		rmOpts.Recorder = &a.recorder
 	}
-	rm, err := runtime.NewManager(a.cacheRuntimeHandlers(a.metrics.runtime(opts.Runtime)), a.metrics.images(opts.Images), rmOpts)
+	rm, err := runtime.NewManager(a.cacheRuntimeHandlers(a.served.wrapRuntime(opts.Runtime)), a.served.wrapImages(opts.Images), rmOpts)
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
@@ -181,7 +177,7 @@ func New(opts Options) (*Agent, error) {
 	newPLEG := opts.PLEG
 	if newPLEG == nil {
 		newPLEG = func(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
-			return pleg.NewAuto(a.metrics.runtime(rt), st, c, pleg.EventedOptions{Logger: log, OnRelist: a.metrics.onRelist()})
+			return pleg.NewAuto(a.served.wrapRuntime(rt), st, c, pleg.EventedOptions{Logger: log, OnRelist: a.served.OnRelist})
 		}
 	}
 	if a.events, err = newPLEG(opts.Runtime, rm, a.cache, log); err != nil {
@@ -269,7 +265,7 @@ func New(opts Options) (*Agent, error) {
 		// delete a pod, until the workers say its containers stopped.
 		Terminated: a.statuses.PodTerminated,
 		Logger:     log,
-		OnSync:     a.metrics.onSync(),
+		OnSync:     a.served.OnSync,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
@@ -328,7 +324,7 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
 	a.runtimeErr.Store(&errBox{err: errRuntimeNotChecked})
-	if a.nodeAPI, err = a.newNodeAPI(); err != nil {
+	if err := a.attachNodeServer(); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -455,8 +451,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.node != nil {
 		run("node", a.node.Run)
 	}
-	if a.nodeAPI != nil {
-		run("node api", a.nodeAPI.Run)
+	if a.opts.NodeServer != nil {
+		run("node server", a.opts.NodeServer.Run)
 	}
 	a.runNodeAlive(run)
 	a.runServiceLinks(run)

@@ -221,10 +221,12 @@ type Options struct {
 	// read-only.
 	OnPodStatus func(pod *v1.Pod, status v1.PodStatus)
 
-	// NodeAPI configures the node's HTTP API (kubectl logs, exec, attach,
-	// port-forward; stats and metrics), served with a KubeClient when
-	// NodeAPI.Enabled. See NodeAPIOptions.
-	NodeAPI NodeAPIOptions
+	// NodeServer serves the node's HTTP API, the kubelet's port 10250
+	// (kubectl logs, exec, attach, port-forward; stats and metrics): make
+	// it with package nodeserver. Used only with KubeClient (nothing could
+	// authorize a request to a standalone agent). Defaults to nil: no node
+	// API, and none of its code linked. See NodeServer.
+	NodeServer NodeServer
 }
 
 func (o *Options) setDefaults() error {

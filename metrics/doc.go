@@ -18,7 +18,10 @@
 //	prober_probe_total, prober_probe_duration_seconds   Probes (probe.Options.Metrics), /metrics/probes
 //
 // kubelet_running_pods and kubelet_running_containers are read from the
-// runtime at each scrape by nodeapi.RuntimeCollector. Names, labels, help
+// runtime at each scrape by nodeapi.RuntimeCollector; ResourceCollector
+// makes the resource metrics of /metrics/resource (node, pod and
+// container CPU and working set, what metrics-server reads) from a node
+// summary (package stats) at each scrape. Names, labels, help
 // texts and buckets are the kubelet's (v1.37).
 //
 // # Usage
@@ -30,7 +33,7 @@
 //	workerOpts.OnSync = m.ObservePodSync
 //	statusOpts.Observer = m.ObservePodStatus
 //
-// The root package's Agent does this when it serves the node API.
+// Package nodeserver does this for an agent that serves the node API.
 //
 // # Concurrency
 //

@@ -30,7 +30,7 @@
 //	srv, err := nodeapi.NewServer(h, nodeapi.ServerOptions{CertDir: "/var/lib/nodekit/pki"})
 //	err = srv.Run(ctx)
 //
-// The root package's Options.NodeAPI does this for an Agent.
+// Package nodeserver does this for a nodekit.Agent (Options.NodeServer).
 //
 // # Security
 //

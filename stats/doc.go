@@ -1,12 +1,14 @@
 // Package stats computes the node's resource summary, the kubelet's
-// /stats/summary (k8s.io/kubelet/pkg/apis/stats/v1alpha1), and the
-// resource metrics metrics-server scrapes from /metrics/resource.
+// /stats/summary (k8s.io/kubelet/pkg/apis/stats/v1alpha1), from which
+// metrics.ResourceCollector makes the resource metrics metrics-server
+// scrapes from /metrics/resource. The package does not import Prometheus:
+// an agent that serves no node API links none of it.
 //
 // # Usage
 //
 //	p, err := stats.New(stats.Options{NodeName: "node-1", Runtime: stats.CRIClient(criClient.RuntimeClient())})
 //	summary, err := p.Summary(ctx, false) // nodeapi.StatsProvider
-//	registry.MustRegister(&stats.ResourceCollector{Context: ctx, Provider: p})
+//	registry.MustRegister(&metrics.ResourceCollector{Context: ctx, Provider: p})
 //
 // The pods' and containers' figures come from the runtime: CRI
 // ListPodSandboxStats where the runtime serves it (containerd 1.7 and

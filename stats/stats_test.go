@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -148,45 +146,6 @@ func TestSummary(t *testing.T) {
 				t.Errorf("only CPU and memory: %+v", only.Pods[0])
 			}
 		})
-	}
-}
-
-func TestResourceCollector(t *testing.T) {
-	ts := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p, err := New(Options{NodeName: "n", Runtime: &fakeRuntime{pods: 1, ts: ts.UnixNano()}, Node: &fakeNode{}, Clock: clocktesting.NewFakePassiveClock(ts)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(&ResourceCollector{Context: t.Context(), Provider: p})
-	want := `
-# HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the container in core-seconds
-# TYPE container_cpu_usage_seconds_total counter
-container_cpu_usage_seconds_total{container="c",namespace="ns",pod="pod000"} 1 1767225600000
-# HELP container_memory_working_set_bytes [STABLE] Current working set of the container in bytes
-# TYPE container_memory_working_set_bytes gauge
-container_memory_working_set_bytes{container="c",namespace="ns",pod="pod000"} 1.048576e+06 1767225600000
-# HELP container_start_time_seconds [STABLE] Start time of the container since unix epoch in seconds
-# TYPE container_start_time_seconds gauge
-container_start_time_seconds{container="c",namespace="ns",pod="pod000"} 1.7672256e+09
-# HELP node_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the node in core-seconds
-# TYPE node_cpu_usage_seconds_total counter
-node_cpu_usage_seconds_total 2 1767225600000
-# HELP node_memory_working_set_bytes [STABLE] Current working set of the node in bytes
-# TYPE node_memory_working_set_bytes gauge
-node_memory_working_set_bytes 2.147483648e+09 1767225600000
-# HELP pod_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the pod in core-seconds
-# TYPE pod_cpu_usage_seconds_total counter
-pod_cpu_usage_seconds_total{namespace="ns",pod="pod000"} 1 1767225600000
-# HELP pod_memory_working_set_bytes [STABLE] Current working set of the pod in bytes
-# TYPE pod_memory_working_set_bytes gauge
-pod_memory_working_set_bytes{namespace="ns",pod="pod000"} 1.048576e+06 1767225600000
-# HELP resource_scrape_error [STABLE] 1 if there was an error while getting container metrics, 0 otherwise
-# TYPE resource_scrape_error gauge
-resource_scrape_error 0
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
-		t.Error(err)
 	}
 }
 

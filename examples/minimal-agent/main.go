@@ -22,6 +22,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/kubeclient"
+	"github.com/nodekit/nodekit/nodeserver"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/process"
 	"github.com/nodekit/nodekit/sources"
@@ -99,8 +100,10 @@ func run(ctx context.Context, log logr.Logger, c config) error {
 		}
 		cfg.QPS, cfg.Burst = 50, 100                            // the kubelet's
 		cfg.ContentType = "application/vnd.kubernetes.protobuf" // as the kubelet's
-		opts.NodeAPI.Enabled = true                             // the kubelet's port 10250: kubectl logs, exec, port-forward, metrics
-		opts.NodeAPI.ServerTLSBootstrap = c.rotateCerts
+		// The kubelet's port 10250: kubectl logs, exec, port-forward, metrics.
+		if opts.NodeServer, err = nodeserver.New(nodeserver.Options{ServerTLSBootstrap: c.rotateCerts}); err != nil {
+			return err
+		}
 		if opts.KubeClient, err = kubeclient.NewForConfig(cfg); err != nil {
 			return err
 		}

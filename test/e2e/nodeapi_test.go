@@ -34,6 +34,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/nodeserver"
 	"github.com/nodekit/nodekit/sources/apiserver"
 )
 
@@ -243,13 +244,17 @@ func TestNodeAPIKubectl(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
+	srv, err := nodeserver.New(nodeserver.Options{Listener: ln, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.agentWith(nil, "node api", func(o *nodekit.Options) {
 		o.KubeClient = c.agentAPI
 		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
 		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
 		// The client CA is the one the API server publishes, as for
 		// minimal-agent --kubeconfig.
-		o.NodeAPI = nodekit.NodeAPIOptions{Enabled: true, Listener: ln, Port: port}
+		o.NodeServer = srv
 	})
 
 	// talker exits 3 on its first run and then prints a tick a second;

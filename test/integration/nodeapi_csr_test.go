@@ -26,6 +26,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/nodeserver"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -179,6 +180,10 @@ func TestNodeAPIServingCertificateCSR(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	rootDir := t.TempDir()
+	srv, err := nodeserver.New(nodeserver.Options{Listener: ln, Port: ln.Addr().(*net.TCPAddr).Port, ServerTLSBootstrap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	agent, err := nodekit.New(nodekit.Options{
 		NodeName:       nodeName,
 		KubeClient:     newAgentClient(t, path),
@@ -187,9 +192,8 @@ func TestNodeAPIServingCertificateCSR(t *testing.T) {
 		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 		Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")},
-		NodeAPI: nodekit.NodeAPIOptions{Enabled: true, Listener: ln, Port: ln.Addr().(*net.TCPAddr).Port,
-			ServerTLSBootstrap: true},
-		Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 2}).WithName("agent"),
+		NodeServer:     srv,
+		Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 2}).WithName("agent"),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/nodeserver"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -33,6 +34,10 @@ func startMetricsAgent(t *testing.T, path, nodeName string, reg *prometheus.Regi
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv, err := nodeserver.New(nodeserver.Options{Listener: ln, Port: ln.Addr().(*net.TCPAddr).Port, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	agent, err := nodekit.New(nodekit.Options{
 		NodeName:       nodeName,
 		KubeClient:     newAgentClient(t, path),
@@ -41,7 +46,7 @@ func startMetricsAgent(t *testing.T, path, nodeName string, reg *prometheus.Regi
 		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 		Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
-		NodeAPI:        nodekit.NodeAPIOptions{Enabled: true, Listener: ln, Port: ln.Addr().(*net.TCPAddr).Port, Registry: reg},
+		NodeServer:     srv,
 		Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 0}).WithName(nodeName),
 	})
 	if err != nil {

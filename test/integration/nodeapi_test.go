@@ -21,6 +21,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/nodeserver"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -46,6 +47,10 @@ func TestNodeAPIInMemoryRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv, err := nodeserver.New(nodeserver.Options{Listener: ln, Port: ln.Addr().(*net.TCPAddr).Port})
+	if err != nil {
+		t.Fatal(err)
+	}
 	agent, err := nodekit.New(nodekit.Options{
 		NodeName:       nodeName,
 		KubeClient:     newAgentClient(t, path),
@@ -54,7 +59,7 @@ func TestNodeAPIInMemoryRuntime(t *testing.T) {
 		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 		Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
-		NodeAPI:        nodekit.NodeAPIOptions{Enabled: true, Listener: ln, Port: ln.Addr().(*net.TCPAddr).Port},
+		NodeServer:     srv,
 		Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 0}).WithName("agent"),
 	})
 	if err != nil {
