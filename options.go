@@ -119,7 +119,11 @@ type Options struct {
 	// agent follows the stream with a relist every 5m as a safety net, and
 	// falls back to relisting every 1s while the stream is unavailable
 	// (containerd 1.6 answers Unimplemented); other runtimes are relisted
-	// every 1s. A relisting PLEG, as the kubelet's default:
+	// every 1s. A PLEG that wraps another passes on its StreamsStatuses
+	// method, if any (pleg.Evented's): the pod workers then take the
+	// statuses the events bring after a start rather than reading the pod
+	// (PodSyncerConfig.StatusEvents). A relisting PLEG, as the kubelet's
+	// default:
 	//
 	//	PLEG: func(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
 	//		return pleg.NewGeneric(rt, st, c, pleg.GenericOptions{Logger: log})

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -121,6 +122,10 @@ type PodSyncer struct {
 	hostIPs *[]string
 	// epoch is what the entries' until counts from.
 	epoch time.Time
+	// eventsLateUntil is, as time since epoch, until when syncs read their
+	// pods back rather than wait for their events, after a wait for
+	// events timed out (see eventWait).
+	eventsLateUntil atomic.Int64
 }
 
 // settledSync is what a sync that found nothing to do was computed from.
@@ -365,7 +370,9 @@ type syncStatusReader interface {
 }
 
 // readBack reads the pod's status after a sync from podStatus that
-// returned result, stores it in the cache and reports the API status.
+// returned result, stores it in the cache and reports the API status; or,
+// when the runtime's events bring the status (awaitEvents), reports the
+// status they brought.
 func (s *PodSyncer) readBack(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus, result runtime.SyncResult) {
 	if st, ok := s.awaitEvents(ctx, pod.UID, result); ok {
 		s.setStatus(pod, st, false, nil)
@@ -394,10 +401,16 @@ type statusAwaiter interface {
 // eventWait bounds how long a sync waits for the runtime's events to show
 // what it started before it reads the pod itself. The wait ends sooner
 // when the events stop bringing statuses (the stream broke: the relist
-// that takes over refreshes the cache, which wakes the wait). Events late
-// by more than that (a runtime or agent swamped) cost a read, never a
-// wrong status; a kill of the pod cancels the wait with the sync.
-const eventWait = 10 * time.Second
+// that takes over refreshes the cache, which wakes the wait), and a kill
+// of the pod cancels it with the sync. Events late by more than that (a
+// runtime or agent swamped, or a runtime whose clock is behind the
+// agent's, so that its events look older than the agent's last read of
+// the pod) cost a read, never a wrong status; and for eventsLateBackOff
+// after such a wait, syncs read their pods back at once.
+const (
+	eventWait         = 10 * time.Second
+	eventsLateBackOff = time.Minute
+)
 
 // awaitEvents returns the pod's status from the cache once the runtime's
 // events show everything the sync that returned result did, when they
@@ -405,19 +418,27 @@ const eventWait = 10 * time.Second
 // OnlyStarts); false when the pod must be read instead.
 func (s *PodSyncer) awaitEvents(ctx context.Context, uid types.UID, result runtime.SyncResult) (*runtime.PodStatus, bool) {
 	a, ok := s.c.Cache.(statusAwaiter)
-	if !ok || s.c.StatusEvents == nil || !result.OnlyStarts() || !s.c.StatusEvents() {
+	if !ok || s.c.StatusEvents == nil || ctx.Err() != nil || !result.OnlyStarts() ||
+		time.Since(s.epoch) < time.Duration(s.eventsLateUntil.Load()) || !s.c.StatusEvents() {
 		return nil, false
 	}
-	ctx, cancel := context.WithTimeout(ctx, eventWait)
+	wctx, cancel := context.WithTimeout(ctx, eventWait)
 	defer cancel()
 	stopped := false // the events stopped bringing statuses meanwhile
-	st, err := a.Await(ctx, uid, func(st *runtime.PodStatus) bool {
-		if result.ShownIn(st) {
+	st, err := a.Await(wctx, uid, func(st *runtime.PodStatus) bool {
+		if st != nil && result.ShownIn(st) {
 			return true
 		}
 		stopped = !s.c.StatusEvents()
 		return stopped
 	})
+	if err != nil && ctx.Err() == nil {
+		until := time.Since(s.epoch) + eventsLateBackOff
+		if prev := s.eventsLateUntil.Swap(int64(until)); time.Since(s.epoch) >= time.Duration(prev) {
+			s.c.Logger.Info("Container events late; pods are read back after their syncs for a while",
+				"podUID", uid, "waited", eventWait, "for", eventsLateBackOff)
+		}
+	}
 	return st, err == nil && !stopped
 }
 

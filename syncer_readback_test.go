@@ -115,7 +115,8 @@ func (silentPLEG) StreamsStatuses() bool { return true }
 
 // TestAgentReadsPodBackWithoutEvents: a sync that waits for events that
 // never come reads the pod back once its wait ends, and reports its
-// status then, long before the next relist.
+// status then, long before the next relist; for a minute after that,
+// syncs read their pods back without waiting.
 func TestAgentReadsPodBackWithoutEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := runtimetest.New(runtimetest.Options{})
@@ -143,6 +144,16 @@ func TestAgentReadsPodBackWithoutEvents(t *testing.T) {
 		}
 		if n := rt.Calls("ContainerStatus"); n != 1 {
 			t.Errorf("%d ContainerStatus calls, want 1: the read-back", n)
+		}
+		if !h.logs.contains("Container events late") {
+			t.Error("no log line says the events were late")
+		}
+
+		src <- []*v1.Pod{testPod("a", v1.RestartPolicyAlways, nil, "sleep 3600"), testPod("b", v1.RestartPolicyAlways, nil, "sleep 3600")}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if !h.running("default/b") {
+			t.Error("pod b not running 100ms after it was given: its sync waited for events again")
 		}
 	})
 }

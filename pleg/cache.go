@@ -18,7 +18,7 @@ var _ Cache = (*StatusCache)(nil)
 // StatusCache is the Cache a PLEG keeps: the newest runtime status of every
 // pod, with the time it was read, and the time of the last complete
 // refresh. It is safe for concurrent use. Its memory is bounded by the
-// pods it holds and the readers waiting in GetNewerThan.
+// pods it holds and the readers waiting in GetNewerThan and Await.
 type StatusCache struct {
 	mu sync.Mutex
 	// pods holds the newest status of each pod.
@@ -106,11 +106,12 @@ func (c *StatusCache) GetNewerThan(ctx context.Context, uid types.UID, minTime t
 	}
 }
 
-// Await returns the pod's status once the cache holds one for which cond
-// holds (cond sees the pod's entry now, then each status the cache takes
-// for the pod, and the entry again after each refresh; a failed read is
-// skipped), or ctx's error if ctx ends first. cond must not keep or
-// change its argument.
+// Await returns the pod's status once cond holds for it, or ctx's error
+// if ctx ends first. cond sees the pod's status now, then after each
+// change of the pod's entry (a status set, the entry deleted) and each
+// refresh of the cache; it sees nil while the cache holds no status of
+// the pod or its last read failed, and Await then returns nil if cond
+// holds. cond must not keep or change its argument.
 func (c *StatusCache) Await(ctx context.Context, uid types.UID, cond func(*runtime.PodStatus) bool) (*runtime.PodStatus, error) {
 	for {
 		// The waiter goes in before the entry is checked, so that a Set
@@ -123,11 +124,15 @@ func (c *StatusCache) Await(ctx context.Context, uid types.UID, cond func(*runti
 		}
 		c.waiters[uid] = append(c.waiters[uid], w)
 		c.mu.Unlock()
-		if ok && e.err == nil && cond(e.status) {
+		var st *runtime.PodStatus
+		if ok && e.err == nil {
+			st = e.status
+		}
+		if cond(st) {
 			c.mu.Lock()
 			c.removeWaiterLocked(uid, w)
 			c.mu.Unlock()
-			return e.status, nil
+			return st, nil
 		}
 		select {
 		case <-w.ready:
@@ -344,7 +349,8 @@ func (c *StatusCache) EachRunningContainer(since time.Time, fn func(pod *runtime
 	return true
 }
 
-// Delete forgets the pod. Readers waiting for it keep waiting.
+// Delete forgets the pod. Readers waiting in GetNewerThan keep waiting;
+// those in Await see the pod without a status.
 func (c *StatusCache) Delete(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -357,6 +363,7 @@ func (c *StatusCache) Delete(uid types.UID) {
 	}
 	c.changes++
 	delete(c.pods, uid)
+	c.notifyLocked(uid)
 }
 
 // Changes returns a count of the entries set and deleted so far, and

@@ -440,9 +440,10 @@ func TestCacheEachRunningContainer(t *testing.T) {
 	}
 }
 
-// TestCacheAwait: Await returns the first status the cache takes for the
-// pod that satisfies cond, checking each one once; failed reads and
-// refreshes wake it without ending it, and it ends with its context.
+// TestCacheAwait: Await returns the first status of the pod that
+// satisfies cond, checking it after each change of the pod's entry and
+// each refresh (with no status for a failed read or a deleted pod), and
+// ends with its context.
 func TestCacheAwait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := NewCache()
@@ -456,6 +457,10 @@ func TestCacheAwait(t *testing.T) {
 		done := make(chan result, 1)
 		go func() {
 			s, err := c.Await(t.Context(), "p", func(s *runtime.PodStatus) bool {
+				if s == nil {
+					checked = append(checked, "none")
+					return false
+				}
 				checked = append(checked, s.Name)
 				return s.Name == "started"
 			})
@@ -476,10 +481,26 @@ func TestCacheAwait(t *testing.T) {
 		if r.err != nil || r.status.Name != "started" {
 			t.Fatalf("Await = %v, %v; want the started status", r.status, r.err)
 		}
-		// The entry at first; not the read that failed, which the refresh
-		// at 5 left current; then the new one.
-		if want := []string{"created", "started"}; !slices.Equal(checked, want) {
+		// The entry at first; none for the read that failed, and again
+		// at the refresh at 5, which left it current; then the new one.
+		if want := []string{"created", "none", "none", "started"}; !slices.Equal(checked, want) {
 			t.Errorf("cond saw %q, want %q", checked, want)
+		}
+
+		// A deletion wakes it, with no status.
+		gone := make(chan bool, 1)
+		go func() {
+			_, err := c.Await(t.Context(), "p", func(s *runtime.PodStatus) bool { return s == nil })
+			gone <- err == nil
+		}()
+		synctest.Wait()
+		if len(gone) != 0 {
+			t.Fatal("Await returned while the pod had a status")
+		}
+		c.Delete("p")
+		synctest.Wait()
+		if ok := <-gone; !ok {
+			t.Error("Await did not see the pod deleted")
 		}
 
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)

@@ -139,8 +139,9 @@ const (
 )
 
 // Evented is the event-driven PLEG, the kubelet's evented PLEG: it
-// consumes the runtime's container events (CRI GetContainerEvents), reads
-// the status of each pod they concern into the Cache, and sends the
+// consumes the runtime's container events (CRI GetContainerEvents), puts
+// the status of each pod they concern into the Cache (built from the
+// statuses the events carry when they do, else read), and sends the
 // matching pod lifecycle events; a Generic PLEG relists every 5 minutes as
 // a safety net. While the stream does not work — the runtime answers
 // Unimplemented (containerd 1.6), or the stream failed MaxStreamRetries
@@ -163,8 +164,8 @@ type Evented struct {
 	opened  chan struct{} // capacity 1: a stream attempt has opened
 	events  atomic.Uint64 // CRI events handled
 	// statuses is true while the events bring the statuses of their pods
-	// into the cache: the last events but DELETED ones carried the
-	// statuses they are built from (carryStatuses).
+	// into the cache: the last events of the stream open, but DELETED
+	// ones, carried the statuses they are built from (carryStatuses).
 	statuses atomic.Bool
 
 	mu sync.Mutex
@@ -416,6 +417,9 @@ func (e *Evented) streamLoop(ctx context.Context, ch chan *runtimeapi.ContainerE
 		e.mu.Lock()
 		wasUp := e.up
 		e.open, e.up = false, false
+		// The next stream may come from another runtime: what its events
+		// carry is learned again.
+		e.statuses.Store(false)
 		if wasUp {
 			e.lastStream = now
 		}

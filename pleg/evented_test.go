@@ -215,10 +215,10 @@ func TestEventedStreamsEvents(t *testing.T) {
 	})
 }
 
-// TestEventedStreamsStatuses: StreamsStatuses is true once events brought
-// a pod's status into the cache without a read, stays so across a
-// removal (whose DELETED events are always read), and is false when the
-// pods' statuses must be read after each event.
+// TestEventedStreamsStatuses: StreamsStatuses is true once events came
+// that carry their pods' statuses, stays so across a removal (whose
+// DELETED events are always read), is false when the StatusGetter cannot
+// build a status from an event, and once the stream ends.
 func TestEventedStreamsStatuses(t *testing.T) {
 	for _, readsOnly := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
@@ -250,6 +250,29 @@ func TestEventedStreamsStatuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEventedStreamsStatusesAfterRead: events that come after the agent's
+// own read of their pod (which the cache takes as current, so that the
+// events are not turned into a status) still tell that they carry
+// statuses, as containerd's events after a pod worker's read-back do.
+func TestEventedStreamsStatusesAfterRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newEventedFixture(t, EventedOptions{}, nil)
+		time.Sleep(streamSettle)
+		synctest.Wait()
+		read := &runtime.PodStatus{ID: "a", Name: "read"}
+		f.cache.Set("a", read, nil, time.Now().Add(time.Hour))
+		sb := f.runSandbox("a")
+		f.createContainer("a", sb, "app", true, "sleep", "infinity")
+		f.events()
+		if st, _ := f.cache.Get("a"); st != read {
+			t.Fatalf("cached %+v, want the read, newer than the events", st)
+		}
+		if !f.e.StreamsStatuses() {
+			t.Error("StreamsStatuses false after events that carry statuses")
+		}
+	})
 }
 
 // TestEventedCacheRefresh: while streaming, the cache is declared current

@@ -267,8 +267,13 @@
 //     bring the pods' statuses (pleg.Evented.StreamsStatuses), a sync
 //     that only started sandboxes and containers reads nothing: it waits
 //     for the status their events bring (SyncResult.OnlyStarts,
-//     SyncResult.ShownIn), so that a pod's first start costs one status
-//     call, for its sandbox's IPs, as the kubelet's does.
+//     SyncResult.ShownIn), up to 10 s, then reads the pod after all, so
+//     that a pod's first start costs one status call, for its sandbox's
+//     IPs (the kubelet's SyncPod makes that call too; its relisting PLEG
+//     then reads the pod at its next relist, its evented PLEG builds the
+//     status from the events as here). The agent learns that the events
+//     bring statuses from the first ones that do: the pods started before
+//     are read back.
 //   - ManagerOptions.MaxParallelStatusReads, when set, bounds the
 //     GetPodStatus calls reading from the runtime at once (the others wait
 //     their turn, or their context, before sending anything). The kubelet

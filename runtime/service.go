@@ -9,7 +9,10 @@ import (
 
 // RuntimeService is the part of the CRI runtime service nodekit calls. Its
 // method set is a subset of k8s.io/cri-api/pkg/apis.RuntimeService with the
-// same signatures, so any CRI implementation satisfies it.
+// same signatures, so any CRI implementation satisfies it. As with a CRI
+// client, the configs and requests it is given are read-only and are not
+// kept past the call: the caller may use them again (the runtime manager
+// creates a sandbox's containers with the sandbox's config).
 type RuntimeService interface {
 	Version(ctx context.Context, apiVersion string) (*runtimeapi.VersionResponse, error)
 	Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error)

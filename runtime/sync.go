@@ -184,7 +184,9 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *P
 		result.sandboxes = append(result.sandboxes, id)
 		sandboxID = id
 		// The containers are created with the config the sandbox was
-		// (the kubelet's SyncPod makes it once for both).
+		// created with, rather than one built again the same way (the
+		// kubelet's SyncPod builds it again, which reads the resolver
+		// file again and repeats its DNS warnings).
 		sandboxCfg = cfg
 		if !isHostNetwork(pod) {
 			podIPs = sandboxIPs(resp.GetStatus())
