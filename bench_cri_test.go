@@ -28,6 +28,7 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
+	"github.com/nodekit/nodekit/syncloop"
 )
 
 // criServerEnv, when set in the environment of this test binary, makes it
@@ -179,6 +180,9 @@ const clockTicks = 100
 //     relist-floor-%;
 //   - unary-floor-us: the CPU of one CRI Version call, the floor of one
 //     round trip;
+//   - max-handler-ms: the longest call of the sync loop's handler until
+//     every pod runs (the 10,000 pods' additions come in one call), which
+//     bounds an iteration of the loop;
 //   - idle/relist-floor: idle-cpu-% over relist-floor-% (at least 1 for a
 //     relisting PLEG that decodes its lists; what the agent spends above
 //     its relists), idle/wire-list-floor the same over wire-list-floor-%
@@ -201,6 +205,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 	pods := benchPods(n)
 	var cpu, srvCPU, idleCPU, relistCPU, wireCPU, plegCPU, unaryCPU time.Duration
 	var listBytes int
+	var longestCall time.Duration
 	var heapGrowth int64
 	idle := idleWindow(b)
 	const relists = 10
@@ -209,6 +214,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 	for range b.N {
 		b.StopTimer()
 		client, pid := criProcess(b)
+		var timed timedHandler
 		var running atomic.Int64
 		allRunning := make(chan struct{})
 		seen := make(map[string]bool, n)
@@ -223,6 +229,10 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 			Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 			PLEG:           newPLEG(generic),
 			Logger:         benchLogger(b),
+			WrapHandler: func(h syncloop.SyncHandler) syncloop.SyncHandler {
+				timed.SyncHandler = h
+				return &timed
+			},
 			OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
 				if s.Phase == v1.PodRunning && !seen[string(pod.UID)] {
 					seen[string(pod.UID)] = true
@@ -258,6 +268,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 		stopStart()
 		heapProfile(b, startHeapProfileEnv, ".after")
 		cpu += rusage() - ru0
+		longestCall = max(longestCall, timed.longest())
 		srvCPU += procCPU(b, pid) - srv0
 		time.Sleep(settle(b))
 		stopProfile := cpuProfile(b, idleProfileEnv)
@@ -323,6 +334,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 	b.ReportMetric(float64(cpu.Microseconds())/1000/runs/float64(n), "cpu-ms/pod")
 	b.ReportMetric(float64(srvCPU.Microseconds())/1000/runs/float64(n), "runtime-cpu-ms/pod")
 	b.ReportMetric(float64(heapGrowth)/1024/runs/float64(n), "heap-KiB/pod")
+	b.ReportMetric(float64(longestCall.Microseconds())/1000, "max-handler-ms")
 	idlePct := 100 * float64(idleCPU) / float64(idle) / runs
 	b.ReportMetric(idlePct, "idle-cpu-%")
 	// relists happen once a second: their CPU over one second per relist.
@@ -500,4 +512,49 @@ func heapBytes() int64 {
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+// timedHandler is a SyncHandler that keeps the duration of its longest
+// call. The sync loop calls it from one goroutine.
+type timedHandler struct {
+	syncloop.SyncHandler
+	max atomic.Int64
+}
+
+func (h *timedHandler) time(start time.Time) {
+	if d := int64(time.Since(start)); d > h.max.Load() {
+		h.max.Store(d)
+	}
+}
+
+func (h *timedHandler) longest() time.Duration { return time.Duration(h.max.Load()) }
+
+func (h *timedHandler) HandlePodAdditions(ctx context.Context, pods []*v1.Pod) {
+	defer h.time(time.Now())
+	h.SyncHandler.HandlePodAdditions(ctx, pods)
+}
+
+func (h *timedHandler) HandlePodUpdates(ctx context.Context, pods []*v1.Pod) {
+	defer h.time(time.Now())
+	h.SyncHandler.HandlePodUpdates(ctx, pods)
+}
+
+func (h *timedHandler) HandlePodRemoves(ctx context.Context, pods []*v1.Pod) {
+	defer h.time(time.Now())
+	h.SyncHandler.HandlePodRemoves(ctx, pods)
+}
+
+func (h *timedHandler) HandlePodReconcile(ctx context.Context, pods []*v1.Pod) {
+	defer h.time(time.Now())
+	h.SyncHandler.HandlePodReconcile(ctx, pods)
+}
+
+func (h *timedHandler) HandlePodSyncs(ctx context.Context, pods []*v1.Pod) {
+	defer h.time(time.Now())
+	h.SyncHandler.HandlePodSyncs(ctx, pods)
+}
+
+func (h *timedHandler) HandlePodCleanups(ctx context.Context) error {
+	defer h.time(time.Now())
+	return h.SyncHandler.HandlePodCleanups(ctx)
 }
