@@ -12,6 +12,7 @@ import (
 	goruntime "runtime"
 	"runtime/pprof"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -269,6 +270,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 		heapProfile(b, startHeapProfileEnv, ".after")
 		cpu += rusage() - ru0
 		longestCall = max(longestCall, timed.longest())
+		b.Logf("longest call of the sync loop's handler until all pods ran: %v", &timed)
 		srvCPU += procCPU(b, pid) - srv0
 		time.Sleep(settle(b))
 		stopProfile := cpuProfile(b, idleProfileEnv)
@@ -515,46 +517,62 @@ func heapBytes() int64 {
 }
 
 // timedHandler is a SyncHandler that keeps the duration of its longest
-// call. The sync loop calls it from one goroutine.
+// call, and which call that was. The sync loop calls it from one
+// goroutine.
 type timedHandler struct {
 	syncloop.SyncHandler
-	max atomic.Int64
+	mu   sync.Mutex
+	max  time.Duration
+	call string
 }
 
-func (h *timedHandler) time(start time.Time) {
-	if d := int64(time.Since(start)); d > h.max.Load() {
-		h.max.Store(d)
+func (h *timedHandler) time(start time.Time, call string, pods int) {
+	d := time.Since(start)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if d > h.max {
+		h.max, h.call = d, fmt.Sprintf("%s of %d pods", call, pods)
 	}
 }
 
-func (h *timedHandler) longest() time.Duration { return time.Duration(h.max.Load()) }
+func (h *timedHandler) longest() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.max
+}
+
+func (h *timedHandler) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return fmt.Sprintf("%s: %v", h.call, h.max.Round(time.Millisecond))
+}
 
 func (h *timedHandler) HandlePodAdditions(ctx context.Context, pods []*v1.Pod) {
-	defer h.time(time.Now())
+	defer h.time(time.Now(), "HandlePodAdditions", len(pods))
 	h.SyncHandler.HandlePodAdditions(ctx, pods)
 }
 
 func (h *timedHandler) HandlePodUpdates(ctx context.Context, pods []*v1.Pod) {
-	defer h.time(time.Now())
+	defer h.time(time.Now(), "HandlePodUpdates", len(pods))
 	h.SyncHandler.HandlePodUpdates(ctx, pods)
 }
 
 func (h *timedHandler) HandlePodRemoves(ctx context.Context, pods []*v1.Pod) {
-	defer h.time(time.Now())
+	defer h.time(time.Now(), "HandlePodRemoves", len(pods))
 	h.SyncHandler.HandlePodRemoves(ctx, pods)
 }
 
 func (h *timedHandler) HandlePodReconcile(ctx context.Context, pods []*v1.Pod) {
-	defer h.time(time.Now())
+	defer h.time(time.Now(), "HandlePodReconcile", len(pods))
 	h.SyncHandler.HandlePodReconcile(ctx, pods)
 }
 
 func (h *timedHandler) HandlePodSyncs(ctx context.Context, pods []*v1.Pod) {
-	defer h.time(time.Now())
+	defer h.time(time.Now(), "HandlePodSyncs", len(pods))
 	h.SyncHandler.HandlePodSyncs(ctx, pods)
 }
 
 func (h *timedHandler) HandlePodCleanups(ctx context.Context) error {
-	defer h.time(time.Now())
+	defer h.time(time.Now(), "HandlePodCleanups", 0)
 	return h.SyncHandler.HandlePodCleanups(ctx)
 }
