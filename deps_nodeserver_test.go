@@ -1,10 +1,6 @@
 package nodekit_test
 
 import (
-	"encoding/json"
-	"errors"
-	"io"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -19,28 +15,7 @@ import (
 // (base-rss-MiB 29.9 with them, 27.2 without), mostly pages of the binary
 // their code and initialization touch.
 func TestNodeServerDeps(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("the go command is not on PATH")
-	}
 	const root = "github.com/nodekit/nodekit"
-	out, err := exec.Command("go", "list", "-deps", "-json=ImportPath,Imports", root).Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	imports := map[string][]string{}
-	dec := json.NewDecoder(strings.NewReader(string(out)))
-	for {
-		var p struct {
-			ImportPath string
-			Imports    []string
-		}
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		imports[p.ImportPath] = p.Imports
-	}
 	bad := func(p string) bool {
 		for _, prefix := range []string{
 			root + "/nodeserver", root + "/nodeapi", root + "/metrics",
@@ -53,30 +28,7 @@ func TestNodeServerDeps(t *testing.T) {
 		}
 		return false
 	}
-	// Breadth first from the root package; via records the import each
-	// package was reached from, to name the chain.
-	via := map[string]string{root: ""}
-	queue := []string{root}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		if bad(p) {
-			chain := []string{p}
-			for q := via[p]; q != ""; q = via[q] {
-				chain = append([]string{q}, chain...)
-			}
-			t.Errorf("the root package depends on %s: %s; the node API belongs to package nodeserver", p, strings.Join(chain, " -> "))
-			continue
-		}
-		for _, imp := range imports[p] {
-			if _, seen := via[imp]; seen {
-				continue
-			}
-			via[imp] = p
-			queue = append(queue, imp)
-		}
-	}
-	if len(via) < 100 {
-		t.Fatalf("go list found %d packages under %s: the walk is broken", len(via), root)
+	for p, chain := range forbiddenDeps(t, bad, root) {
+		t.Errorf("the root package depends on %s: %s; the node API belongs to package nodeserver", p, strings.Join(chain, " -> "))
 	}
 }
