@@ -306,22 +306,7 @@ func TestAgentStaticPodLifecycle(t *testing.T) {
 }
 
 // chanSource is a source the test feeds with snapshots.
-type chanSource chan []*v1.Pod
-
-func (c chanSource) Run(ctx context.Context, out chan<- []*v1.Pod) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case pods := <-c:
-			select {
-			case out <- pods:
-			case <-ctx.Done():
-				return nil
-			}
-		}
-	}
-}
+type chanSource = sources.Chan
 
 func testPod(name string, restart v1.RestartPolicy, init []string, containers ...string) *v1.Pod {
 	p := &v1.Pod{

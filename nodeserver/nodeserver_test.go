@@ -213,20 +213,5 @@ func TestServe(t *testing.T) {
 	}
 }
 
-// chanSource hands the agent each slice of pods sent on it.
-type chanSource chan []*v1.Pod
-
-func (c chanSource) Run(ctx context.Context, out chan<- []*v1.Pod) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case pods := <-c:
-			select {
-			case out <- pods:
-			case <-ctx.Done():
-				return nil
-			}
-		}
-	}
-}
+// chanSource is a source the test feeds with snapshots.
+type chanSource = sources.Chan

@@ -84,6 +84,34 @@ type Source interface {
 	Run(ctx context.Context, snapshots chan<- []*v1.Pod) error
 }
 
+// Chan is a Source fed through a channel: each slice of pods sent on it is
+// passed on as the source's next snapshot, until Run's context ends. A
+// program that has its pods in hand (a test, a source built into another
+// part of the program) makes one, hands it to the agent, and sends:
+//
+//	pods := make(sources.Chan, 1)
+//	// Options.Sources: []nodekit.NamedSource{{Name: "mine", Source: pods}}
+//	pods <- []*v1.Pod{pod}
+//
+// The agent sees the source ready once its first snapshot arrived.
+type Chan chan []*v1.Pod
+
+// Run passes on each snapshot sent on c until ctx ends; it returns nil.
+func (c Chan) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case pods := <-c:
+			select {
+			case snapshots <- pods:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
 // SourceFunc adapts a function to a Source.
 type SourceFunc func(ctx context.Context, snapshots chan<- []*v1.Pod) error
 

@@ -42,23 +42,8 @@ func serveIfAsked() {
 	os.Exit(1)
 }
 
-// chanSource is a pod source the test feeds with snapshots.
-type chanSource chan []*v1.Pod
-
-func (c chanSource) Run(ctx context.Context, out chan<- []*v1.Pod) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case pods := <-c:
-			select {
-			case out <- pods:
-			case <-ctx.Done():
-				return nil
-			}
-		}
-	}
-}
+// chanSource is a source the test feeds with snapshots.
+type chanSource = sources.Chan
 
 // agentRun is an agent on the process runtime.
 type agentRun struct {

@@ -23,3 +23,11 @@ func TestSourceFunc(t *testing.T) {
 		})
 	})
 }
+
+func TestChan(t *testing.T) {
+	sourcestest.SourceSuite(t, func(t *testing.T) sources.Source {
+		c := make(sources.Chan, 1)
+		c <- nil
+		return c
+	})
+}

@@ -105,7 +105,7 @@ func run(endpoint string, n int, generic bool, root, logs string, window time.Du
 	var running atomic.Int64
 	allRunning := make(chan struct{})
 	seen := make(map[types.UID]bool, n)
-	src := make(podSource, 1)
+	src := make(sources.Chan, 1)
 	opts := nodekit.Options{
 		NodeName:       "bench",
 		Sources:        []nodekit.NamedSource{{Name: "bench", Source: src}},
@@ -386,22 +386,4 @@ func pods(n int) []*v1.Pod {
 		pods[i] = p
 	}
 	return pods
-}
-
-// podSource hands the agent each slice of pods sent on it.
-type podSource chan []*v1.Pod
-
-func (c podSource) Run(ctx context.Context, out chan<- []*v1.Pod) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case pods := <-c:
-			select {
-			case out <- pods:
-			case <-ctx.Done():
-				return nil
-			}
-		}
-	}
 }
