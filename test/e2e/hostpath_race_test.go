@@ -189,7 +189,18 @@ func TestHostPathSwapRace(t *testing.T) {
 			st, err := f.cri.ContainerStatus(t.Context(), id, false)
 			return err == nil && st.GetStatus().GetState() == runtimeapi.ContainerState_CONTAINER_EXITED
 		})
-		lines := readCRILog(t, filepath.Join(logDir, name+".log"))
+		// containerd may write the last lines after the container is seen
+		// exited: wait for a line from each volume (or give up and report
+		// what is there).
+		var lines []string
+		waitLines := time.Now().Add(30 * time.Second)
+		for {
+			lines = readCRILog(t, filepath.Join(logDir, name+".log"))
+			if len(lines) >= len(dirs) || time.Now().After(waitLines) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 		for i := range dirs {
 			want := fmt.Sprintf("v%d %s", i, inside)
 			found := false
