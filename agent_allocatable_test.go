@@ -15,6 +15,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
+	"github.com/nodekit/nodekit/upkeep"
 )
 
 // TestAgentNodeCgroupSizedToAllocatable, on the host's cgroups (v1 or v2):
@@ -52,7 +53,7 @@ func TestAgentNodeCgroupSizedToAllocatable(t *testing.T) {
 		Cgroups:  cgroup.PodManagerOptions{Root: root},
 		Sources:  []nodekit.NamedSource{{Name: "test", Source: make(chanSource, 1)}},
 		Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("4Gi")},
-		NodeResources: nodekit.NodeResourcesOptions{
+		NodeResources: upkeep.Options{
 			SystemReserved: v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("512Mi")},
 			KubeReserved:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("256Mi"), "pid": resource.MustParse("100")},
 		},

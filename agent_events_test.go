@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -36,7 +37,7 @@ func TestAgentEvents(t *testing.T) {
 // TestAgentEventFilter: with WarningEvents as the filter, the Warning
 // events reach the recorder and the Normal ones do not.
 func TestAgentEventFilter(t *testing.T) {
-	got := recordedEvents(t, nodekit.WarningEvents)
+	got := recordedEvents(t, events.Warnings)
 	if len(got) == 0 {
 		t.Fatal("no event recorded, want the FailedMount warning")
 	}

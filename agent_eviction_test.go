@@ -17,6 +17,7 @@ import (
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
+	"github.com/nodekit/nodekit/upkeep"
 )
 
 // TestAgentEviction: under memory pressure (from the stats the test
@@ -63,10 +64,10 @@ func TestAgentEviction(t *testing.T) {
 			// be evicted.
 			Sources:  []nodekit.NamedSource{{Name: sources.APIServerSource, Source: src}},
 			Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("4Gi")},
-			NodeResources: nodekit.NodeResourcesOptions{
+			NodeResources: upkeep.Options{
 				SystemReserved: v1.ResourceList{v1.ResourceMemory: resource.MustParse("512Mi")},
 				KubeReserved:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m")},
-				Eviction: nodekit.EvictionOptions{
+				Eviction: upkeep.EvictionOptions{
 					Enable:  true, // the test's cgroups are off
 					Manager: eviction.Options{Stats: stats},
 				},

@@ -16,6 +16,7 @@ import (
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
+	"github.com/nodekit/nodekit/upkeep"
 )
 
 // crashingRuntime goes down in the middle of its first RunPodSandbox: the
@@ -67,7 +68,7 @@ func TestAgentCollectsSandboxLeakedByRuntimeCrash(t *testing.T) {
 					RuntimeStatusPeriod: time.Second,
 					RuntimeManager:      runtime.ManagerOptions{PodLogsDir: t.TempDir()},
 					Cgroups:             cgroup.PodManagerOptions{Disabled: true},
-					NodeResources:       nodekit.NodeResourcesOptions{GC: nodekit.GCOptions{DisableContainers: tc.disable}},
+					NodeResources:       upkeep.Options{GC: upkeep.GCOptions{DisableContainers: tc.disable}},
 					Logger:              logs.logger(t),
 				})
 				if err != nil {

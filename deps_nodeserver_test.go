@@ -17,6 +17,9 @@ import (
 func TestNodeServerDeps(t *testing.T) {
 	const root = "github.com/nodekit/nodekit"
 	bad := func(p string) bool {
+		if p == root+"/nodeserver/hook" {
+			return false // the contract's types, which the root takes
+		}
 		for _, prefix := range []string{
 			root + "/nodeserver", root + "/nodeapi", root + "/metrics",
 			"github.com/prometheus/", "k8s.io/cri-streaming/", "github.com/moby/spdystream",

@@ -14,14 +14,19 @@ import (
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/nodeserver/hook"
 	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtimeclass"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/sources/apiserver"
 	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/upkeep"
+	"github.com/nodekit/nodekit/userns"
 	"github.com/nodekit/nodekit/volume"
 )
 
@@ -87,7 +92,7 @@ type Options struct {
 	// KubeClient, to an informer on the API server's RuntimeClasses, run
 	// with the agent; without, to none: runtimeClassName is ignored, as by
 	// a kubelet without an API client.
-	RuntimeClasses RuntimeClassGetter
+	RuntimeClasses runtimeclass.Getter
 	// AllowedUnsafeSysctls are the sysctls pods may set beyond the safe
 	// ones, as the kubelet's allowedUnsafeSysctls ("kernel.msg*",
 	// "net.core.somaxconn"); others are rejected with reason
@@ -168,7 +173,7 @@ type Options struct {
 	// and the garbage collection of dead containers, old sandboxes, the
 	// logs of deleted pods and unused images (package gc), with the
 	// kubelet's defaults.
-	NodeResources NodeResourcesOptions
+	NodeResources upkeep.Options
 
 	// Probes configures the liveness, readiness and startup probes. Its
 	// Runtime (for exec probes) defaults to Runtime; its Statuses are the
@@ -192,17 +197,18 @@ type Options struct {
 	ImageCredentialProviderConfig string
 	ImageCredentialProviderBinDir string
 
-	// WrapHandler, when set, wraps the default sync handler (a *Handler):
+	// WrapHandler, when set, wraps the default sync handler (a
+	// *synchandler.Handler, wrapped by the allocation manager's triggers):
 	// use it to observe or change how the loop's work is handled. The
 	// pods it is given are shared with the agent's parts and with other
 	// pods (see package sources): DeepCopy a pod before changing it.
 	WrapHandler func(syncloop.SyncHandler) syncloop.SyncHandler
 	// WrapPodSyncer, when set, wraps or replaces the per-pod sync the pod
-	// workers call (a *PodSyncer: the kubelet's SyncPod,
+	// workers call (a *podsync.Syncer: the kubelet's SyncPod,
 	// SyncTerminatingPod, SyncTerminatedPod). The pods and statuses
 	// its calls are given are shared, as WrapHandler's: treat them as
 	// read-only.
-	WrapPodSyncer func(*PodSyncer) podworker.SyncFuncs
+	WrapPodSyncer func(*podsync.Syncer) podworker.SyncFuncs
 	// Extra channels the sync loop also selects over; each value received
 	// names pods to sync.
 	Extra []syncloop.Channel
@@ -210,9 +216,9 @@ type Options struct {
 	// Events receives the pod lifecycle events. Defaults to the API
 	// server's events (through client-go's broadcaster) with KubeClient,
 	// and to none without.
-	Events EventRecorder
+	Events runtime.EventRecorder
 	// EventFilter, when set, keeps the events for which it returns true
-	// and drops the others, whichever the recorder. WarningEvents keeps
+	// and drops the others, whichever the recorder. events.Warnings keeps
 	// the Warning events only: with it a pod start writes only the pod's
 	// status to the API server, not the Normal Pulled, Created and Started
 	// events (three more writes), which suits nodes at scale.
@@ -229,8 +235,8 @@ type Options struct {
 	// (kubectl logs, exec, attach, port-forward; stats and metrics): make
 	// it with package nodeserver. Used only with KubeClient (nothing could
 	// authorize a request to a standalone agent). Defaults to nil: no node
-	// API, and none of its code linked. See NodeServer.
-	NodeServer NodeServer
+	// API, and none of its code linked. See package nodeserver/hook.
+	NodeServer hook.Server
 }
 
 func (o *Options) setDefaults() error {
@@ -312,4 +318,22 @@ func defaultDuration(d *time.Duration, def time.Duration) {
 	if *d == 0 {
 		*d = def
 	}
+}
+
+// UserNamespacesOptions configure the user namespaces of pods with
+// hostUsers: false (package userns), on by default as in the kubelet
+// (UserNamespacesSupport).
+type UserNamespacesOptions struct {
+	// Disabled turns user namespaces off: every sandbox gets the
+	// runtime's default and a hostUsers: false pod fails with
+	// runtime.ErrUserNamespaces. Defaults to false.
+	Disabled bool
+	// IDsPerPod is how many user and group IDs each pod gets, a multiple
+	// of 65536. Defaults to 65536 (the kubelet's
+	// userNamespaces.idsPerPod).
+	IDsPerPod uint32
+	// Range is the range of host IDs given to pods. Defaults to nil: the
+	// "kubelet" user's subordinate IDs (getsubids), else every ID from
+	// IDsPerPod up, as the kubelet.
+	Range *userns.Range
 }

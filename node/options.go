@@ -130,7 +130,8 @@ type Options struct {
 	// k8s.io/component-helpers/nodedeclaredfeatures, which the API server
 	// and the scheduler match against what a pod or a pod update needs
 	// (an in-place resize of pod-level resources, RestartAllContainers
-	// rules, ...). The Agent sets the features nodekit implements.
+	// rules, ...). The agent sets DeclaredFeatures(): the features nodekit
+	// implements.
 	// Defaults to none.
 	DeclaredFeatures []string
 	// StatusUpdateFrequency is how often the status is computed and compared

@@ -29,6 +29,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/kubeclient/clientset"
+	"github.com/nodekit/nodekit/nodeserver/hook"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
@@ -41,7 +42,7 @@ type fakeNodeServer struct {
 
 	mu       sync.Mutex
 	calls    []string // Setup, Attach, Run, Run returned
-	parts    nodekit.NodeServerParts
+	parts    hook.Parts
 	wrapped  int          // WrapRuntime calls
 	hooks    []string     // the hooks called, each kind once
 	order    []string     // OnPodStatus before the agent's own observer
@@ -62,12 +63,12 @@ func (f *fakeNodeServer) hook(name string) {
 	}
 }
 
-func (f *fakeNodeServer) Setup() (nodekit.NodeServerSetup, error) {
+func (f *fakeNodeServer) Setup() (hook.Setup, error) {
 	f.record("Setup")
 	if f.setupErr != nil {
-		return nodekit.NodeServerSetup{}, f.setupErr
+		return hook.Setup{}, f.setupErr
 	}
-	return nodekit.NodeServerSetup{
+	return hook.Setup{
 		Port: f.port,
 		WrapRuntime: func(rs runtime.RuntimeService) runtime.RuntimeService {
 			f.mu.Lock()
@@ -87,7 +88,7 @@ func (f *fakeNodeServer) Setup() (nodekit.NodeServerSetup, error) {
 	}, nil
 }
 
-func (f *fakeNodeServer) Attach(p nodekit.NodeServerParts) error {
+func (f *fakeNodeServer) Attach(p hook.Parts) error {
 	f.record("Attach")
 	f.mu.Lock()
 	f.parts = p
@@ -152,7 +153,7 @@ func TestAgentNodeServer(t *testing.T) {
 	if srv.runtimes.Load() == 0 {
 		t.Error("no runtime call went through WrapRuntime's runtime")
 	}
-	if p.Agent != h.agent || p.NodeName != "node1" || p.KubeClient == nil || p.Runtime == nil || p.RootDir == "" {
+	if p.Pods == nil || p.PodStatus == nil || p.NodeName != "node1" || p.KubeClient == nil || p.Runtime == nil || p.RootDir == "" {
 		t.Errorf("Attach got parts %+v", p)
 	}
 	if _, ok := p.Runtime.(runtime.Scoped); !ok {

@@ -1,7 +1,7 @@
 // Package nodeserver serves an agent's node API, the kubelet's port
 // 10250: it assembles package nodeapi's handler and TLS server, package
 // metrics' kubelet metrics and the node's stats over the parts of a
-// nodekit.Agent, as a nodekit.NodeServer. The API server calls it for
+// nodekit.Agent, as a hook.Server. The API server calls it for
 // kubectl logs, exec, attach and port-forward; metrics-server and
 // Prometheus scrape /metrics/resource, /metrics and /metrics/probes.
 //

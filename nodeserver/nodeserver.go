@@ -17,11 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/metrics"
 	"github.com/nodekit/nodekit/nodeapi"
 	"github.com/nodekit/nodekit/nodeapi/logs"
+	"github.com/nodekit/nodekit/nodeserver/hook"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/stats"
 )
@@ -84,7 +84,7 @@ type Options struct {
 	Registry *prometheus.Registry
 }
 
-// Server is the node API of one agent: a nodekit.NodeServer. Make it with
+// Server is the node API of one agent: a hook.Server. Make it with
 // New, give it to the agent as Options.NodeServer; the agent calls its
 // methods (Setup, Attach, Run), each once. Its methods are not meant to be
 // called by other code, nor concurrently.
@@ -108,7 +108,7 @@ type Server struct {
 	log       logr.Logger
 }
 
-var _ nodekit.NodeServer = (*Server)(nil)
+var _ hook.Server = (*Server)(nil)
 
 // New checks opts and makes the node API of one agent. It does no I/O and
 // starts no goroutine.
@@ -143,22 +143,22 @@ func (s *Server) port() int32 {
 
 // Setup registers the kubelet's metrics (package metrics) on the registry
 // and returns the port and the hooks that feed them. It implements
-// nodekit.NodeServer.
-func (s *Server) Setup() (nodekit.NodeServerSetup, error) {
+// hook.Server.
+func (s *Server) Setup() (hook.Setup, error) {
 	if s.kubelet != nil {
-		return nodekit.NodeServerSetup{}, errors.New("nodeserver: a Server serves one agent")
+		return hook.Setup{}, errors.New("nodeserver: a Server serves one agent")
 	}
 	k, err := metrics.New(s.registry)
 	if err != nil {
-		return nodekit.NodeServerSetup{}, fmt.Errorf("nodeserver: Registry: %w", err)
+		return hook.Setup{}, fmt.Errorf("nodeserver: Registry: %w", err)
 	}
 	probes := prometheus.NewRegistry()
 	p, err := metrics.NewProbes(probes)
 	if err != nil {
-		return nodekit.NodeServerSetup{}, fmt.Errorf("nodeserver: %w", err)
+		return hook.Setup{}, fmt.Errorf("nodeserver: %w", err)
 	}
 	s.kubelet, s.probes = k, probes
-	return nodekit.NodeServerSetup{
+	return hook.Setup{
 		Port:         s.port(),
 		WrapRuntime:  k.Runtime,
 		WrapImages:   k.Images,
@@ -177,8 +177,8 @@ type runtimeClienter interface {
 }
 
 // Attach assembles the node API over the agent's parts. It implements
-// nodekit.NodeServer.
-func (s *Server) Attach(p nodekit.NodeServerParts) error {
+// hook.Server.
+func (s *Server) Attach(p hook.Parts) error {
 	if s.kubelet == nil {
 		return errors.New("nodeserver: Attach before Setup")
 	}
@@ -186,8 +186,8 @@ func (s *Server) Attach(p nodekit.NodeServerParts) error {
 		return errors.New("nodeserver: a Server serves one agent")
 	}
 	s.attached = true
-	if p.Agent == nil || p.Runtime == nil || p.KubeClient == nil {
-		return errors.New("nodeserver: Attach needs the agent, its runtime and its KubeClient")
+	if p.Pods == nil || p.PodStatus == nil || p.Runtime == nil || p.KubeClient == nil {
+		return errors.New("nodeserver: Attach needs the agent's pods and statuses, its runtime and its KubeClient")
 	}
 	o := s.opts
 	s.runtime, s.nodeName, s.client, s.log = p.Runtime, p.NodeName, p.KubeClient, p.Logger
@@ -237,12 +237,12 @@ func (s *Server) Attach(p nodekit.NodeServerParts) error {
 	// Filled by Run, which may read the client CA from the API server,
 	// before the server starts.
 	s.auth = &nodeapi.Auth{}
-	agent := p.Agent
+	podStatus := p.PodStatus
 	h, err := nodeapi.New(nodeapi.Options{
 		NodeName: p.NodeName,
-		Pods:     agent,
+		Pods:     nodeapi.PodsFunc(p.Pods),
 		Logs: &logs.Provider{Runtime: p.Runtime, Status: func(pod *v1.Pod) (v1.PodStatus, bool) {
-			return agent.PodStatus(pod.UID)
+			return podStatus(pod.UID)
 		}},
 		Runtime:         p.Runtime,
 		Streamer:        streamer,
@@ -322,7 +322,7 @@ func (s *Server) setupAuth(ctx context.Context) error {
 }
 
 // Run serves the node API until ctx ends, and returns once its
-// goroutines have exited. It implements nodekit.NodeServer.
+// goroutines have exited. It implements hook.Server.
 func (s *Server) Run(ctx context.Context) error {
 	if s.server == nil {
 		return errors.New("nodeserver: Run before Attach")

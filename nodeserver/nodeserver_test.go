@@ -28,6 +28,7 @@ import (
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/nodeserver"
+	"github.com/nodekit/nodekit/nodeserver/hook"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
 )
@@ -59,7 +60,7 @@ func TestLifecycleOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Attach(nodekit.NodeServerParts{}); err == nil {
+	if err := s.Attach(hook.Parts{}); err == nil {
 		t.Error("Attach before Setup: no error")
 	}
 	if err := s.Run(t.Context()); err == nil {
@@ -76,7 +77,7 @@ func TestLifecycleOrder(t *testing.T) {
 	if _, err := s.Setup(); err == nil {
 		t.Error("second Setup: no error")
 	}
-	if err := s.Attach(nodekit.NodeServerParts{}); err == nil {
+	if err := s.Attach(hook.Parts{}); err == nil {
 		t.Error("Attach without an agent: no error")
 	}
 

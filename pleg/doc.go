@@ -68,7 +68,7 @@
 // status read after the events happened, as a pod worker's read-back
 // after its own changes is. StreamsStatuses tells the pod workers whether
 // the events bring the statuses, so that they can wait for them rather
-// than read a pod back after starting it (nodekit.PodSyncerConfig);
+// than read a pod back after starting it (podsync.Config);
 // and sends ContainerStarted, ContainerDied and ContainerRemoved at once,
 // as the kubelet's evented PLEG does; a Generic inside it relists every 5
 // minutes as a safety net, and the Cache is declared current every 2

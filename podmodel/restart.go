@@ -107,6 +107,18 @@ func AllContainersCouldRestart(spec *v1.PodSpec) bool {
 	return false
 }
 
+// AllContainersRestarting reports whether the pod's API status s has the
+// AllContainersRestarting condition True: its sync then removes every
+// container so that the pod starts over in its sandbox.
+func AllContainersRestarting(s v1.PodStatus) bool {
+	for _, c := range s.Conditions {
+		if c.Type == v1.AllContainersRestarting && c.Status == v1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
 // RestartAllRequested reports whether the pod's API status s asks for all
 // its containers to restart in place: its AllContainersRestarting
 // condition is True, or a container's status is terminated with an exit
@@ -116,10 +128,8 @@ func RestartAllRequested(pod *v1.Pod, s *v1.PodStatus) bool {
 	if s == nil {
 		return false
 	}
-	for _, c := range s.Conditions {
-		if c.Type == v1.AllContainersRestarting && c.Status == v1.ConditionTrue {
-			return true
-		}
+	if AllContainersRestarting(*s) {
+		return true
 	}
 	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
 		for _, cs := range list {

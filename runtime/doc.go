@@ -254,7 +254,7 @@
 //     and container names, images, image references and spec hashes,
 //     which most pods repeat, are shared between pods (package unique).
 //   - After a sync that changed a pod, the agent reads the pod back at
-//     once (nodekit.PodSyncer), where the kubelet waits for its PLEG to
+//     once (podsync.Syncer), where the kubelet waits for its PLEG to
 //     report the change (its next relist, up to a second later): a pod's
 //     status shows the start of its containers as soon as they started.
 //     That read (PodStatusAfterSync) does not list the pod's sandboxes

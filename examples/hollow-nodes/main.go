@@ -6,7 +6,7 @@
 //
 //	go run ./examples/hollow-nodes --kubeconfig ~/.kube/config --nodes 50
 //
-// The nodes write Warning events only (nodekit.WarningEvents), so that a
+// The nodes write Warning events only (events.Warnings), so that a
 // pod start costs the API server one write, the pod's status, rather than
 // four; --events=all writes the kubelet's Normal events (Pulled, Created,
 // Started, ...) too. It stops, leaving the Nodes registered, on SIGINT or
@@ -32,6 +32,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -39,21 +40,21 @@ import (
 
 func main() {
 	var (
-		kubecfg   = flag.String("kubeconfig", "", "kubeconfig of the cluster to join (required)")
-		nodes     = flag.Int("nodes", 10, "number of hollow nodes")
-		prefix    = flag.String("prefix", "hollow-node", "node names are <prefix>-<i>")
-		verbosity = flag.Int("v", 0, "log verbosity (0: state changes, 1: pod lifecycle, 4: every sync)")
-		events    = flag.String("events", "warning", "events written to the API server: warning (Warning events only) or all")
+		kubecfg    = flag.String("kubeconfig", "", "kubeconfig of the cluster to join (required)")
+		nodes      = flag.Int("nodes", 10, "number of hollow nodes")
+		prefix     = flag.String("prefix", "hollow-node", "node names are <prefix>-<i>")
+		verbosity  = flag.Int("v", 0, "log verbosity (0: state changes, 1: pod lifecycle, 4: every sync)")
+		eventsFlag = flag.String("events", "warning", "events written to the API server: warning (Warning events only) or all")
 	)
 	flag.Parse()
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.Level(-*verbosity)}))
 	var filter func(eventtype, reason string) bool
-	switch *events {
+	switch *eventsFlag {
 	case "warning":
-		filter = nodekit.WarningEvents
+		filter = events.Warnings
 	case "all":
 	default:
-		fmt.Fprintf(os.Stderr, "hollow-nodes: --events is warning or all, not %q\n", *events)
+		fmt.Fprintf(os.Stderr, "hollow-nodes: --events is warning or all, not %q\n", *eventsFlag)
 		os.Exit(2)
 	}
 	if *kubecfg == "" || *nodes < 1 {

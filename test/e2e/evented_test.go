@@ -39,7 +39,7 @@ func newTee(g pleg.EventGenerator) *teePLEG {
 func (p *teePLEG) Events() <-chan *pleg.Event { return p.out }
 
 // StreamsStatuses forwards the PLEG's, so that the agent's syncs take
-// the statuses the events bring (nodekit.PodSyncerConfig.StatusEvents).
+// the statuses the events bring (podsync.Config.StatusEvents).
 func (p *teePLEG) StreamsStatuses() bool {
 	s, ok := p.EventGenerator.(interface{ StreamsStatuses() bool })
 	return ok && s.StreamsStatuses()

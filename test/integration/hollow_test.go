@@ -28,6 +28,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime"
@@ -52,7 +53,7 @@ const (
 // It runs twice: with every event to the API server (the default), where
 // the kubelet's Normal Pulled, Created and Started events add three
 // writes per pod start, and with Warning events only
-// (nodekit.WarningEvents, the hollow-nodes example's default), where the
+// (events.Warnings, the hollow-nodes example's default), where the
 // writes per pod start must be at most 3. Otherwise only the functional
 // outcome fails the test; the figures are logged against the targets
 // (under 30 s to all Running, at most 3 API writes per pod start, under 5
@@ -71,7 +72,7 @@ func TestHollowNodes(t *testing.T) {
 		}
 	})
 	t.Run("warning events only", func(t *testing.T) {
-		if w := runHollowNodes(t, nodekit.WarningEvents); w > 3 {
+		if w := runHollowNodes(t, events.Warnings); w > 3 {
 			t.Errorf("with Warning events only, %.2f API writes per pod start, want at most 3", w)
 		}
 	})

@@ -1,0 +1,62 @@
+package runtimehealth
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// HandlerCache is the runtime's CRI service keeping the handlers of its
+// last Status response whose RuntimeReady condition is true, as the
+// kubelet's updateRuntimeUp keeps them (setRuntimeHandlers) from the
+// Status it reads for the runtime's health: the Node's
+// status.runtimeHandlers (node.Options.RuntimeHandlers: Handlers) then
+// cost no call of their own. Set its RuntimeService before its first
+// Status; it is safe for concurrent use.
+type HandlerCache struct {
+	runtime.RuntimeService
+
+	mu       sync.Mutex
+	handlers []*runtimeapi.RuntimeHandler
+	known    bool
+}
+
+// Status is the runtime's, whose handlers are kept when the runtime is
+// ready.
+func (c *HandlerCache) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error) {
+	resp, err := c.RuntimeService.Status(ctx, verbose)
+	if err != nil || !runtimeReady(resp) {
+		return resp, err
+	}
+	c.mu.Lock()
+	c.handlers, c.known = resp.GetRuntimeHandlers(), true
+	c.mu.Unlock()
+	return resp, err
+}
+
+// errNoRuntimeHandlers: no Status of a ready runtime has been read yet.
+var errNoRuntimeHandlers = errors.New("runtimehealth: runtime handlers not known yet: the runtime has not been ready")
+
+// Handlers returns the handlers kept, or an error until a ready
+// runtime's Status was read.
+func (c *HandlerCache) Handlers(context.Context) ([]*runtimeapi.RuntimeHandler, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.known {
+		return nil, errNoRuntimeHandlers
+	}
+	return c.handlers, nil
+}
+
+func runtimeReady(resp *runtimeapi.StatusResponse) bool {
+	for _, c := range resp.GetStatus().GetConditions() {
+		if c.GetType() == runtimeapi.RuntimeReady {
+			return c.GetStatus()
+		}
+	}
+	return false
+}

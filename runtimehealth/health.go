@@ -1,0 +1,99 @@
+// Package runtimehealth watches the container runtime's health, as the
+// kubelet's updateRuntimeUp: a Checker reads the runtime's CRI Status
+// every few seconds (RuntimeReady and NetworkReady), so that the sync
+// loop backs off while the runtime is down and the Node reports it; a
+// HandlerCache keeps the runtime handlers the Status reads name, for the
+// Node's status.runtimeHandlers.
+//
+// # Usage
+//
+//	hc := &runtimehealth.HandlerCache{RuntimeService: rs}
+//	c := runtimehealth.NewChecker(podRuntime.Status, runtimehealth.Options{})
+//	group.Add("runtime status", c)
+//	loopConfig.RuntimeHealthy = func(context.Context) error { return c.Err() }
+//
+// # Concurrency
+//
+// A Checker and a HandlerCache are safe for concurrent use.
+package runtimehealth
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// ErrNotChecked is a Checker's result before its first check.
+var ErrNotChecked = errors.New("runtimehealth: runtime not checked yet")
+
+// Options configure a Checker.
+type Options struct {
+	// Period is how often the runtime is checked. Defaults to 5s.
+	Period time.Duration
+	// OnRecover, when set, is called when the runtime answers again
+	// after a failed check (not after the first check).
+	OnRecover func()
+	Logger    logr.Logger
+}
+
+// Checker checks the runtime's health periodically and holds the last
+// result.
+type Checker struct {
+	status func(context.Context) error
+	o      Options
+	err    atomic.Pointer[errBox]
+}
+
+type errBox struct{ err error }
+
+// NewChecker returns a Checker of status (the pod-level runtime manager's
+// Status: nil when the runtime is ready). It does no I/O.
+func NewChecker(status func(context.Context) error, o Options) *Checker {
+	if o.Period <= 0 {
+		o.Period = 5 * time.Second
+	}
+	c := &Checker{status: status, o: o}
+	c.err.Store(&errBox{err: ErrNotChecked})
+	return c
+}
+
+// Err is the last check's result: nil when the runtime was healthy,
+// ErrNotChecked before the first check.
+func (c *Checker) Err() error { return c.err.Load().err }
+
+// Run checks the runtime at once, then every Period, until ctx ends.
+func (c *Checker) Run(ctx context.Context) error {
+	c.check(ctx)
+	t := time.NewTicker(c.o.Period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			c.check(ctx)
+		}
+	}
+}
+
+func (c *Checker) check(ctx context.Context) {
+	err := c.status(ctx)
+	if err != nil && ctx.Err() != nil {
+		return // stopping: the runtime was not asked
+	}
+	prev := c.err.Swap(&errBox{err: err})
+	switch {
+	case err != nil && (prev.err == nil || prev.err.Error() != err.Error()):
+		c.o.Logger.Error(err, "Container runtime not healthy")
+	case err == nil && prev.err != nil:
+		c.o.Logger.Info("Container runtime healthy")
+		// The first check ends no outage: the collectors' own periods
+		// cover what an earlier run left.
+		if prev.err != ErrNotChecked && c.o.OnRecover != nil {
+			c.o.OnRecover()
+		}
+	}
+}

@@ -1,0 +1,612 @@
+// Package synchandler holds the default syncloop.SyncHandler, the
+// kubelet's pod handling: Handler records the pods of the sources in a pod
+// manager (package podmanager), admits new ones (package admission), hands
+// each pod to its pod worker (package podworker) and runs housekeeping
+// (HandlePodCleanups): the workers, statuses, probes, volumes, cgroups,
+// runtime objects and mirror pods of pods that are gone are released.
+//
+// # Usage
+//
+//	h, err := synchandler.New(synchandler.Config{
+//		Pods: podmanager.New(), Workers: workers, Statuses: statuses,
+//		Volumes: volumes, Probes: probes, Cgroups: cgroups,
+//		Runtime: synchandler.CachedRuntimePods(podRuntime, cache), Cache: cache,
+//	})
+//	loop, err := syncloop.New(h, syncloop.Config{Pods: h.Pods(), ...})
+//
+// Each part is an interface of the methods the handler calls; replace any
+// of them, or the whole handler: the sync loop needs only a
+// syncloop.SyncHandler.
+//
+// # Concurrency
+//
+// A Handler is safe for concurrent use; the sync loop calls it from one
+// goroutine. It starts no goroutine of its own.
+package synchandler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/podmanager"
+	"github.com/nodekit/nodekit/podmodel"
+	"github.com/nodekit/nodekit/podworker"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+// The parts Handler uses, each with only the methods it calls. The
+// defaults are podworker.Workers, status.Manager, volume.Manager,
+// probe.Manager, cgroup.PodManager, the pod-level runtime manager (or
+// CachedRuntimePods over it), pleg.Cache and mirror.Manager.
+type (
+	// PodWorkers run one goroutine per pod.
+	PodWorkers interface {
+		UpdatePod(opts podworker.UpdateOptions)
+		IsPodTerminationRequested(uid types.UID) bool
+		IsPodKnownTerminated(uid types.UID) bool
+		SyncKnownPods(desired []*v1.Pod) map[types.UID]podworker.PodWorkerSync
+	}
+	// VolumeSet tracks which pods need their volumes.
+	VolumeSet interface {
+		AddPod(pod *v1.Pod)
+		CleanupOrphans(ctx context.Context, keep map[types.UID]bool) error
+	}
+	// ProbeSet runs the pods' probe workers.
+	ProbeSet interface {
+		AddPod(pod *v1.Pod)
+		RemovePod(pod *v1.Pod)
+		CleanupPods(desired map[types.UID]bool)
+	}
+	// NodeCgroups keeps the QoS cgroups and finds orphaned pod cgroups.
+	NodeCgroups interface {
+		Enabled() bool
+		UpdateQoS(activePods []*v1.Pod) error
+		Pods() ([]types.UID, error)
+		DestroyPod(ctx context.Context, uid types.UID) error
+	}
+	// RuntimePods lists and removes what the runtime holds of pods.
+	RuntimePods interface {
+		GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
+		RemovePod(ctx context.Context, uid types.UID) error
+		Forget(uid types.UID)
+	}
+	// StatusSet holds the pods' API statuses and forgets those of pods
+	// that are gone.
+	StatusSet interface {
+		SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool
+		GetPodStatus(uid types.UID) (v1.PodStatus, bool)
+		// PodTerminated is told of a rejected pod: it never runs.
+		PodTerminated(uid types.UID)
+		RemoveOrphans(desired map[types.UID]bool)
+	}
+	// CacheDeleter forgets a pod's cached runtime status.
+	CacheDeleter interface{ Delete(uid types.UID) }
+	// MirrorPods keeps the mirror pods of the static pods.
+	MirrorPods interface {
+		Sync(ctx context.Context, staticPods []*v1.Pod) error
+	}
+)
+
+// Config holds the parts of a Handler. Every field but Admit,
+// Mirrors and Logger is required.
+type Config struct {
+	Pods     *podmanager.Manager
+	Workers  PodWorkers
+	Statuses StatusSet
+	Volumes  VolumeSet
+	Probes   ProbeSet
+	Cgroups  NodeCgroups
+	Runtime  RuntimePods
+	Cache    CacheDeleter
+	// Admit are the admission checks, in order; the first rejection
+	// wins. Defaults to none: every pod is admitted.
+	Admit []admission.Handler
+	// Mirrors keeps mirror pods; nil for a standalone agent.
+	Mirrors MirrorPods
+	Logger  logr.Logger
+}
+
+// Handler is the default syncloop.SyncHandler, the kubelet's pod handling:
+// it records the pods, admits new ones, hands each pod to its worker and
+// runs housekeeping. It is safe for concurrent use; the sync loop calls it
+// from one goroutine.
+//
+// Build it from the default parts with the Agent (Options.Admit adds
+// admission checks, Options.PodSyncer replaces the per-pod sync), or
+// assemble it with New from parts of your own; wrap it with
+// Options.WrapHandler to observe or change the loop's work.
+type Handler struct {
+	c Config
+
+	mu sync.Mutex
+	// rejected holds the pods admission turned away; they are never handed
+	// to a worker.
+	rejected map[types.UID]bool
+	// qosPods is the set of active pods the QoS cgroups were last sized
+	// for (a hash of their UIDs), so that housekeeping writes them only
+	// when it changed.
+	qosPods uint64
+	// activeMu guards active, the active pods kept for admission (see
+	// activeCache); it is taken before mu.
+	activeMu sync.Mutex
+	active   activeCache
+	// cleaned is what the last housekeeping pass that succeeded saw, and
+	// when it ran (see HandlePodCleanups).
+	cleaned struct {
+		ok  bool
+		key cleanupKey
+		at  time.Time
+	}
+}
+
+// activeCache holds the active pods between batches of additions, so that
+// admitting a batch costs in proportion to the batch rather than to the
+// pods on the node: the API server's source hands pods over one at a
+// time. It holds while no pod was removed and no worker ended (the only
+// ways for a pod to leave the active pods besides rejection, which never
+// lets one in); an update replaces the pod in place.
+type activeCache struct {
+	ok                bool
+	removals, workers uint64
+	pods              []*v1.Pod
+	index             map[types.UID]int
+}
+
+// set records pods as the active pods, as of the counts given.
+func (c *activeCache) set(pods []*v1.Pod, removals, workers uint64) {
+	c.ok, c.removals, c.workers, c.pods = true, removals, workers, pods
+	if c.index == nil {
+		c.index = make(map[types.UID]int, len(pods))
+	}
+	clear(c.index)
+	for i, p := range pods {
+		c.index[p.UID] = i
+	}
+}
+
+// add appends pod, or replaces the pod of the same UID.
+func (c *activeCache) add(pod *v1.Pod) {
+	if i, ok := c.index[pod.UID]; ok {
+		c.pods[i] = pod
+		return
+	}
+	c.index[pod.UID] = len(c.pods)
+	c.pods = append(c.pods, pod)
+}
+
+// update replaces the pod of the same UID, if held. The slice handed out
+// before is left as it was: admission checks may keep it.
+func (c *activeCache) update(pod *v1.Pod) {
+	if i, ok := c.index[pod.UID]; ok && c.pods[i] != pod {
+		c.pods = slices.Clone(c.pods)
+		c.pods[i] = pod
+	}
+}
+
+// cleanupKey is what housekeeping depends on, as counts of changes: the
+// pods of the sources, the pods' workers that ended, and the runtime's
+// pods. A pass over the same key finds nothing to do.
+type cleanupKey struct {
+	pods, workers, runtime uint64
+}
+
+// fullCleanupPeriod is how often housekeeping runs in full even though
+// nothing it depends on changed: what changes out of the agent's sight
+// (a pod cgroup or directory left by someone else, a mirror pod the API
+// server lost) is cleaned up within it.
+const fullCleanupPeriod = time.Minute
+
+// terminationCounter is the optional capability of PodWorkers that lets
+// housekeeping skip passes that would find nothing new
+// (podworker.Workers has it).
+type terminationCounter interface {
+	Terminations() uint64
+}
+
+// changeCounter is the optional capability of RuntimePods that counts
+// the changes of the runtime's pods it lists; false when it cannot (it
+// would list the runtime).
+type changeCounter interface {
+	changes() (uint64, bool)
+}
+
+var _ syncloop.SyncHandler = (*Handler)(nil)
+
+// New checks c and returns a Handler over its parts.
+func New(c Config) (*Handler, error) {
+	if c.Pods == nil || c.Workers == nil || c.Statuses == nil || c.Volumes == nil || c.Probes == nil || c.Cgroups == nil || c.Runtime == nil || c.Cache == nil {
+		return nil, errors.New("synchandler: Config needs Pods, Workers, Statuses, Volumes, Probes, Cgroups, Runtime and Cache")
+	}
+	return &Handler{c: c, rejected: make(map[types.UID]bool)}, nil
+}
+
+func (h *Handler) isRejected(uid types.UID) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rejected[uid]
+}
+
+// HandlePodAdditions admits the pods, oldest first, and starts them. The
+// QoS cgroups are brought in step with the admitted pods first, as the
+// kubelet does before it creates a pod's cgroup.
+func (h *Handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
+	pods = h.c.Pods.SplitMirrors(pods, false)
+	if len(pods) == 0 {
+		return
+	}
+	slices.SortStableFunc(pods, func(a, b *v1.Pod) int {
+		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+	})
+	// The active pods are computed once (and kept between batches), and
+	// each admitted pod joins them: admission stays linear in the number
+	// of pods.
+	h.activeMu.Lock()
+	defer h.activeMu.Unlock()
+	h.admissionPodsLocked()
+	start := pods[:0:0]
+	for _, pod := range pods {
+		h.c.Pods.AddOrUpdate(pod)
+		if !h.c.Workers.IsPodTerminationRequested(pod.UID) && !podmodel.IsTerminal(pod.Status.Phase) {
+			if r := h.canAdmit(pod, h.active.pods); !r.Admit {
+				h.reject(pod, r)
+				continue
+			}
+			h.active.add(pod)
+		}
+		start = append(start, pod)
+	}
+	h.updateQoS(h.active.pods)
+	for _, pod := range start {
+		h.addVolumes(pod)
+		h.c.Probes.AddPod(pod)
+		h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodCreate, Pod: pod})
+	}
+}
+
+// Pods is the pod manager the handler records the pods in: the sync loop
+// looks pods up there (syncloop.Config.Pods).
+func (h *Handler) Pods() *podmanager.Manager { return h.c.Pods }
+
+// ActivePods are the admitted pods that may still run.
+func (h *Handler) ActivePods() []*v1.Pod { return h.activePods() }
+
+// admissionPodsLocked brings h.active up to date: the active pods kept
+// from the last batch while they still hold, else listed afresh. The
+// caller holds activeMu.
+func (h *Handler) admissionPodsLocked() {
+	_, removals := h.c.Pods.Generation()
+	wc, counted := h.c.Workers.(terminationCounter)
+	var workers uint64
+	if counted {
+		workers = wc.Terminations()
+	}
+	if counted && h.active.ok && h.active.removals == removals && h.active.workers == workers {
+		return
+	}
+	// Read before listing: a change while listing makes the next batch
+	// list again.
+	active := h.activePods()
+	h.active.set(active, removals, workers)
+	h.active.ok = counted
+}
+
+func (h *Handler) activePods() []*v1.Pod {
+	var active []*v1.Pod
+	for _, p := range h.c.Pods.Pods() {
+		if h.isRejected(p.UID) || h.c.Workers.IsPodKnownTerminated(p.UID) {
+			continue
+		}
+		if s, ok := h.c.Statuses.GetPodStatus(p.UID); ok && podmodel.IsTerminal(s.Phase) {
+			continue
+		}
+		active = append(active, p)
+	}
+	return active
+}
+
+// updateQoS sizes the QoS cgroups for the active pods, unless they were
+// sized for the same pods last time. Its callers (the sync loop) do not
+// call it concurrently.
+func (h *Handler) updateQoS(active []*v1.Pod) {
+	if !h.c.Cgroups.Enabled() {
+		return
+	}
+	var sum uint64 = uint64(len(active))
+	for _, p := range active {
+		f := fnv.New64a()
+		f.Write([]byte(p.UID))
+		sum += f.Sum64()
+	}
+	h.mu.Lock()
+	same := sum == h.qosPods
+	h.mu.Unlock()
+	if same {
+		return
+	}
+	if err := h.c.Cgroups.UpdateQoS(active); err != nil {
+		h.c.Logger.Error(err, "Updating the QoS cgroups")
+		return
+	}
+	h.mu.Lock()
+	h.qosPods = sum
+	h.mu.Unlock()
+}
+
+func (h *Handler) canAdmit(pod *v1.Pod, active []*v1.Pod) admission.Result {
+	for _, a := range h.c.Admit {
+		if r := a.Admit(pod, active); !r.Admit {
+			return r
+		}
+	}
+	return admission.Result{Admit: true}
+}
+
+func (h *Handler) reject(pod *v1.Pod, r admission.Result) {
+	h.c.Logger.Info("Pod rejected", "pod", podmodel.FullName(pod), "podUID", pod.UID, "reason", r.Reason, "message", r.Message)
+	h.mu.Lock()
+	h.rejected[pod.UID] = true
+	h.mu.Unlock()
+	h.c.Statuses.PodTerminated(pod.UID)
+	h.c.Statuses.SetPodStatus(pod, v1.PodStatus{
+		Phase:   v1.PodFailed,
+		Reason:  r.Reason,
+		Message: "Pod was rejected: " + r.Message,
+	})
+}
+
+// HandlePodUpdates records the new pods and syncs them.
+func (h *Handler) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
+	pods = h.c.Pods.SplitMirrors(pods, false)
+	h.activeMu.Lock()
+	for _, pod := range pods {
+		h.active.update(pod)
+	}
+	h.activeMu.Unlock()
+	for _, pod := range pods {
+		h.c.Pods.AddOrUpdate(pod)
+		if h.isRejected(pod.UID) {
+			continue
+		}
+		h.addVolumes(pod)
+		h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodUpdate, Pod: pod})
+	}
+}
+
+// addVolumes makes the pod's volumes desired, unless its termination was
+// requested, as the kubelet's volume populator: the volumes of a
+// terminating pod are desired already, and those of a terminated pod are
+// released, so an update (the API server's answer to the final delete,
+// say) must not make its directory again: nothing would release it.
+func (h *Handler) addVolumes(pod *v1.Pod) {
+	if h.c.Workers.IsPodTerminationRequested(pod.UID) {
+		return
+	}
+	h.c.Volumes.AddPod(pod)
+}
+
+// HandlePodRemoves forgets the pods and stops them.
+func (h *Handler) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
+	pods = h.c.Pods.SplitMirrors(pods, true)
+	for _, pod := range pods {
+		h.c.Pods.Remove(pod)
+		if h.isRejected(pod.UID) {
+			continue
+		}
+		h.c.Probes.RemovePod(pod)
+		h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodKill, Pod: pod})
+	}
+}
+
+// HandlePodReconcile records pods whose status alone changed at their
+// source; a pod its source says is terminal is synced so that it stops.
+func (h *Handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
+	pods = h.c.Pods.SplitMirrors(pods, false)
+	h.activeMu.Lock()
+	for _, pod := range pods {
+		h.active.update(pod)
+	}
+	h.activeMu.Unlock()
+	for _, pod := range pods {
+		h.c.Pods.AddOrUpdate(pod)
+		if !h.isRejected(pod.UID) && podmodel.IsTerminal(pod.Status.Phase) {
+			h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodSync, Pod: pod})
+		}
+	}
+}
+
+// HandlePodSyncs syncs the pods.
+func (h *Handler) HandlePodSyncs(_ context.Context, pods []*v1.Pod) {
+	for _, pod := range pods {
+		if h.isRejected(pod.UID) {
+			continue
+		}
+		h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodSync, Pod: pod})
+	}
+}
+
+// HandlePodCleanups is housekeeping, run once every source is ready: stop
+// workers of pods no source lists, stop containers of pods nobody knows
+// (left by an earlier run of the agent), remove the runtime objects and
+// agent state of pods that are gone, shrink the QoS cgroups to the active
+// pods and keep the mirror pods.
+//
+// The kubelet runs every pass in full; a pass here is skipped when the
+// pods, the workers' terminations and the runtime's pods (as the PLEG's
+// cache holds them) are as the last successful pass saw them, so that an
+// idle node costs nothing per pod every 2 s. Every fullCleanupPeriod, and
+// after a pass that failed, the pass runs in full.
+func (h *Handler) HandlePodCleanups(ctx context.Context) error {
+	key, comparable := h.cleanupKey()
+	now := time.Now()
+	h.mu.Lock()
+	skip := comparable && h.cleaned.ok && h.cleaned.key == key && now.Sub(h.cleaned.at) < fullCleanupPeriod
+	h.mu.Unlock()
+	if skip {
+		return nil
+	}
+	err := h.cleanup(ctx)
+	h.mu.Lock()
+	h.cleaned.ok = comparable && err == nil
+	h.cleaned.key, h.cleaned.at = key, now
+	h.mu.Unlock()
+	return err
+}
+
+// cleanupKey reads what housekeeping depends on; false when a part
+// cannot tell its changes.
+func (h *Handler) cleanupKey() (cleanupKey, bool) {
+	var k cleanupKey
+	k.pods, _ = h.c.Pods.Generation()
+	wc, ok := h.c.Workers.(terminationCounter)
+	if !ok {
+		return k, false
+	}
+	k.workers = wc.Terminations()
+	rc, ok := h.c.Runtime.(changeCounter)
+	if !ok {
+		return k, false
+	}
+	k.runtime, ok = rc.changes()
+	return k, ok
+}
+
+// ChangeCount is one count of what housekeeping depends on, which the
+// container collector depends on too (the runtime's pods, the pods, the
+// workers' terminations: each count only grows, so their sum moves when
+// any does), and whether it can be told: not before a housekeeping pass
+// succeeded (the workers then know which pods are theirs) nor after one
+// failed.
+func (h *Handler) ChangeCount() (uint64, bool) {
+	k, ok := h.cleanupKey()
+	h.mu.Lock()
+	ok = ok && h.cleaned.ok
+	h.mu.Unlock()
+	return k.pods + k.workers + k.runtime, ok
+}
+
+// cleanup is one full housekeeping pass.
+func (h *Handler) cleanup(ctx context.Context) error {
+	desired := h.c.Pods.Pods()
+	desiredUIDs := make(map[types.UID]bool, len(desired))
+	for _, p := range desired {
+		desiredUIDs[p.UID] = true
+	}
+	h.mu.Lock()
+	for uid := range h.rejected {
+		if !desiredUIDs[uid] {
+			delete(h.rejected, uid)
+		}
+	}
+	h.mu.Unlock()
+
+	workers := h.c.Workers.SyncKnownPods(desired)
+	h.c.Statuses.RemoveOrphans(desiredUIDs)
+	h.c.Probes.CleanupPods(desiredUIDs)
+
+	all, err := h.c.Runtime.GetPods(ctx, true)
+	if err != nil {
+		return fmt.Errorf("synchandler: housekeeping: listing runtime pods: %w", err)
+	}
+	// Pod directories go with the pods: those no source wants and that
+	// have nothing left in the runtime.
+	keep := maps.Clone(desiredUIDs)
+	for _, rp := range all {
+		keep[rp.ID] = true
+	}
+	var errs []error
+	if err := h.c.Volumes.CleanupOrphans(ctx, keep); err != nil {
+		errs = append(errs, err)
+	}
+	if err := h.cleanupCgroups(ctx, keep, workers); err != nil {
+		errs = append(errs, err)
+	}
+	if h.c.Cgroups.Enabled() {
+		// Listing the active pods reads every pod's status: not without
+		// QoS cgroups to size.
+		h.updateQoS(h.activePods())
+	}
+	if h.c.Mirrors != nil {
+		var static []*v1.Pod
+		for _, p := range desired {
+			if podmodel.IsStatic(p) && !h.isRejected(p.UID) {
+				static = append(static, p)
+			}
+		}
+		if err := h.c.Mirrors.Sync(ctx, static); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, rp := range all {
+		if _, known := workers[rp.ID]; known {
+			continue
+		}
+		if desiredUIDs[rp.ID] && !h.isRejected(rp.ID) {
+			// Its worker is about to start.
+			continue
+		}
+		if hasRunning(rp) {
+			h.c.Logger.V(1).Info("Stopping pod unknown to the agent", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
+			h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodKill, RunningPod: rp})
+			continue
+		}
+		// Nothing runs and nobody wants it: remove what is left.
+		if err := h.c.Runtime.RemovePod(ctx, rp.ID); err != nil {
+			errs = append(errs, fmt.Errorf("removing pod %s: %w", rp.ID, err))
+			continue
+		}
+		h.c.Runtime.Forget(rp.ID)
+		h.c.Cache.Delete(rp.ID)
+		h.c.Logger.V(1).Info("Removed pod from the runtime", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
+	}
+	return errors.Join(errs...)
+}
+
+// cleanupCgroups removes the cgroups of pods nobody wants, that have no
+// worker and nothing in the runtime.
+func (h *Handler) cleanupCgroups(ctx context.Context, keep map[types.UID]bool, workers map[types.UID]podworker.PodWorkerSync) error {
+	if !h.c.Cgroups.Enabled() {
+		return nil
+	}
+	uids, err := h.c.Cgroups.Pods()
+	if err != nil {
+		return fmt.Errorf("synchandler: housekeeping: listing pod cgroups: %w", err)
+	}
+	var errs []error
+	for _, uid := range uids {
+		if _, known := workers[uid]; known || keep[uid] {
+			continue
+		}
+		if err := h.c.Cgroups.DestroyPod(ctx, uid); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		h.c.Logger.V(1).Info("Removed orphaned pod cgroup", "podUID", uid)
+	}
+	return errors.Join(errs...)
+}
+
+func hasRunning(p *runtime.Pod) bool {
+	for _, c := range p.Containers {
+		if c.State == runtime.ContainerStateRunning {
+			return true
+		}
+	}
+	for _, s := range p.Sandboxes {
+		if s.State == runtime.ContainerStateRunning {
+			return true
+		}
+	}
+	return false
+}

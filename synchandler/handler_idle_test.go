@@ -1,0 +1,279 @@
+package synchandler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/podmanager"
+	"github.com/nodekit/nodekit/podworker"
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// countingWorkers are pod workers that count the questions asked of
+// them; ended are the pods known terminated.
+type countingWorkers struct {
+	mu           sync.Mutex
+	ends         uint64
+	ended        map[types.UID]bool
+	terminatedQs int
+	syncKnown    int
+	noCounter    bool
+}
+
+func (w *countingWorkers) UpdatePod(podworker.UpdateOptions)        {}
+func (w *countingWorkers) IsPodTerminationRequested(types.UID) bool { return false }
+func (w *countingWorkers) IsPodKnownTerminated(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.terminatedQs++
+	return w.ended[uid]
+}
+
+func (w *countingWorkers) SyncKnownPods([]*v1.Pod) map[types.UID]podworker.PodWorkerSync {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.syncKnown++
+	return nil
+}
+
+func (w *countingWorkers) Terminations() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ends
+}
+
+func (w *countingWorkers) end(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended == nil {
+		w.ended = map[types.UID]bool{}
+	}
+	w.ended[uid] = true
+	w.ends++
+}
+
+// uncountedWorkers hide the Terminations of countingWorkers.
+type uncountedWorkers struct{ PodWorkers }
+
+// countingRuntime lists no runtime pods and counts the lists; its
+// changes are set by the test.
+type countingRuntime struct {
+	lists   int
+	count   uint64
+	current bool
+	err     error
+}
+
+func (r *countingRuntime) GetPods(context.Context, bool) ([]*runtime.Pod, error) {
+	r.lists++
+	return nil, r.err
+}
+func (r *countingRuntime) RemovePod(context.Context, types.UID) error { return nil }
+func (r *countingRuntime) Forget(types.UID)                           {}
+func (r *countingRuntime) changes() (uint64, bool)                    { return r.count, r.current }
+
+type nopStatuses struct{}
+
+func (nopStatuses) SetPodStatus(*v1.Pod, v1.PodStatus) bool                 { return true }
+func (nopStatuses) GetPodStatus(types.UID) (v1.PodStatus, bool)             { return v1.PodStatus{}, false }
+func (nopStatuses) PodTerminated(types.UID)                                 {}
+func (nopStatuses) RemoveOrphans(map[types.UID]bool)                        {}
+func (nopVolumes) AddPod(*v1.Pod)                                           {}
+func (nopVolumes) CleanupOrphans(context.Context, map[types.UID]bool) error { return nil }
+func (nopProbes) AddPod(*v1.Pod)                                            {}
+func (nopProbes) RemovePod(*v1.Pod)                                         {}
+func (nopProbes) CleanupPods(map[types.UID]bool)                            {}
+func (nopCgroups) Enabled() bool                                            { return false }
+func (nopCgroups) UpdateQoS([]*v1.Pod) error                                { return nil }
+func (nopCgroups) Pods() ([]types.UID, error)                               { return nil, nil }
+func (nopCgroups) DestroyPod(context.Context, types.UID) error              { return nil }
+func (nopCache) Delete(types.UID)                                           {}
+
+type (
+	nopVolumes struct{}
+	nopProbes  struct{}
+	nopCgroups struct{}
+	nopCache   struct{}
+)
+
+func newCountingHandler(t *testing.T, w PodWorkers, rt RuntimePods, admit ...admission.Handler) *Handler {
+	t.Helper()
+	h, err := New(Config{
+		Pods: podmanager.New(), Workers: w, Statuses: nopStatuses{}, Volumes: nopVolumes{},
+		Probes: nopProbes{}, Cgroups: nopCgroups{}, Runtime: rt, Cache: nopCache{}, Admit: admit,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func idlePod(i int) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: fmt.Sprintf("p%d", i), Namespace: "default", UID: types.UID(fmt.Sprintf("uid-%d", i)),
+	}}
+}
+
+// TestHousekeepingSkipsUnchangedPasses: a housekeeping pass runs in full
+// only when the pods, the workers' terminations or the runtime's pods
+// changed since the last pass that succeeded, after a failed pass, and
+// every fullCleanupPeriod; otherwise it lists nothing.
+func TestHousekeepingSkipsUnchangedPasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := &countingWorkers{}
+		rt := &countingRuntime{current: true}
+		h := newCountingHandler(t, w, rt)
+		passes := func() int { return rt.lists }
+		step := func(name string, want int) {
+			t.Helper()
+			err := h.HandlePodCleanups(ctx)
+			if rt.err == nil && err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if got := passes(); got != want {
+				t.Fatalf("%s: %d full passes, want %d", name, got, want)
+			}
+			time.Sleep(2 * time.Second)
+		}
+		step("first pass", 1)
+		step("nothing changed", 1)
+		step("nothing changed again", 1)
+
+		h.HandlePodAdditions(ctx, []*v1.Pod{idlePod(1)})
+		step("pod added", 2)
+		step("nothing changed after the addition", 2)
+
+		w.end("uid-1")
+		step("worker ended", 3)
+		step("nothing changed after the end", 3)
+
+		rt.count++
+		step("runtime pods changed", 4)
+		step("nothing changed after the runtime", 4)
+
+		h.HandlePodRemoves(ctx, []*v1.Pod{idlePod(1)})
+		step("pod removed", 5)
+		step("nothing changed after the removal", 5)
+
+		rt.count++
+		rt.err = errors.New("runtime down")
+		step("failing pass", 6)
+		rt.err = nil
+		step("pass after a failed one", 7)
+		step("nothing changed after the recovery", 7)
+
+		rt.current = false
+		step("runtime pods not from a current cache", 8)
+		step("still not current", 9)
+		rt.current = true
+		step("current again", 10)
+		step("nothing changed once current", 10)
+
+		// The passes so far took 2 s each; the full pass comes within
+		// fullCleanupPeriod of the last one.
+		n := passes()
+		for range int(fullCleanupPeriod/(2*time.Second)) + 1 {
+			if err := h.HandlePodCleanups(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second)
+		}
+		if got := passes() - n; got != 1 {
+			t.Fatalf("%d full passes over %v with nothing changed, want 1", got, fullCleanupPeriod)
+		}
+	})
+}
+
+// TestHousekeepingRunsEveryPassWithoutCounts: parts that cannot count
+// their changes (a user's pod workers) get every pass in full, as the
+// kubelet's.
+func TestHousekeepingRunsEveryPassWithoutCounts(t *testing.T) {
+	rt := &countingRuntime{current: true}
+	h := newCountingHandler(t, uncountedWorkers{&countingWorkers{}}, rt)
+	for range 3 {
+		if err := h.HandlePodCleanups(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rt.lists != 3 {
+		t.Fatalf("%d full passes, want 3", rt.lists)
+	}
+}
+
+// TestAdmissionKeepsActivePods: pods added one at a time are admitted
+// against every active pod, without the active pods being listed again
+// for each (the API server's source adds one pod per update); a removal,
+// a pod that terminated and an update are all seen by the next admission.
+func TestAdmissionKeepsActivePods(t *testing.T) {
+	ctx := t.Context()
+	w := &countingWorkers{}
+	var seen []types.UID
+	record := admission.Func(func(_ *v1.Pod, active []*v1.Pod) admission.Result {
+		seen = seen[:0]
+		for _, p := range active {
+			seen = append(seen, p.UID)
+		}
+		return admission.Result{Admit: true}
+	})
+	h := newCountingHandler(t, w, &countingRuntime{current: true}, record)
+	const n = 200
+	for i := range n {
+		h.HandlePodAdditions(ctx, []*v1.Pod{idlePod(i)})
+	}
+	if len(seen) != n-1 {
+		t.Fatalf("the last pod was admitted against %d active pods, want %d", len(seen), n-1)
+	}
+	// The first batch lists the (no) active pods; the others reuse them.
+	if w.terminatedQs != 0 {
+		t.Fatalf("%d questions to the workers over %d single-pod batches, want 0", w.terminatedQs, n)
+	}
+
+	h.HandlePodRemoves(ctx, []*v1.Pod{idlePod(0)})
+	w.end("uid-1")
+	updated := idlePod(2)
+	updated.Labels = map[string]string{"updated": "yes"}
+	h.HandlePodUpdates(ctx, []*v1.Pod{updated})
+	var got *v1.Pod
+	h.c.Admit = append(h.c.Admit, admission.Func(func(_ *v1.Pod, active []*v1.Pod) admission.Result {
+		for _, p := range active {
+			if p.UID == updated.UID {
+				got = p
+			}
+		}
+		return admission.Result{Admit: true}
+	}))
+	h.HandlePodAdditions(ctx, []*v1.Pod{idlePod(n)})
+	if slices.Contains(seen, "uid-0") || slices.Contains(seen, "uid-1") || len(seen) != n-2 {
+		t.Fatalf("after a removal and a termination, admitted against %d pods (uid-0 %v, uid-1 %v), want %d without them",
+			len(seen), slices.Contains(seen, "uid-0"), slices.Contains(seen, "uid-1"), n-2)
+	}
+	if got != updated {
+		t.Fatalf("admission saw the pod before its update")
+	}
+
+	// An update alone keeps the active pods and replaces the pod in them.
+	qs := w.terminatedQs
+	again := idlePod(3)
+	again.Labels = map[string]string{"updated": "again"}
+	h.HandlePodUpdates(ctx, []*v1.Pod{again})
+	h.HandlePodReconcile(ctx, []*v1.Pod{idlePod(4)})
+	h.HandlePodAdditions(ctx, []*v1.Pod{idlePod(n + 1)})
+	if w.terminatedQs != qs {
+		t.Fatalf("an update made the next admission list the active pods again")
+	}
+	if len(seen) != n-1 {
+		t.Fatalf("admitted against %d pods, want %d", len(seen), n-1)
+	}
+}
