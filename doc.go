@@ -4,9 +4,16 @@
 // An Agent reproduces the kubelet's producer–consumer architecture with
 // public, replaceable parts: pod sources (package sources) merged into one
 // stream of changes, a pod lifecycle event generator (pleg) that watches the
-// runtime, a sync loop (syncloop) that turns both into work, one goroutine per
-// pod (podworker), and a pod-level runtime manager (runtime) on top of any
+// runtime, a sync loop (syncloop) that turns both into work for its handler
+// (synchandler), one goroutine per pod (podworker) running the per-pod sync
+// (podsync), and a pod-level runtime manager (runtime) on top of any
 // CRI-shaped runtime. Take the defaults and replace the one part you need.
+//
+// The root package only assembles: Options, New, one wiring function
+// (wire, in wiring.go) that builds the default parts in dependency order,
+// and Run, which runs the long-running parts from one list (a run.Group:
+// started in order, stopped in reverse). Every part is a package of its
+// own; read wiring.go to see which, and how they connect.
 //
 // # Usage
 //
@@ -20,6 +27,39 @@
 //	})
 //	if err != nil { ... }
 //	err = agent.Run(ctx) // until ctx ends
+//
+// # Assembling by hand
+//
+// The parts are exported, each over small interfaces of what it calls;
+// an agent without the root package is a few dozen lines (the package's
+// Example_handAssembled runs one):
+//
+//	config := sources.NewConfig(sources.ConfigOptions{})
+//	config.Add("file", src)
+//	statuses := status.NewManager(status.Options{})
+//	probes, _ := probe.NewManager(probe.Options{Runtime: rt, Statuses: statuses.GetPodStatus})
+//	volumes, _ := volume.NewManager(volume.Options{RootDir: dir})
+//	cgroups, _ := cgroup.NewPodManager(cgroup.PodManagerOptions{})
+//	rm, _ := runtime.NewManager(rt, rt, runtime.ManagerOptions{})
+//	cache, queue := pleg.NewCache(), podworker.NewQueue()
+//	events, _ := pleg.NewGeneric(rt, rm, cache, pleg.GenericOptions{})
+//	syncer, _ := podsync.New(podsync.Config{Runtime: rm, Volumes: volumes, Cgroups: cgroups,
+//		Probes: probes, Statuses: statuses, Cache: cache, Queue: queue})
+//	workers, _ := podworker.New(mySync{syncer}, podworker.Options{Cache: cache, Queue: queue})
+//	handler, _ := synchandler.New(synchandler.Config{Pods: podmanager.New(), Workers: workers,
+//		Statuses: statuses, Volumes: volumes, Probes: probes, Cgroups: cgroups, Runtime: rm, Cache: cache})
+//	loop, _ := syncloop.New(handler, syncloop.Config{Updates: config.Updates(), PLEG: events.Events(),
+//		Liveness: probes.Liveness(), Readiness: probes.Readiness(), Startup: probes.Startup(),
+//		Pods: handler.Pods(), Work: queue, SourcesReady: config.SourcesReady})
+//	var g run.Group
+//	g.Add("pleg", events)
+//	g.Add("volume manager", volumes)
+//	g.Add("probes", probes)
+//	g.Add("status manager", statuses)
+//	g.Add("pod workers", workers)
+//	g.Add("sources", config)
+//	g.Add("sync loop", loop)
+//	err := g.Run(ctx)
 //
 // # Admission
 //
@@ -49,12 +89,12 @@
 //   - A periodic sync (every minute, as the kubelet's) of a pod whose last
 //     sync found nothing to do is skipped while its pod object, runtime
 //     status, API status, probe results and host IPs are the same
-//     (PodSyncer.SyncPod); every pod is still synced in full within 10
+//     (podsync.Syncer.SyncPod); every pod is still synced in full within 10
 //     minutes, each at a time of its own. Pods with an active deadline or
 //     a pending resize are always synced in full.
 //   - Housekeeping (every 2 s) runs in full only when the pods, the
 //     workers' terminations or the runtime's pods changed, after a failed
-//     pass, and once a minute (Handler.HandlePodCleanups).
+//     pass, and once a minute (synchandler.Handler.HandlePodCleanups).
 //   - Housekeeping and the log rotator read the runtime's pods and running
 //     containers from the PLEG's cache (a PLEG of package pleg) instead of
 //     listing the runtime; the relist does not read again a pod whose
@@ -73,7 +113,8 @@
 // # Concurrency
 //
 // An Agent runs once: Run blocks until its context ends and returns after
-// every goroutine it started has exited. Its query methods (PodStatus, Pods,
+// every goroutine it started has exited; its parts stop in the reverse of
+// the order they started, the sync loop first. Its query methods (PodStatus, Pods,
 // Healthy) are safe to call from any goroutine. Several agents can run side
 // by side in one process: nodekit has no package-level state.
 //

@@ -123,10 +123,10 @@ type Config struct {
 // runs housekeeping. It is safe for concurrent use; the sync loop calls it
 // from one goroutine.
 //
-// Build it from the default parts with the Agent (Options.Admit adds
-// admission checks, Options.PodSyncer replaces the per-pod sync), or
-// assemble it with New from parts of your own; wrap it with
-// Options.WrapHandler to observe or change the loop's work.
+// The agent builds it from its default parts (nodekit.Options.Admit adds
+// admission checks, nodekit.Options.WrapPodSyncer replaces the per-pod
+// sync); assemble it with New from parts of your own, or wrap it with
+// nodekit.Options.WrapHandler to observe or change the loop's work.
 type Handler struct {
 	c Config
 
