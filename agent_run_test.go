@@ -10,6 +10,7 @@ import (
 	"github.com/nodekit/nodekit/run"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
+	"github.com/nodekit/nodekit/sources/file"
 )
 
 // TestAgentAdd: a part added with Agent.Add runs with the agent's own
@@ -64,5 +65,36 @@ func TestAgentAdd(t *testing.T) {
 	b.Add("failing", run.Func(func(context.Context) error { return boom }))
 	if err := b.Run(t.Context()); !errors.Is(err, boom) || err.Error() != "nodekit: failing: boom" {
 		t.Fatalf("Run = %v, want nodekit: failing: boom", err)
+	}
+}
+
+// TestNewGivesSourcesTheNodeName: a file source takes the agent's node
+// name; one made for another node fails New with a clear error.
+func TestNewGivesSourcesTheNodeName(t *testing.T) {
+	rt := runtimetest.New(runtimetest.Options{})
+	t.Cleanup(rt.Close)
+	newAgent := func(src *file.Source) error {
+		_, err := nodekit.New(nodekit.Options{
+			NodeName: "node1",
+			Sources:  []nodekit.NamedSource{{Name: sources.FileSource, Source: src}},
+			Runtime:  rt,
+			RootDir:  t.TempDir(),
+		})
+		return err
+	}
+	mine, err := file.New(file.Options{Path: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := newAgent(mine); err != nil {
+		t.Fatalf("New with a file source without a node name: %v", err)
+	}
+	other, err := file.New(file.Options{Path: t.TempDir(), NodeName: "node2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `nodekit: source "file": file: Options.NodeName "node2" is not the agent's node name "node1" (leave it empty)`
+	if err := newAgent(other); err == nil || err.Error() != want {
+		t.Fatalf("New with another node's file source = %v, want %s", err, want)
 	}
 }

@@ -18,7 +18,7 @@
 // # Usage
 //
 //	rt := runtimetest.New(runtimetest.Options{})
-//	src, _ := file.New(file.Options{Path: "/etc/nodekit/manifests", NodeName: "edge-1"})
+//	src, _ := file.New(file.Options{Path: "/etc/nodekit/manifests"}) // the agent names the node
 //	agent, err := nodekit.New(nodekit.Options{
 //		NodeName: "edge-1",
 //		Sources:  []nodekit.NamedSource{{Name: sources.FileSource, Source: src}},

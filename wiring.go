@@ -95,6 +95,11 @@ func wire(o Options) (*parts, error) {
 	// pods, the Node, its mirror pods.
 	p.config = sources.NewConfig(sources.ConfigOptions{Logger: log})
 	for _, s := range o.Sources {
+		if n, ok := s.Source.(sources.NodeNamer); ok {
+			if err := n.SetNodeName(o.NodeName); err != nil {
+				return nil, fmt.Errorf("nodekit: source %q: %w", s.Name, err)
+			}
+		}
 		if err := p.config.Add(s.Name, s.Source); err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)
 		}

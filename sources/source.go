@@ -84,6 +84,15 @@ type Source interface {
 	Run(ctx context.Context, snapshots chan<- []*v1.Pod) error
 }
 
+// NodeNamer is the optional capability of a Source whose pods depend on
+// the node's name (static pods: their names, UIDs and spec.nodeName, as
+// sources/file and sources/http make them): the agent calls SetNodeName
+// with its own name before the source runs, so that the name is given
+// once. SetNodeName fails when the source was made for another node.
+type NodeNamer interface {
+	SetNodeName(name string) error
+}
+
 // Chan is a Source fed through a channel: each slice of pods sent on it is
 // passed on as the source's next snapshot, until Run's context ends. A
 // program that has its pods in hand (a test, a source built into another

@@ -67,13 +67,13 @@ func run(ctx context.Context, log logr.Logger, c config) error {
 	opts := nodekit.Options{NodeName: nodeName, Logger: log, OnPodStatus: phasePrinter()}
 	opts.ImageCredentialProviderConfig, opts.ImageCredentialProviderBinDir = c.credConfig, c.credBinDir
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("nodekit-%d", os.Geteuid())) // the process runtime's
-	fileSource, err := file.New(file.Options{Path: manifests, NodeName: nodeName, Logger: log})
+	fileSource, err := file.New(file.Options{Path: manifests, Logger: log})
 	if err != nil {
 		return err
 	}
 	opts.Sources = []nodekit.NamedSource{{Name: sources.FileSource, Source: fileSource}}
 	if url != "" {
-		httpSource, err := http.New(http.Options{URL: url, NodeName: nodeName, Logger: log})
+		httpSource, err := http.New(http.Options{URL: url, Logger: log})
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,9 @@
 //	if err != nil { ... }
 //	cfg.Add(sources.FileSource, src)
 //
+// Given to an agent (nodekit.Options.Sources), the Source takes the
+// agent's node name (sources.NodeNamer): leave NodeName empty.
+//
 // # Watching
 //
 // Run watches the path with fsnotify (a directory directly; a file, or a

@@ -44,7 +44,8 @@ type Options struct {
 	// manifest file. Required.
 	Path string
 	// NodeName is the node's name: it suffixes the pods' names and is part
-	// of their UIDs. Required.
+	// of their UIDs. Defaults to the name of the agent the Source is given
+	// to (SetNodeName); set it only to run the Source without an agent.
 	NodeName string
 	// Period is how often the path is listed again, whatever the watch
 	// reported. Defaults to 20s (the kubelet's FileCheckFrequency).
@@ -62,9 +63,6 @@ func (o *Options) setDefaults() error {
 		return errors.New("file: Path is required")
 	}
 	o.Path = filepath.Clean(o.Path)
-	if o.NodeName == "" {
-		return errors.New("file: NodeName is required")
-	}
 	switch {
 	case o.Period == 0:
 		o.Period = DefaultPeriod
@@ -99,12 +97,25 @@ func New(opts Options) (*Source, error) {
 	return &Source{opts: opts, log: opts.Logger.WithValues("path", opts.Path)}, nil
 }
 
+// SetNodeName implements sources.NodeNamer: the agent's name, unless
+// Options.NodeName names another node.
+func (s *Source) SetNodeName(name string) error {
+	if s.opts.NodeName != "" && s.opts.NodeName != name {
+		return fmt.Errorf("file: Options.NodeName %q is not the agent's node name %q (leave it empty)", s.opts.NodeName, name)
+	}
+	s.opts.NodeName = name
+	return nil
+}
+
 // Run lists the path, sends its pods as a snapshot, and lists it again on
 // every change the watch reports and every Period, sending a snapshot only
 // when the pods differ from the last one sent (the first is always sent,
 // even empty, so that the source becomes ready). It blocks until ctx ends,
 // returns nil then, and returns after its goroutines have exited.
 func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
+	if s.opts.NodeName == "" {
+		return errors.New("file: no node name: give the Source to an agent, or set Options.NodeName")
+	}
 	l := newLister(s.opts.Path, s.opts.NodeName, s.log)
 	l.timeout = s.opts.ReadTimeout
 	trigger := make(chan struct{}, 1)

@@ -217,7 +217,7 @@ func TestNew(t *testing.T) {
 		{name: "defaults", opts: Options{Path: "/etc/m/", NodeName: node}, wantPeriod: 20 * time.Second, wantPath: "/etc/m"},
 		{name: "period kept", opts: Options{Path: "/m", NodeName: node, Period: time.Second}, wantPeriod: time.Second, wantPath: "/m"},
 		{name: "no path", opts: Options{NodeName: node}, wantErr: "file: Path is required"},
-		{name: "no node name", opts: Options{Path: "/m"}, wantErr: "file: NodeName is required"},
+		{name: "node name from the agent", opts: Options{Path: "/m"}, wantPeriod: 20 * time.Second, wantPath: "/m"},
 		{name: "negative period", opts: Options{Path: "/m", NodeName: node, Period: -1}, wantErr: "file: negative Period -1ns"},
 	}
 	for _, tt := range tests {
@@ -529,4 +529,26 @@ func TestConformance(t *testing.T) {
 		}
 		return src
 	})
+}
+
+// TestSetNodeName: the node name comes from the agent (SetNodeName); one
+// given in Options must be the agent's; a Source without one does not run.
+func TestSetNodeName(t *testing.T) {
+	s, err := New(Options{Path: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(t.Context(), make(chan []*v1.Pod, 1)); err == nil || !strings.Contains(err.Error(), "no node name") {
+		t.Fatalf("Run without a node name = %v, want an error", err)
+	}
+	if err := s.SetNodeName("n1"); err != nil || s.opts.NodeName != "n1" {
+		t.Fatalf("SetNodeName = %v, NodeName %q", err, s.opts.NodeName)
+	}
+	other, _ := New(Options{Path: "/m", NodeName: "n2"})
+	if err := other.SetNodeName("n1"); err == nil || !strings.Contains(err.Error(), `"n2" is not the agent's node name "n1"`) {
+		t.Fatalf("SetNodeName over another node's name = %v", err)
+	}
+	if err := other.SetNodeName("n2"); err != nil {
+		t.Fatalf("SetNodeName with the same name = %v", err)
+	}
 }

@@ -18,6 +18,9 @@
 //	if err != nil { ... }
 //	cfg.Add(sources.HTTPSource, src)
 //
+// Given to an agent (nodekit.Options.Sources), the Source takes the
+// agent's node name (sources.NodeNamer): leave NodeName empty.
+//
 // # Errors
 //
 // No failure loses a pod: a request that fails or times out, a status other

@@ -39,7 +39,8 @@ type Options struct {
 	// Header is sent with every request. Defaults to none.
 	Header nethttp.Header
 	// NodeName is the node's name: it suffixes the pods' names and is part
-	// of their UIDs. Required.
+	// of their UIDs. Defaults to the name of the agent the Source is given
+	// to (SetNodeName); set it only to run the Source without an agent.
 	NodeName string
 	// Period is how often the URL is polled; the first poll is immediate.
 	// Defaults to 20s (the kubelet's HTTPCheckFrequency).
@@ -66,9 +67,6 @@ func (o *Options) setDefaults() error {
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("http: URL %q is not an http or https URL", o.URL)
-	}
-	if o.NodeName == "" {
-		return errors.New("http: NodeName is required")
 	}
 	if o.Period < 0 || o.Timeout < 0 || o.MaxBodyBytes < 0 {
 		return fmt.Errorf("http: negative Period %v, Timeout %v or MaxBodyBytes %d", o.Period, o.Timeout, o.MaxBodyBytes)
@@ -116,6 +114,16 @@ func New(opts Options) (*Source, error) {
 	return s, nil
 }
 
+// SetNodeName implements sources.NodeNamer: the agent's name, unless
+// Options.NodeName names another node.
+func (s *Source) SetNodeName(name string) error {
+	if s.opts.NodeName != "" && s.opts.NodeName != name {
+		return fmt.Errorf("http: Options.NodeName %q is not the agent's node name %q (leave it empty)", s.opts.NodeName, name)
+	}
+	s.opts.NodeName = name
+	return nil
+}
+
 // Run polls the URL now and every Period, and sends the pods of each new
 // body as a snapshot. It blocks until ctx ends, returns nil then, and
 // returns after its requests have ended.
@@ -128,6 +136,9 @@ func New(opts Options) (*Source, error) {
 // PodList that fail validation are dropped and logged one by one; the rest
 // are sent.
 func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
+	if s.opts.NodeName == "" {
+		return errors.New("http: no node name: give the Source to an agent, or set Options.NodeName")
+	}
 	if s.ownClient != nil {
 		defer s.ownClient.CloseIdleConnections()
 	}

@@ -250,7 +250,6 @@ func TestNew(t *testing.T) {
 		{name: "no URL", opts: Options{NodeName: node}, wantErr: "http: URL is required"},
 		{name: "not http", opts: Options{URL: "file:///etc/pods", NodeName: node}, wantErr: `http: URL "file:///etc/pods" is not an http or https URL`},
 		{name: "no host", opts: Options{URL: "/pods", NodeName: node}, wantErr: `http: URL "/pods" is not an http or https URL`},
-		{name: "no node name", opts: Options{URL: "http://h/p"}, wantErr: "http: NodeName is required"},
 		{name: "negative timeout", opts: Options{URL: "http://h/p", NodeName: node, Timeout: -1}, wantErr: "http: negative"},
 	}
 	for _, tt := range tests {
@@ -542,4 +541,23 @@ func TestConformance(t *testing.T) {
 		}
 		return src
 	})
+}
+
+// TestSetNodeName: the node name comes from the agent (SetNodeName); one
+// given in Options must be the agent's; a Source without one does not run.
+func TestSetNodeName(t *testing.T) {
+	s, err := New(Options{URL: "http://h/p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(t.Context(), make(chan []*v1.Pod, 1)); err == nil || !strings.Contains(err.Error(), "no node name") {
+		t.Fatalf("Run without a node name = %v, want an error", err)
+	}
+	if err := s.SetNodeName("n1"); err != nil || s.opts.NodeName != "n1" {
+		t.Fatalf("SetNodeName = %v, NodeName %q", err, s.opts.NodeName)
+	}
+	other, _ := New(Options{URL: "http://h/p", NodeName: "n2"})
+	if err := other.SetNodeName("n1"); err == nil || !strings.Contains(err.Error(), `"n2" is not the agent's node name "n1"`) {
+		t.Fatalf("SetNodeName over another node's name = %v", err)
+	}
 }
