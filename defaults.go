@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/events"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/runtime/credentials"
@@ -45,13 +46,24 @@ func podObjects(o Options) (objects.Getter, *objects.Cache, error) {
 		if ttl < 0 {
 			ttl = 0 // refreshes disabled: the default TTL
 		}
-		c, err := objects.NewCache(objects.APIServer{Client: o.KubeClient}, objects.CacheOptions{TTL: ttl})
+		c, err := objects.NewCache(apiObjects{o.KubeClient}, objects.CacheOptions{TTL: ttl})
 		if err != nil {
 			return nil, nil, fmt.Errorf("nodekit: %w", err)
 		}
 		return c, c, nil
 	}
 	return nil, nil, nil
+}
+
+// apiObjects gets ConfigMaps and Secrets from the API server.
+type apiObjects struct{ client kubeclient.Interface }
+
+func (g apiObjects) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	return g.client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (g apiObjects) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
+	return g.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 // volumePlugins are the default volume plugins: hostPath, emptyDir and

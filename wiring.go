@@ -38,10 +38,10 @@ import (
 	"github.com/nodekit/nodekit/volume"
 )
 
-// Where the agent keeps its checkpoints, below its RootDir: the API
-// server's pods for the node (run while the API server is unreachable,
-// see apiserver.Options.CheckpointPath, where the kubelet runs none of
-// them until the server answers) and the resources allocated to its pods.
+// apiCheckpointFile is where the agent keeps the API server's pods for the
+// node, below its RootDir: it runs them while the API server is
+// unreachable (see apiserver.Options.CheckpointPath), where the kubelet
+// runs none of them until the server answers.
 const apiCheckpointFile = "checkpoints/apiserver-pods.json"
 
 // parts are an assembled agent: what its methods read, and group, the
@@ -317,7 +317,7 @@ func wire(o Options) (*parts, error) {
 	// The allocation manager, the per-pod sync and the pod workers.
 	queue := podworker.NewQueue()
 	allocations, err := allocation.New(allocation.Config{
-		Path:         filepath.Join(o.RootDir, allocation.CheckpointFile),
+		RootDir:      o.RootDir,
 		Known:        func(uid types.UID) bool { _, ok := podManager.GetPodByUID(uid); return ok },
 		PodByUID:     podManager.GetPodByUID,
 		ActivePods:   activePods,

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -46,18 +47,19 @@ import (
 	"github.com/nodekit/nodekit/syncloop"
 )
 
-// CheckpointFile is where an agent keeps the resources allocated to its
+// checkpointFile is where an agent keeps the resources allocated to its
 // pods, below its root directory (the kubelet's allocated_pods_state
 // checkpoint).
-const CheckpointFile = "checkpoints/allocated-pods.json"
+const checkpointFile = "checkpoints/allocated-pods.json"
 
 // Config holds what a Manager reads of the rest of the agent. The
 // functions may be called from New on; those the agent builds after the
 // Manager (its handler, its workers) answer nothing until they exist.
 type Config struct {
-	// Path is the checkpoint file; "" keeps the allocations in memory
-	// only.
-	Path string
+	// RootDir is the agent's directory: the allocations are kept in
+	// <RootDir>/checkpoints/allocated-pods.json. Defaults to "": in
+	// memory only.
+	RootDir string
 	// Known reports whether a pod UID is still the agent's (the pod
 	// manager's); allocations of others are dropped at the next write.
 	// Required.
@@ -99,10 +101,13 @@ func New(c Config) (*Manager, error) {
 		c.Clock = clock.RealClock{}
 	}
 	r := &Manager{
-		path: c.Path, log: c.Logger, known: c.Known, active: c.ActivePods, allocatable: c.Allocatable,
+		log: c.Logger, known: c.Known, active: c.ActivePods, allocatable: c.Allocatable,
 		podByUID: c.PodByUID, sourcesReady: c.SourcesReady, triggerSync: c.TriggerSync,
 		resizeError: c.ResizeError, cached: c.Cached, podCgroup: c.PodCgroup, clock: c.Clock,
 		kick: make(chan struct{}, 1),
+	}
+	if c.RootDir != "" {
+		r.path = filepath.Join(c.RootDir, checkpointFile)
 	}
 	if rec := c.Recorder; rec != nil {
 		r.event = func(pod *v1.Pod, eventtype, reason, message string) { rec.Event(pod, eventtype, reason, message) }

@@ -49,7 +49,7 @@ func cpuOf(p *v1.Pod) string {
 // manager on the same checkpoint) admits and runs the pod with what it
 // allocated, not what the spec asks for now.
 func TestResizesCheckpoint(t *testing.T) {
-	path := filepath.Join(t.TempDir(), CheckpointFile)
+	path := filepath.Join(t.TempDir(), checkpointFile)
 	var (
 		mu     sync.Mutex
 		active []*v1.Pod
@@ -544,7 +544,7 @@ func TestResizesCompletedInTheSync(t *testing.T) {
 func TestResizesPodLevel(t *testing.T) {
 	e := &resizeEnv{}
 	r := newEnvResizes(t, e)
-	r.path = filepath.Join(t.TempDir(), CheckpointFile)
+	r.path = filepath.Join(t.TempDir(), checkpointFile)
 	podLevel := func(cpu string) *v1.Pod {
 		p := apiPodWithCPU("a", "500m")
 		p.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}}

@@ -80,17 +80,6 @@ func (g *Group) Add(name string, r Runnable) error {
 	return nil
 }
 
-// Names returns the names of the parts, in the order they start.
-func (g *Group) Names() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	names := make([]string, len(g.parts))
-	for i, p := range g.parts {
-		names[i] = p.name
-	}
-	return names
-}
-
 // Run starts every part, in order, each in a goroutine of its own, and
 // waits until ctx ends or a part fails. It then stops the parts in
 // reverse order, each after the parts that follow it have returned, and

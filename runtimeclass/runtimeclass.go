@@ -74,14 +74,15 @@ func NewInformer(client kubeclient.Interface) *Resolver {
 }
 
 // PodHandler returns the handler of the pod's RuntimeClass
-// (podruntime's PodRuntimeHandler): see Handler.
+// (runtime.ManagerOptions.PodRuntimeHandler), waiting (up to 30s) for
+// the informer's first list.
 func (rc *Resolver) PodHandler(pod *v1.Pod) (string, error) {
-	return rc.Handler(*pod.Spec.RuntimeClassName)
+	return rc.handler(*pod.Spec.RuntimeClassName)
 }
 
-// Handler returns the handler of the named RuntimeClass, waiting (up to
+// handler returns the handler of the named RuntimeClass, waiting (up to
 // syncWait) for the informer's first list.
-func (rc *Resolver) Handler(name string) (string, error) {
+func (rc *Resolver) handler(name string) (string, error) {
 	if rc.synced != nil {
 		t := time.NewTimer(syncWait)
 		defer t.Stop()
@@ -106,7 +107,7 @@ func (rc *Resolver) Admission() admission.Handler {
 	if rc == nil || rc.getter == nil {
 		return admission.RuntimeClass(admission.RuntimeClassOptions{})
 	}
-	return admission.RuntimeClass(admission.RuntimeClassOptions{Lookup: rc.Handler})
+	return admission.RuntimeClass(admission.RuntimeClassOptions{Lookup: rc.handler})
 }
 
 // Run runs the informer, if any, until ctx ends; without one it returns

@@ -26,8 +26,8 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// ErrNotChecked is a Checker's result before its first check.
-var ErrNotChecked = errors.New("runtimehealth: runtime not checked yet")
+// errNotChecked is a Checker's result before its first check.
+var errNotChecked = errors.New("runtimehealth: runtime not checked yet")
 
 // Options configure a Checker.
 type Options struct {
@@ -56,12 +56,12 @@ func NewChecker(status func(context.Context) error, o Options) *Checker {
 		o.Period = 5 * time.Second
 	}
 	c := &Checker{status: status, o: o}
-	c.err.Store(&errBox{err: ErrNotChecked})
+	c.err.Store(&errBox{err: errNotChecked})
 	return c
 }
 
-// Err is the last check's result: nil when the runtime was healthy,
-// ErrNotChecked before the first check.
+// Err is the last check's result: nil when the runtime was healthy, an
+// error saying so before the first check.
 func (c *Checker) Err() error { return c.err.Load().err }
 
 // Run checks the runtime at once, then every Period, until ctx ends.
@@ -92,7 +92,7 @@ func (c *Checker) check(ctx context.Context) {
 		c.o.Logger.Info("Container runtime healthy")
 		// The first check ends no outage: the collectors' own periods
 		// cover what an earlier run left.
-		if prev.err != ErrNotChecked && c.o.OnRecover != nil {
+		if prev.err != errNotChecked && c.o.OnRecover != nil {
 			c.o.OnRecover()
 		}
 	}

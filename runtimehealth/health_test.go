@@ -23,8 +23,8 @@ func TestChecker(t *testing.T) {
 			}
 			return nil
 		}, Options{Period: time.Second, OnRecover: func() { recovered.Add(1) }})
-		if err := c.Err(); !errors.Is(err, ErrNotChecked) {
-			t.Fatalf("Err before Run = %v, want ErrNotChecked", err)
+		if err := c.Err(); !errors.Is(err, errNotChecked) {
+			t.Fatalf("Err before Run = %v, want errNotChecked", err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
