@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -176,27 +175,6 @@ type Manager struct {
 	orphans map[types.UID]string
 }
 
-// orphanScan is what a CleanupOrphans that read the pods directory saw.
-type orphanScan struct {
-	at      time.Time
-	desired map[types.UID]bool
-	// clean: no orphaned directory was left (none found, or all removed).
-	clean bool
-}
-
-// sameKeys reports whether a and b hold the same keys.
-func sameKeys(a, b map[types.UID]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k := range a {
-		if _, ok := b[k]; !ok {
-			return false
-		}
-	}
-	return true
-}
-
 // podEntry is the desired and actual state of one pod.
 type podEntry struct {
 	uid types.UID
@@ -211,8 +189,6 @@ type podEntry struct {
 	pod *v1.Pod
 	// actual is the actual state, which plan compares with pod.
 	actual
-	// refreshErrs holds the last refresh error of each volume, logged once.
-	refreshErrs map[string]string
 	// dirty: the desired pod changed since Run last reconciled it.
 	dirty bool
 	// due is when the pod next needs Run (a retry, a refresh); zero when
@@ -222,57 +198,12 @@ type podEntry struct {
 	dead bool
 }
 
-// actual is the actual state of one pod: what plan reads, and what
-// reconcilePod records the outcome of each step in. Its maps and failures
-// change only with podEntry.op held.
-type actual struct {
-	// mounted holds the volumes set up, by name; nil until the first.
-	mounted map[string]mounted
-	// failed holds the last error of each volume that is not set up; nil
-	// until the first.
-	failed map[string]*failure
-	// podFailure is the last error of an operation on the whole pod
-	// (creating or removing its directories).
-	podFailure *failure
-	dirsMade   bool
-	// refreshAt is when the refreshable volumes are next set up again.
-	refreshAt time.Time
-}
-
 // newPodEntry returns the entry of a pod with nothing set up. Its maps are
 // made when a volume is first set up or fails: most pods of many agents
 // (and every pod of some) have no volume, and two empty maps would cost
 // each of them about a hundred bytes.
 func newPodEntry(uid types.UID) *podEntry {
 	return &podEntry{uid: uid}
-}
-
-type mounted struct {
-	mount  Mount
-	plugin Plugin
-	dir    string
-}
-
-type failure struct {
-	err      error
-	attempts int
-	retryAt  time.Time
-}
-
-func (f *failure) due(now time.Time) bool { return f == nil || !now.Before(f.retryAt) }
-
-// fail records err as the last failure, due for a retry after the backoff.
-func fail(prev *failure, err error, now time.Time) *failure {
-	f := &failure{err: err, attempts: 1}
-	if prev != nil {
-		f.attempts = prev.attempts + 1
-	}
-	d := retryInitial
-	for i := 1; i < f.attempts && d < retryMax; i++ {
-		d *= 2
-	}
-	f.retryAt = now.Add(min(d, retryMax))
-	return f
 }
 
 // NewManager returns a Manager; it does no I/O until it is used.
@@ -343,10 +274,10 @@ func (m *Manager) wake() {
 func (m *Manager) reconcileDue(ctx context.Context, now time.Time, full bool) time.Time {
 	m.mu.Lock()
 	var uids []types.UID
-	scan := full || (!m.nextDue.IsZero() && !now.Before(m.nextDue))
+	scan := scansAll(full, m.nextDue, now)
 	if scan {
 		for uid, e := range m.pods {
-			if full || e.dirty || (!e.due.IsZero() && !now.Before(e.due)) {
+			if picks(full, e.dirty, e.due, now) {
 				uids = append(uids, uid)
 				e.dirty = false
 			}
@@ -378,9 +309,7 @@ func (m *Manager) reconcileDue(ctx context.Context, now time.Time, full bool) ti
 		// Every due time is known again.
 		m.nextDue = time.Time{}
 		for _, e := range m.pods {
-			if !e.due.IsZero() && (m.nextDue.IsZero() || e.due.Before(m.nextDue)) {
-				m.nextDue = e.due
-			}
+			m.nextDue = earlier(m.nextDue, e.due)
 		}
 	}
 	return m.nextDue
@@ -395,17 +324,9 @@ func (m *Manager) refresh(ctx context.Context, e *podEntry, pod *v1.Pod, vol *v1
 	m.mu.Unlock()
 	_, err := mv.plugin.SetUp(ctx, SetUpRequest{Pod: pod, Volume: vol, Dir: mv.dir})
 	m.mu.Lock()
-	prev, had := e.refreshErrs[vol.Name]
-	if err == nil {
-		delete(e.refreshErrs, vol.Name)
-	} else {
-		if e.refreshErrs == nil {
-			e.refreshErrs = map[string]string{}
-		}
-		e.refreshErrs[vol.Name] = err.Error()
-	}
+	news := e.refreshDone(vol.Name, err)
 	m.mu.Unlock()
-	if err != nil && (!had || prev != err.Error()) {
+	if news {
 		m.log.V(1).Info("Refreshing volume failed; it keeps its content", "pod", podRef(pod), "podUID", e.uid, "volume", vol.Name, "err", err.Error())
 	}
 }
@@ -484,174 +405,12 @@ func (m *Manager) lockPod(uid types.UID, create bool) *podEntry {
 // holds nothing: not desired, nothing set up.
 func (m *Manager) unlockPod(e *podEntry) {
 	m.mu.Lock()
-	if e.pod == nil && len(e.mounted) == 0 && !e.dirsMade && e.podFailure == nil {
+	if idle(e.pod, e.actual) {
 		e.dead = true
 		delete(m.pods, e.uid)
 	}
 	m.mu.Unlock()
 	e.op.Unlock()
-}
-
-// usedVolumes are the pod's volumes that a container mounts (the kubelet
-// ignores the others), by name.
-func usedVolumes(pod *v1.Pod) map[string]*v1.Volume {
-	used := map[string]bool{}
-	for _, c := range pod.Spec.InitContainers {
-		for _, vm := range c.VolumeMounts {
-			used[vm.Name] = true
-		}
-	}
-	for _, c := range pod.Spec.Containers {
-		for _, vm := range c.VolumeMounts {
-			used[vm.Name] = true
-		}
-	}
-	for _, c := range pod.Spec.EphemeralContainers {
-		for _, vm := range c.VolumeMounts {
-			used[vm.Name] = true
-		}
-	}
-	vols := map[string]*v1.Volume{}
-	for i := range pod.Spec.Volumes {
-		v := &pod.Spec.Volumes[i]
-		if used[v.Name] {
-			vols[v.Name] = v
-		}
-	}
-	return vols
-}
-
-// stepKind is what a step of a plan does.
-type stepKind uint8
-
-const (
-	// stepRefresh sets a mounted volume up again with the latest pod.
-	stepRefresh stepKind = iota + 1
-	// stepUnmount tears a mounted volume down.
-	stepUnmount
-	// stepMakeDirs creates the pod's directories; the steps after it run
-	// only if it succeeds.
-	stepMakeDirs
-	// stepMount sets a volume up.
-	stepMount
-	// stepRelease releases the pod's directory once the volumes it had
-	// mounted are torn down: it tears down those found on disk, unmounts
-	// the subPaths and removes the directory (Manager.release).
-	stepRelease
-)
-
-// A step is one operation of a plan, on a volume of the pod or, for
-// stepMakeDirs and stepRelease, on its directory.
-type step struct {
-	kind stepKind
-	// name is the volume's name; empty for the steps of the pod directory.
-	name string
-	// vol is the volume's entry in the pod spec, for stepMount and
-	// stepRefresh.
-	vol *v1.Volume
-}
-
-// A pass says which rules a plan follows.
-type pass struct {
-	// force ignores the back-off of failures (WaitForPodVolumes' first
-	// look, ReleasePod).
-	force bool
-	// refresh sets up again the refreshable volumes when the pod's refresh
-	// is due (Run's passes, when RefreshPeriod is positive).
-	refresh bool
-}
-
-// plan decides what one reconciliation of a pod does, from its desired
-// state (pod, nil when the pod should not run) and its actual state (cur)
-// at now. It does no I/O and changes nothing; of the plugins it calls only
-// the RequiresRefresh method of Refreshers. reconcilePod carries out the
-// steps in order.
-//
-// A pod that should not run is released: each mounted volume unmounted,
-// then its directory (stepRelease); unless its last release failed and
-// is not due for a retry.
-//
-// For a pod that should run:
-//   - when p.refresh is set and the pod's refresh is due (refreshDue), each
-//     mounted volume whose plugin is a Refresher that RequiresRefresh it is
-//     refreshed, in the order of the pod spec;
-//   - each mounted volume that no container mounts any more is unmounted;
-//   - the pod's directories are made if they are not, unless making them
-//     failed and is not due for a retry, in which case the plan ends here;
-//   - each volume that a container mounts (usedVolumes) and that is not
-//     mounted is mounted, unless its last set-up failed and is not due for
-//     a retry.
-//
-// A failure is due for a retry once its back-off has passed, or at once
-// when p.force is set. The unmount and mount steps are each sorted by
-// name.
-func plan(pod *v1.Pod, cur actual, now time.Time, p pass) (steps []step, refreshDue bool) {
-	if pod == nil {
-		if !p.force && !cur.podFailure.due(now) {
-			return nil, false
-		}
-		steps = make([]step, 0, len(cur.mounted)+1)
-		for name := range cur.mounted {
-			steps = append(steps, step{kind: stepUnmount, name: name})
-		}
-		sortSteps(steps)
-		return append(steps, step{kind: stepRelease}), false
-	}
-	want := usedVolumes(pod)
-	refreshDue = p.refresh && !now.Before(cur.refreshAt)
-	// Room for every step, allocated at the first.
-	l := stepList{room: len(cur.mounted) + 1 + len(want)}
-	if refreshDue {
-		l.room += len(pod.Spec.Volumes)
-		for i := range pod.Spec.Volumes {
-			vol := &pod.Spec.Volumes[i]
-			mv, ok := cur.mounted[vol.Name]
-			if r, isRefresher := mv.plugin.(Refresher); ok && isRefresher && r.RequiresRefresh(vol) {
-				l.add(step{kind: stepRefresh, name: vol.Name, vol: vol})
-			}
-		}
-	}
-	first := len(l.steps)
-	for name := range cur.mounted {
-		if want[name] == nil {
-			l.add(step{kind: stepUnmount, name: name})
-		}
-	}
-	sortSteps(l.steps[first:])
-	if !cur.dirsMade {
-		if !p.force && !cur.podFailure.due(now) {
-			return l.steps, refreshDue
-		}
-		l.add(step{kind: stepMakeDirs})
-	}
-	first = len(l.steps)
-	for name, vol := range want {
-		if _, done := cur.mounted[name]; done || (!p.force && !cur.failed[name].due(now)) {
-			continue
-		}
-		l.add(step{kind: stepMount, name: name, vol: vol})
-	}
-	sortSteps(l.steps[first:])
-	return l.steps, refreshDue
-}
-
-// stepList is a plan being made: its slice is allocated at the first
-// step, with room for all, so that a plan with nothing to do has none.
-type stepList struct {
-	steps []step
-	room  int
-}
-
-func (l *stepList) add(s step) {
-	if l.steps == nil {
-		l.steps = make([]step, 0, l.room)
-	}
-	l.steps = append(l.steps, s)
-}
-
-// sortSteps sorts steps by volume name.
-func sortSteps(steps []step) {
-	slices.SortFunc(steps, func(a, b step) int { return strings.Compare(a.name, b.name) })
 }
 
 // reconcilePod brings one pod towards its desired state: it plans, then
@@ -687,17 +446,12 @@ func (m *Manager) reconcilePod(ctx context.Context, e *podEntry, p pass) {
 		case stepMakeDirs:
 			err := m.makePodDirs(e.uid)
 			m.mu.Lock()
-			prev := e.podFailure
-			if err != nil {
-				e.podFailure = fail(e.podFailure, err, now)
-			} else {
-				e.podFailure, e.dirsMade = nil, true
-			}
+			news := e.makeDirsDone(err, now)
 			m.mu.Unlock()
 			if err != nil {
 				// A full or read-only disk: an operator must act, so at
 				// error level, once per distinct error.
-				if prev == nil || prev.err.Error() != err.Error() {
+				if news {
 					m.log.Error(err, "Creating pod directories failed", "pod", podRef(pod), "podUID", e.uid)
 				}
 				return
@@ -705,13 +459,9 @@ func (m *Manager) reconcilePod(ctx context.Context, e *podEntry, p pass) {
 		case stepMount:
 			m.setUp(ctx, e, pod, s.vol, now)
 		case stepRelease:
-			err := m.release(ctx, e, tearDownErrs)
+			gone, err := m.release(ctx, e.uid, tearDownErrs)
 			m.mu.Lock()
-			if err != nil {
-				e.podFailure = fail(e.podFailure, err, now)
-			} else {
-				e.podFailure = nil
-			}
+			e.releaseDone(gone, err, now)
 			m.mu.Unlock()
 		}
 	}
@@ -724,61 +474,11 @@ func (m *Manager) setDue(e *podEntry) {
 	prev := e.due
 	e.due = nextDue(e.pod, e.actual, m.opts.RefreshPeriod > 0)
 	sooner := !e.due.IsZero() && (prev.IsZero() || e.due.Before(prev))
-	if !e.due.IsZero() && (m.nextDue.IsZero() || e.due.Before(m.nextDue)) {
-		m.nextDue = e.due
-	}
+	m.nextDue = earlier(m.nextDue, e.due)
 	m.mu.Unlock()
 	if sooner {
 		m.wake()
 	}
-}
-
-// nextDue is when plan, given the same pod and actual state, has steps to
-// take that it has not now: a failed operation's retry, or the refresh of
-// a mounted volume whose plugin asks for refreshes (when refresh is set).
-// Zero means never: until the pod or its state changes, plan has nothing
-// more to do. It may be earlier than needed, never later.
-func nextDue(pod *v1.Pod, cur actual, refresh bool) time.Time {
-	var t time.Time
-	earliest := func(u time.Time) {
-		if t.IsZero() || u.Before(t) {
-			t = u
-		}
-	}
-	switch {
-	case pod == nil || !cur.dirsMade:
-		// Releasing the pod, or making its directories, is all plan does
-		// until it succeeds.
-		if cur.podFailure != nil {
-			earliest(cur.podFailure.retryAt)
-		}
-		return t
-	}
-	if len(cur.failed) > 0 {
-		want := usedVolumes(pod)
-		for name, f := range cur.failed {
-			if _, done := cur.mounted[name]; !done && want[name] != nil {
-				earliest(f.retryAt)
-			}
-		}
-	}
-	if refresh {
-		for i := range pod.Spec.Volumes {
-			vol := &pod.Spec.Volumes[i]
-			mv, ok := cur.mounted[vol.Name]
-			if r, isRefresher := mv.plugin.(Refresher); ok && isRefresher && r.RequiresRefresh(vol) {
-				if cur.refreshAt.IsZero() {
-					// Never refreshed: due at once (the zero time means
-					// never here).
-					earliest(time.Unix(0, 1))
-				} else {
-					earliest(cur.refreshAt)
-				}
-				break
-			}
-		}
-	}
-	return t
 }
 
 func podRef(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
@@ -798,24 +498,12 @@ func (m *Manager) pluginFor(vol *v1.Volume) Plugin {
 func (m *Manager) setUp(ctx context.Context, e *podEntry, pod *v1.Pod, vol *v1.Volume, now time.Time) {
 	mount, p, dir, err := m.doSetUp(ctx, e.uid, pod, vol)
 	m.mu.Lock()
-	prev := e.failed[vol.Name]
-	if err == nil {
-		if e.mounted == nil {
-			e.mounted = map[string]mounted{}
-		}
-		e.mounted[vol.Name] = mounted{mount: mount, plugin: p, dir: dir}
-		delete(e.failed, vol.Name)
-	} else {
-		if e.failed == nil {
-			e.failed = map[string]*failure{}
-		}
-		e.failed[vol.Name] = fail(prev, err, now)
-	}
+	news := e.setUpDone(vol.Name, mounted{mount: mount, plugin: p, dir: dir}, err, now)
 	m.mu.Unlock()
 	switch {
 	case err == nil:
 		m.log.V(1).Info("Volume set up", "pod", podRef(pod), "podUID", e.uid, "volume", vol.Name, "plugin", p.Name(), "hostPath", mount.HostPath, "readOnly", mount.ReadOnly)
-	case prev == nil || prev.err.Error() != err.Error():
+	case news:
 		m.log.V(1).Info("Setting up volume failed", "pod", podRef(pod), "podUID", e.uid, "volume", vol.Name, "err", err.Error())
 	}
 }
@@ -863,7 +551,7 @@ func (m *Manager) tearDown(ctx context.Context, e *podEntry, name string) error 
 		return err
 	}
 	m.mu.Lock()
-	delete(e.mounted, name)
+	e.tearDownDone(name)
 	m.mu.Unlock()
 	m.log.V(1).Info("Volume torn down", "podUID", e.uid, "volume", name, "plugin", mv.plugin.Name())
 	return nil
@@ -911,32 +599,27 @@ func (m *Manager) makePodDirs(uid types.UID) error {
 // up are torn down, errs holding the errors of those teardowns: it tears
 // down the volumes found on disk (set up before a restart of the agent),
 // unmounts its subPaths, and removes its directory unless a teardown
-// failed or something is still mounted below it; e.op is held.
-func (m *Manager) release(ctx context.Context, e *podEntry, errs []error) error {
-	if err := CheckName("pod UID", string(e.uid)); err != nil {
+// failed or something is still mounted below it. gone reports that the
+// directory is gone, or can never have been made (actual.released); the
+// pod's op lock is held.
+func (m *Manager) release(ctx context.Context, uid types.UID, errs []error) (gone bool, err error) {
+	if err := CheckName("pod UID", string(uid)); err != nil {
 		// Nothing of it can be on disk.
-		m.mu.Lock()
-		e.dirsMade = false
-		m.mu.Unlock()
-		return errors.Join(errs...)
+		return true, errors.Join(errs...)
 	}
-	errs = append(errs, m.tearDownFromDisk(ctx, e.uid)...)
+	errs = append(errs, m.tearDownFromDisk(ctx, uid)...)
 	if len(errs) > 0 {
-		return errors.Join(errs...)
+		return false, errors.Join(errs...)
 	}
-	podDir := m.dirs.Pod(e.uid)
-	if err := hostfs.UnmountAll(m.dirs.SubPaths(e.uid)); err != nil {
-		return fmt.Errorf("volume: unmounting subPaths: %w", err)
+	podDir := m.dirs.Pod(uid)
+	if err := hostfs.UnmountAll(m.dirs.SubPaths(uid)); err != nil {
+		return false, fmt.Errorf("volume: unmounting subPaths: %w", err)
 	}
 	if err := hostfs.RemoveAllUnmounted(podDir); err != nil {
-		return fmt.Errorf("volume: removing the pod directory: %w", err)
+		return false, fmt.Errorf("volume: removing the pod directory: %w", err)
 	}
-	m.mu.Lock()
-	e.dirsMade = false
-	clear(e.failed)
-	m.mu.Unlock()
-	m.log.V(1).Info("Pod directory removed", "podUID", e.uid)
-	return nil
+	m.log.V(1).Info("Pod directory removed", "podUID", uid)
+	return true, nil
 }
 
 // tearDownFromDisk tears down the volumes found under the pod's volumes
@@ -999,15 +682,14 @@ func (m *Manager) WaitForPodVolumes(ctx context.Context, pod *v1.Pod) (map[strin
 		m.mu.Unlock()
 		m.reconcilePod(ctx, e, pass{force: first})
 		first = false
-		mounts, werr := m.podState(e, pod)
+		m.mu.Lock()
+		mounts, werr := ready(pod, e.actual)
+		m.mu.Unlock()
 		m.unlockPod(e)
 		if werr == nil {
 			return mounts, nil
 		}
-		if werr.permanent() || errors.Is(werr.PodErr, ErrPodDirectory) {
-			// A pod directory that cannot be made (a full disk) is
-			// reported at once, so that the pod's status and events say
-			// why it does not start; the caller retries.
+		if werr.final() {
 			return nil, werr
 		}
 		select {
@@ -1020,38 +702,6 @@ func (m *Manager) WaitForPodVolumes(ctx context.Context, pod *v1.Pod) (map[strin
 		case <-time.After(waitPoll):
 		}
 	}
-}
-
-// podState returns the pod's mounts when every volume it uses is set up,
-// else the WaitError saying what is missing; e.op is held.
-func (m *Manager) podState(e *podEntry, pod *v1.Pod) (map[string]Mount, *WaitError) {
-	want := usedVolumes(pod)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	werr := &WaitError{Pod: podRef(pod), Errs: map[string]error{}}
-	if !e.dirsMade {
-		werr.PodErr = errors.New("volume: the pod directory is not created yet")
-		if e.podFailure != nil {
-			werr.PodErr = e.podFailure.err
-		}
-	}
-	mounts := make(map[string]Mount, len(want))
-	for name := range want {
-		mv, ok := e.mounted[name]
-		if !ok {
-			werr.Unmounted = append(werr.Unmounted, name)
-			if f := e.failed[name]; f != nil {
-				werr.Errs[name] = f.err
-			}
-			continue
-		}
-		mounts[name] = mv.mount
-	}
-	if werr.PodErr == nil && len(werr.Unmounted) == 0 {
-		return mounts, nil
-	}
-	slices.Sort(werr.Unmounted)
-	return nil, werr
 }
 
 // PodVolumes returns the volumes of the pod that are set up (the actual
@@ -1081,10 +731,7 @@ func (m *Manager) ReleasePod(ctx context.Context, uid types.UID) error {
 	e := m.lockPod(uid, true)
 	m.reconcilePod(ctx, e, pass{force: true})
 	m.mu.Lock()
-	var err error
-	if e.podFailure != nil && e.pod == nil {
-		err = e.podFailure.err
-	}
+	err := releaseErr(e.pod, e.actual)
 	m.mu.Unlock()
 	m.unlockPod(e)
 	if err != nil {
@@ -1110,7 +757,7 @@ func (m *Manager) ReleasePod(ctx context.Context, uid types.UID) error {
 func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool) error {
 	now := time.Now()
 	m.mu.Lock()
-	skip := m.scan.clean && now.Sub(m.scan.at) < m.opts.ReconcilePeriod && sameKeys(desired, m.scan.desired)
+	skip := m.scan.covers(desired, now, m.opts.ReconcilePeriod)
 	m.mu.Unlock()
 	if skip {
 		return nil
@@ -1134,46 +781,45 @@ func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool
 	for _, de := range entries {
 		uid := types.UID(de.Name())
 		onDisk[uid] = true
-		if desired[uid] || CheckName("pod UID", string(uid)) != nil {
+		if !orphanCandidate(uid, desired) {
 			continue
 		}
 		e := m.lockPod(uid, true)
 		m.mu.Lock()
-		known := e.pod != nil || len(e.mounted) > 0
+		known := claimed(e.pod, e.actual)
 		m.mu.Unlock()
 		if known {
 			m.unlockPod(e)
 			continue
 		}
-		relErr := m.release(ctx, e, nil) // nothing is mounted
+		gone, relErr := m.release(ctx, uid, nil) // nothing is mounted
+		m.mu.Lock()
+		e.released(gone, relErr)
+		fate, log := judgeOrphan(relErr, m.orphans[uid])
+		switch fate {
+		case orphanRemoved:
+			delete(m.orphans, uid)
+		case orphanKept:
+			m.orphans[uid] = relErr.Error()
+		}
+		m.mu.Unlock()
 		m.unlockPod(e)
 		if relErr != nil {
 			clean = false
 		}
-		switch {
-		case relErr == nil:
-			m.mu.Lock()
-			delete(m.orphans, uid)
-			m.mu.Unlock()
+		switch fate {
+		case orphanRemoved:
 			m.log.V(1).Info("Orphaned pod directory removed", "podUID", uid)
-		case errors.Is(relErr, hostfs.ErrMounted):
-			m.mu.Lock()
-			logged := m.orphans[uid] == relErr.Error()
-			m.orphans[uid] = relErr.Error()
-			m.mu.Unlock()
-			if !logged {
+		case orphanKept:
+			if log {
 				m.log.Info("Orphaned pod directory kept: something is still mounted under it", "podUID", uid, "err", relErr.Error())
 			}
-		default:
+		case orphanFailed:
 			errs = append(errs, fmt.Errorf("volume: orphaned pod %s: %w", uid, relErr))
 		}
 	}
 	m.mu.Lock()
-	for uid := range m.orphans {
-		if !onDisk[uid] {
-			delete(m.orphans, uid)
-		}
-	}
+	maps.DeleteFunc(m.orphans, func(uid types.UID, _ string) bool { return !onDisk[uid] })
 	m.mu.Unlock()
 	return errors.Join(errs...)
 }

@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -83,6 +84,14 @@ func (e *WaitError) permanent() bool {
 		}
 	}
 	return false
+}
+
+// final reports whether waiting ends at once: an error that retrying does
+// not cure, or a pod directory that cannot be created (a full disk), which
+// is reported at once so that the pod's status and events say why it does
+// not start; the caller retries.
+func (e *WaitError) final() bool {
+	return e.permanent() || errors.Is(e.PodErr, ErrPodDirectory)
 }
 
 var _ interface{ Unwrap() []error } = (*WaitError)(nil)

@@ -1,15 +1,12 @@
 package secret
 
 import (
-	"context"
-	"errors"
-
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/objects"
-	"github.com/nodekit/nodekit/volume"
+	"github.com/nodekit/nodekit/volume/internal/objectvolume"
 	"github.com/nodekit/nodekit/volume/internal/projection"
 )
 
@@ -39,65 +36,40 @@ type Options struct {
 	Logger logr.Logger
 }
 
-// Plugin sets up secret volumes. It is safe for concurrent use.
-type Plugin struct {
-	get  Getter
-	dirs *projection.Dirs
-}
-
-var _ volume.Plugin = (*Plugin)(nil)
+// Plugin sets up secret volumes, a volume.Plugin and volume.Refresher:
+// Name returns PluginName; CanSupport and RequiresRefresh report whether
+// a volume is a secret volume (every one is refreshed, its Secret may
+// change); SetUp gets the Secret from the pod's namespace and writes its
+// keys (or the items the volume selects) into the volume's directory, on
+// a tmpfs, with the atomic writer, writing nothing when they are there
+// already; TearDown unmounts the tmpfs and removes the directory. A
+// missing optional Secret gives an empty volume; a missing Secret
+// otherwise is an error naming it, which the volume manager retries. When
+// the API server cannot be reached and the volume was set up before, its
+// content is kept. It is safe for concurrent use.
+type Plugin = objectvolume.Plugin[Getter]
 
 // New returns the secret plugin, getting Secrets from get.
 func New(get Getter, opts Options) (*Plugin, error) {
-	if get == nil {
-		return nil, errors.New("secret: the Getter is nil")
-	}
-	return &Plugin{get: get, dirs: &projection.Dirs{
-		Plugin:  "secret",
-		Memory:  true,
-		NoTmpfs: opts.NoTmpfs,
-		Log:     opts.Logger.WithName("secret"),
-	}}, nil
+	return objectvolume.New(get, kind(), objectvolume.Options{NoTmpfs: opts.NoTmpfs, Logger: opts.Logger})
 }
 
 // NewForClient returns the secret plugin getting each Secret from the API
 // server through client, at every SetUp.
 func NewForClient(client kubeclient.Interface, opts Options) (*Plugin, error) {
-	if client == nil {
-		return nil, errors.New("secret: the client is nil")
-	}
-	return New(projection.Client{Client: client}, opts)
+	return objectvolume.NewForClient(client, kind(), objectvolume.Options{NoTmpfs: opts.NoTmpfs, Logger: opts.Logger})
 }
 
-// Name returns PluginName.
-func (p *Plugin) Name() string { return PluginName }
-
-// CanSupport reports whether vol is a secret volume.
-func (p *Plugin) CanSupport(vol *v1.Volume) bool { return vol.Secret != nil }
-
-// RequiresRefresh reports whether the volume manager should call SetUp
-// again, periodically, for a volume already set up: true for every secret
-// volume, whose Secret may change (the kubelet's RequiresRemount).
-func (p *Plugin) RequiresRefresh(vol *v1.Volume) bool { return vol.Secret != nil }
-
-// SetUp gets the Secret from the pod's namespace and writes its keys (or
-// the items the volume selects) into req.Dir, on a tmpfs, with the atomic
-// writer; when they are already there it writes nothing. A missing
-// optional Secret gives an empty volume; a missing Secret otherwise is an
-// error naming it, which the volume manager retries. When the API server
-// cannot be reached and the volume was set up before, its content is kept.
-func (p *Plugin) SetUp(ctx context.Context, req volume.SetUpRequest) (volume.Mount, error) {
-	src := req.Volume.Secret
-	if src == nil {
-		return volume.Mount{}, p.dirs.NotA(req, "secret")
+// kind is what sets secret volumes apart: on a tmpfs, data only.
+func kind() objectvolume.Kind[Getter] {
+	return objectvolume.Kind[Getter]{
+		Name: PluginName, Package: "secret", Source: "secret", Memory: true,
+		Volume: func(vol *v1.Volume) (objectvolume.Source, bool) {
+			if s := vol.Secret; s != nil {
+				return objectvolume.Source{Name: s.SecretName, Items: s.Items, DefaultMode: s.DefaultMode, Optional: s.Optional}, true
+			}
+			return objectvolume.Source{}, false
+		},
+		Keys: projection.SecretKeys,
 	}
-	return p.dirs.SetUpKeys(ctx, req, projection.KeySource{
-		Kind: "secret", Name: src.SecretName, Items: src.Items, DefaultMode: src.DefaultMode, Optional: src.Optional,
-		Get: projection.SecretKeys(p.get, src.SecretName),
-	})
-}
-
-// TearDown unmounts the volume's tmpfs and removes its directory.
-func (p *Plugin) TearDown(_ context.Context, req volume.TearDownRequest) error {
-	return p.dirs.TearDown(req)
 }

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/volume"
 )
 
@@ -84,16 +85,13 @@ func (d *Dirs) NotA(req volume.SetUpRequest, kind string) error {
 }
 
 // ConfigMapGetter gets a ConfigMap; its error satisfies apierrors.IsNotFound
-// for one that does not exist.
-type ConfigMapGetter interface {
-	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
-}
+// for one that does not exist. It is the objects package's, so that
+// ConfigMapKeys is the Keys of the configMap plugin's kind.
+type ConfigMapGetter = objects.ConfigMapGetter
 
 // SecretGetter gets a Secret; its error satisfies apierrors.IsNotFound for
-// one that does not exist.
-type SecretGetter interface {
-	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
-}
+// one that does not exist. It is the objects package's, as ConfigMapGetter.
+type SecretGetter = objects.SecretGetter
 
 // ConfigMapKeys is a KeySource.Get reading ConfigMap name's Data and
 // BinaryData.
