@@ -106,16 +106,15 @@ func wire(o Options) (*parts, error) {
 	}
 	var (
 		api        *apiserver.Source
-		nodeCtl    *node.Controller
 		mirrors    *mirror.Manager
 		podManager = podmanager.New()
 		// Built later; the closures of the parts built before them read
 		// them once the agent runs.
+		nodeCtl *node.Controller
 		handler *synchandler.Handler
 		workers *podworker.Workers
 		keeper  *upkeep.Manager
-	)
-	var (
+
 		localOnce sync.Once
 		local     *v1.Node
 	)
