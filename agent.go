@@ -18,6 +18,7 @@ import (
 	"github.com/nodekit/nodekit/mirror"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
@@ -43,7 +44,7 @@ type Agent struct {
 	runtimeHandlers *runtimeHandlerCache
 
 	config   *sources.Config
-	runtime  *runtime.Manager
+	runtime  *podruntime.Manager
 	cache    pleg.Cache
 	events   pleg.EventGenerator
 	queue    *podworker.Queue
@@ -166,7 +167,7 @@ func New(opts Options) (*Agent, error) {
 	if rmOpts.Recorder == nil {
 		rmOpts.Recorder = &a.recorder
 	}
-	rm, err := runtime.NewManager(a.cacheRuntimeHandlers(a.served.wrapRuntime(opts.Runtime)), a.served.wrapImages(opts.Images), rmOpts)
+	rm, err := podruntime.New(a.cacheRuntimeHandlers(a.served.wrapRuntime(opts.Runtime)), a.served.wrapImages(opts.Images), rmOpts)
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}

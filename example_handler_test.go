@@ -13,6 +13,7 @@ import (
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
@@ -47,7 +48,7 @@ type assembly struct {
 // admission checks admit.
 func assemble(dir string, rt *runtimetest.Runtime, wrap func(*nodekit.PodSyncer) podworker.SyncFuncs, admit []admission.Handler, observe func(*v1.Pod, v1.PodStatus)) assembly {
 	statuses := status.NewManager(status.Options{Observer: observe})
-	rm, _ := runtime.NewManager(rt, rt, runtime.ManagerOptions{PodLogsDir: filepath.Join(dir, "logs")})
+	rm, _ := podruntime.New(rt, rt, podruntime.Options{PodLogsDir: filepath.Join(dir, "logs")})
 	volumes, _ := volume.NewManager(volume.Options{RootDir: dir})
 	probes, _ := probe.NewManager(probe.Options{Runtime: rt, Statuses: statuses.GetPodStatus})
 	cgroups, _ := cgroup.NewPodManager(cgroup.PodManagerOptions{Disabled: true})

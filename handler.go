@@ -23,7 +23,7 @@ import (
 
 // The parts Handler uses beyond those of PodSyncer, each with only the
 // methods it calls. The defaults are podworker.Workers, volume.Manager,
-// probe.Manager, cgroup.PodManager, runtime.Manager, pleg.Cache and
+// probe.Manager, cgroup.PodManager, podruntime.Manager, pleg.Cache and
 // mirror.Manager.
 type (
 	// PodWorkers run one goroutine per pod.

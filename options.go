@@ -16,6 +16,7 @@ import (
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
@@ -180,7 +181,7 @@ type Options struct {
 	UserNamespaces UserNamespacesOptions
 	// RuntimeManager configures the pod-level runtime manager (container
 	// restart back-off 10s doubling to 300s, log directory, ...).
-	RuntimeManager runtime.ManagerOptions
+	RuntimeManager podruntime.Options
 
 	// ImageCredentialProviderConfig and ImageCredentialProviderBinDir
 	// run the kubelet's credential-provider plugins for image pulls (its

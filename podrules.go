@@ -5,7 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podruntime"
 )
 
 // restartingAllContainers reports whether the pod's status has the
@@ -25,7 +25,7 @@ func restartingAllContainers(s v1.PodStatus) bool {
 // container has none), found by the container ID without its
 // "<runtime>://" prefix. A container the status does not show yet counts
 // as not started.
-func startedFromStatus(s v1.PodStatus) runtime.StartedFunc {
+func startedFromStatus(s v1.PodStatus) podruntime.StartedFunc {
 	started := map[string]bool{}
 	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
 		for _, cs := range list {

@@ -13,6 +13,7 @@ import (
 	"github.com/nodekit/nodekit/env"
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/objects"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/volume"
@@ -81,7 +82,7 @@ func (a *Agent) allocatableResources() v1.ResourceList {
 // wireRuntime gives the runtime manager the agent's root directory (for
 // termination-message files) and the environment resolver, unless
 // Options.RuntimeManager has its own.
-func (a *Agent) wireRuntime(o *runtime.ManagerOptions) {
+func (a *Agent) wireRuntime(o *podruntime.Options) {
 	if o.RootDir == "" {
 		o.RootDir = a.opts.RootDir
 	}

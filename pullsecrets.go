@@ -10,7 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/credentials"
 )
 
@@ -20,7 +20,7 @@ import (
 // and the node's logins after those the caller gives: the node docker
 // config files and, when configured, the credential-provider plugins
 // (their service-account tokens requested through KubeClient).
-func (a *Agent) wirePullSecrets(o *runtime.ManagerOptions, log logr.Logger) error {
+func (a *Agent) wirePullSecrets(o *podruntime.Options, log logr.Logger) error {
 	if o.Secrets == nil && a.spec.objects != nil {
 		o.Secrets = a.spec.objects
 	}

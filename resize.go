@@ -23,6 +23,7 @@ import (
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/internal/atomicfile"
 	"github.com/nodekit/nodekit/podmodel"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/status"
@@ -92,7 +93,7 @@ type resizes struct {
 	sourcesReady func() bool
 	triggerSync  func(*v1.Pod)
 	// resizeError is the message of the pod's last failed resize in
-	// place (runtime.Manager.ResizeError), nil when unknown.
+	// place (podruntime.Manager.ResizeError), nil when unknown.
 	resizeError func(types.UID) (string, bool)
 	// cached is the pod's runtime status as the sync last read it (the
 	// pod status cache), nil when unknown.
@@ -804,7 +805,7 @@ func (a *Agent) newResizes() *resizes {
 }
 
 // podCgroupResizer is the cgroup.PodManager as a resize in place sees the
-// pod's cgroup (runtime.PodCgroup).
+// pod's cgroup (podruntime.PodCgroup).
 type podCgroupResizer interface {
 	DesiredPodConfig(pod *v1.Pod) *cgroup.ResourceConfig
 	PodConfig(pod *v1.Pod) (*cgroup.ResourceConfig, uint64, error)
@@ -813,7 +814,7 @@ type podCgroupResizer interface {
 
 // podCgroupFor returns the pod cgroup a resize changes, nil when cgroups
 // are off or the PodCgroups cannot resize.
-func podCgroupFor(c PodCgroups) runtime.PodCgroup {
+func podCgroupFor(c PodCgroups) podruntime.PodCgroup {
 	if !c.Enabled() {
 		return nil
 	}

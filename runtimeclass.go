@@ -15,7 +15,7 @@ import (
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/kubeclient"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podruntime"
 )
 
 // RuntimeClassGetter returns a RuntimeClass by name, or an error that
@@ -51,7 +51,7 @@ type runtimeClasses struct {
 // else, for an agent joined to a cluster, an informer on the API server's
 // RuntimeClasses (run by Run), else none (runtimeClassName is ignored, as
 // by a kubelet without an API client).
-func (a *Agent) setUpRuntimeClasses(o *runtime.ManagerOptions) {
+func (a *Agent) setUpRuntimeClasses(o *podruntime.Options) {
 	rc := &a.runtimeClasses
 	switch {
 	case a.opts.RuntimeClasses != nil:

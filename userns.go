@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/userns"
 )
 
@@ -14,7 +14,7 @@ import (
 type UserNamespacesOptions struct {
 	// Disabled turns user namespaces off: every sandbox gets the
 	// runtime's default and a hostUsers: false pod fails with
-	// runtime.ErrUserNamespaces. Defaults to false.
+	// podruntime.ErrUserNamespaces. Defaults to false.
 	Disabled bool
 	// IDsPerPod is how many user and group IDs each pod gets, a multiple
 	// of 65536. Defaults to 65536 (the kubelet's
@@ -29,7 +29,7 @@ type UserNamespacesOptions struct {
 // wireUserNamespaces gives the runtime manager the agent's user
 // namespace manager, unless disabled or set by the user
 // (RuntimeManager.UserNamespaces).
-func (a *Agent) wireUserNamespaces(o *runtime.ManagerOptions) error {
+func (a *Agent) wireUserNamespaces(o *podruntime.Options) error {
 	if a.opts.UserNamespaces.Disabled || o.UserNamespaces != nil {
 		return nil
 	}
