@@ -1,10 +1,9 @@
 package nodekit
 
 import (
-	"strings"
-
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/podruntime"
 )
 
@@ -32,10 +31,7 @@ func startedFromStatus(s v1.PodStatus) podruntime.StartedFunc {
 			if cs.State.Running == nil || cs.ContainerID == "" {
 				continue
 			}
-			id := cs.ContainerID
-			if i := strings.Index(id, "://"); i >= 0 {
-				id = id[i+3:]
-			}
+			id, _ := podmodel.RuntimeContainerID(cs.ContainerID)
 			started[id] = cs.Started != nil && *cs.Started
 		}
 	}
