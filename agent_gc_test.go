@@ -14,7 +14,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/upkeep"
 )
@@ -66,7 +66,7 @@ func TestAgentCollectsSandboxLeakedByRuntimeCrash(t *testing.T) {
 					Runtime:             rt,
 					RootDir:             t.TempDir(),
 					RuntimeStatusPeriod: time.Second,
-					RuntimeManager:      runtime.ManagerOptions{PodLogsDir: t.TempDir()},
+					RuntimeManager:      podruntime.Options{PodLogsDir: t.TempDir()},
 					Cgroups:             cgroup.PodManagerOptions{Disabled: true},
 					NodeResources:       upkeep.Options{GC: upkeep.GCOptions{DisableContainers: tc.disable}},
 					Logger:              logs.logger(t),

@@ -26,6 +26,7 @@ import (
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -616,7 +617,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"probe statuses", "Probes.Statuses is the agent's",
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Probes: probe.Options{Statuses: func(types.UID) (v1.PodStatus, bool) { return v1.PodStatus{}, false }}}},
 		{"two CFS periods", "RuntimeManager.CPUCFSQuotaPeriod is the agent's",
-			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, RuntimeManager: runtime.ManagerOptions{CPUCFSQuotaPeriod: 50 * time.Millisecond}}},
+			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, RuntimeManager: podruntime.Options{CPUCFSQuotaPeriod: 50 * time.Millisecond}}},
 		{"relative allowed host path", `allowed host path "data" is not`,
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Volumes: volume.Options{AllowedHostPaths: []volume.AllowedHostPath{{PathPrefix: "data"}}}}},
 		{"credential provider config alone", "ImageCredentialProviderConfig and ImageCredentialProviderBinDir go together",

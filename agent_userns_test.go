@@ -13,7 +13,7 @@ import (
 // TestAgentUserNamespaces: the agent gives hostUsers: false pods to its
 // user namespace manager by default, which asks the runtime's handlers
 // (the in-memory runtime reports none: the kubelet's error); with
-// UserNamespaces.Disabled the pod fails with runtime.ErrUserNamespaces;
+// UserNamespaces.Disabled the pod fails with podruntime.ErrUserNamespaces;
 // a bad IDsPerPod fails New.
 func TestAgentUserNamespaces(t *testing.T) {
 	checkLeaks(t)

@@ -26,6 +26,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -225,7 +226,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 			Sources:        []nodekit.NamedSource{{Name: "bench", Source: src}},
 			Runtime:        client,
 			MaxPods:        n,
-			RuntimeManager: runtime.ManagerOptions{PodLogsDir: shmDir(b, "logs")},
+			RuntimeManager: podruntime.Options{PodLogsDir: shmDir(b, "logs")},
 			RootDir:        shmDir(b, "root"),
 			Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 			PLEG:           newPLEG(generic),

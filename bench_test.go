@@ -18,6 +18,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
@@ -77,7 +78,7 @@ func benchmarkStartPods(b *testing.B, n int, generic bool, idle time.Duration) {
 			Sources:        []nodekit.NamedSource{{Name: "bench", Source: src}},
 			Runtime:        rt,
 			MaxPods:        n,
-			RuntimeManager: runtime.ManagerOptions{PodLogsDir: shmDir(b, "logs")},
+			RuntimeManager: podruntime.Options{PodLogsDir: shmDir(b, "logs")},
 			RootDir:        shmDir(b, "root"),
 			Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 			PLEG:           newPLEG(generic),

@@ -6,7 +6,7 @@
 // stream of changes, a pod lifecycle event generator (pleg) that watches the
 // runtime, a sync loop (syncloop) that turns both into work for its handler
 // (synchandler), one goroutine per pod (podworker) running the per-pod sync
-// (podsync), and a pod-level runtime manager (runtime) on top of any
+// (podsync), and a pod-level runtime manager (podruntime) on top of any
 // CRI-shaped runtime. Take the defaults and replace the one part you need.
 //
 // The root package only assembles: Options, New, one wiring function
@@ -40,7 +40,7 @@
 //	probes, _ := probe.NewManager(probe.Options{Runtime: rt, Statuses: statuses.GetPodStatus})
 //	volumes, _ := volume.NewManager(volume.Options{RootDir: dir})
 //	cgroups, _ := cgroup.NewPodManager(cgroup.PodManagerOptions{})
-//	rm, _ := runtime.NewManager(rt, rt, runtime.ManagerOptions{})
+//	rm, _ := podruntime.New(rt, rt, podruntime.Options{})
 //	cache, queue := pleg.NewCache(), podworker.NewQueue()
 //	events, _ := pleg.NewGeneric(rt, rm, cache, pleg.GenericOptions{})
 //	syncer, _ := podsync.New(podsync.Config{Runtime: rm, Volumes: volumes, Cgroups: cgroups,

@@ -13,6 +13,7 @@ import (
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podmanager"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/probe"
@@ -51,7 +52,7 @@ func handAssembled(dir string, rt *runtimetest.Runtime, src sources.Source, wrap
 	probes, _ := probe.NewManager(probe.Options{Runtime: rt, Statuses: statuses.GetPodStatus})
 	volumes, _ := volume.NewManager(volume.Options{RootDir: dir})
 	cgroups, _ := cgroup.NewPodManager(cgroup.PodManagerOptions{Disabled: true})
-	rm, _ := runtime.NewManager(rt, rt, runtime.ManagerOptions{PodLogsDir: filepath.Join(dir, "logs")})
+	rm, _ := podruntime.New(rt, rt, podruntime.Options{PodLogsDir: filepath.Join(dir, "logs")})
 	cache, queue := pleg.NewCache(), podworker.NewQueue()
 	events, _ := pleg.NewGeneric(rt, rm, cache, pleg.GenericOptions{})
 	syncer, _ := podsync.New(podsync.Config{Runtime: rm, Volumes: volumes, Cgroups: cgroups, Probes: probes,

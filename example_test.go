@@ -10,7 +10,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
 )
@@ -44,7 +44,7 @@ func ExampleNew() {
 		NodeName:       "example",
 		Sources:        []nodekit.NamedSource{{Name: "mine", Source: src}},
 		Runtime:        rt,
-		RuntimeManager: runtime.ManagerOptions{PodLogsDir: "/tmp/nodekit-example/logs"},
+		RuntimeManager: podruntime.Options{PodLogsDir: "/tmp/nodekit-example/logs"},
 		RootDir:        "/tmp/nodekit-example/root",
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true}, // no processes to hold
 		OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {

@@ -17,6 +17,7 @@ import (
 	"github.com/nodekit/nodekit/nodeserver/hook"
 	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/probe"
@@ -185,7 +186,7 @@ type Options struct {
 	UserNamespaces UserNamespacesOptions
 	// RuntimeManager configures the pod-level runtime manager (container
 	// restart back-off 10s doubling to 300s, log directory, ...).
-	RuntimeManager runtime.ManagerOptions
+	RuntimeManager podruntime.Options
 
 	// ImageCredentialProviderConfig and ImageCredentialProviderBinDir
 	// run the kubelet's credential-provider plugins for image pulls (its
@@ -326,7 +327,7 @@ func defaultDuration(d *time.Duration, def time.Duration) {
 type UserNamespacesOptions struct {
 	// Disabled turns user namespaces off: every sandbox gets the
 	// runtime's default and a hostUsers: false pod fails with
-	// runtime.ErrUserNamespaces. Defaults to false.
+	// podruntime.ErrUserNamespaces. Defaults to false.
 	Disabled bool
 	// IDsPerPod is how many user and group IDs each pod gets, a multiple
 	// of 65536. Defaults to 65536 (the kubelet's

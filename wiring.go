@@ -20,6 +20,7 @@ import (
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podmanager"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/probe"
@@ -260,7 +261,7 @@ func wire(o Options) (*parts, error) {
 		rmOpts.Recorder = recorder
 	}
 	handlers.RuntimeService = served.wrapRuntime(o.Runtime)
-	rm, err := runtime.NewManager(handlers, served.wrapImages(o.Images), rmOpts)
+	rm, err := podruntime.New(handlers, served.wrapImages(o.Images), rmOpts)
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}

@@ -167,7 +167,7 @@ type Manager struct {
 	sourcesReady func() bool
 	triggerSync  func(*v1.Pod)
 	// resizeError is the message of the pod's last failed resize in
-	// place (runtime.Manager.ResizeError), nil when unknown.
+	// place (podruntime.Manager.ResizeError), nil when unknown.
 	resizeError func(types.UID) (string, bool)
 	// cached is the pod's runtime status as the sync last read it (the
 	// pod status cache), nil when unknown.

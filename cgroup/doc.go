@@ -28,7 +28,7 @@
 //	...
 //	_ = pm.UpdateQoS(activePods)              // before a new pod's cgroup
 //	parent, err := pm.EnsurePod(pod)          // "/kubepods/burstable/pod<UID>"
-//	result := rt.SyncPodWithOptions(ctx, pod, status, runtime.SyncPodOptions{CgroupParent: parent})
+//	result := rt.SyncPodWithOptions(ctx, pod, status, podruntime.SyncPodOptions{CgroupParent: parent})
 //	...
 //	err = pm.DestroyPod(ctx, pod.UID)         // after the pod terminated
 //	uids, err := pm.Pods()                    // housekeeping: destroy orphans

@@ -44,7 +44,7 @@ type PodManagerOptions struct {
 	// CPUCFSQuotaPeriod is the CFS period of pod cgroups (the kubelet's
 	// --cpu-cfs-quota-period): a CPU limit allows its share of each period.
 	// Between 1ms and 1s. Defaults to 100ms. Give the runtime Manager the
-	// same period (runtime.ManagerOptions.CPUCFSQuotaPeriod) so that the
+	// same period (podruntime.Options.CPUCFSQuotaPeriod) so that the
 	// containers' quotas agree.
 	CPUCFSQuotaPeriod time.Duration
 	// PodPidsLimit is the pids.max of every pod cgroup (the kubelet's
@@ -320,7 +320,7 @@ func (p *PodManager) podConfig(pod *v1.Pod, info Info) *ResourceConfig {
 // EnsurePod creates the pod's cgroup with the limits of
 // ResourceConfigForPod (and PodPidsLimit, MemoryQoS) when it does not
 // exist, and returns its name for the runtime's cgroup parent
-// (runtime.SyncPodOptions.CgroupParent). An existing cgroup is left as it
+// (podruntime.SyncPodOptions.CgroupParent). An existing cgroup is left as it
 // is, as the kubelet does; UpdatePod changes its limits. It returns ""
 // and nil when the PodManager is disabled.
 //

@@ -16,7 +16,7 @@
 //	r := env.New(env.Options{Objects: cache, NodeAllocatable: alloc, HostIPs: hostIPs, Recorder: rec})
 //	vars, err := r.Container(ctx, pod, &pod.Spec.Containers[0], sandboxIPs)
 //
-// runtime.ManagerOptions.Env takes a Resolver; the runtime turns an error
+// podruntime.Options.Env takes a Resolver; the runtime turns an error
 // into the container's CreateContainerConfigError with the error's
 // message.
 //

@@ -242,7 +242,7 @@ func (c *StatusCache) ReadAt(uid types.UID) (time.Time, bool) {
 }
 
 // Pods returns what the runtime holds of every pod in the cache (all
-// containers and sandboxes, newest first, as runtime.Manager.GetPods with
+// containers and sandboxes, newest first, as podruntime.Manager.GetPods with
 // all set lists them, sorted by pod ID), provided the cache was refreshed
 // (UpdateTime) at or after since and holds no failed read. Otherwise it
 // returns false, and the caller lists the runtime itself. A PLEG of this
@@ -391,7 +391,7 @@ func (c *StatusCache) UpdateTime(timestamp time.Time) {
 	}
 }
 
-// sandboxContainerState is a sandbox's state as runtime.Manager.GetPods
+// sandboxContainerState is a sandbox's state as podruntime.Manager.GetPods
 // reports it: running while ready, exited otherwise.
 func sandboxContainerState(s runtimeapi.PodSandboxState) runtime.ContainerState {
 	if s == runtimeapi.PodSandboxState_SANDBOX_READY {

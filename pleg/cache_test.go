@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/podruntime"
+
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -283,13 +285,13 @@ func TestCacheConcurrent(t *testing.T) {
 }
 
 // TestCachePodsMatchRuntime: after a relist, the cache lists the runtime's
-// pods as runtime.Manager.GetPods does (every container and sandbox, the
+// pods as podruntime.Manager.GetPods does (every container and sandbox, the
 // newest first); it refuses while it holds a failed read or was not
 // refreshed since the time asked.
 func TestCachePodsMatchRuntime(t *testing.T) {
 	f := newFixture(t, nil, GenericOptions{})
 	rt := f.rt
-	mgr, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{})
+	mgr, err := podruntime.New(rt, rt, podruntime.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@
 //	status, err := cache.GetNewerThan(ctx, uid, lastSyncTime)
 //
 // Generic needs only a Lister (ListPodSandbox and ListContainers, which any
-// runtime.RuntimeService has) and a StatusGetter (runtime.Manager, or a
+// runtime.RuntimeService has) and a StatusGetter (podruntime.Manager, or a
 // StatusGetterFunc in tests).
 //
 // On each relist Generic lists every sandbox and container, groups them

@@ -708,7 +708,7 @@ func (e *Evented) readSince(uid types.UID, events []*runtimeapi.ContainerEventRe
 }
 
 // statusBuilder is the optional capability of a StatusGetter that builds
-// a pod's status from a container event (runtime.Manager has it).
+// a pod's status from a container event (podruntime.Manager has it).
 type statusBuilder interface {
 	PodStatusFromEvent(prev *runtime.PodStatus, ev *runtimeapi.ContainerEventResponse) (*runtime.PodStatus, bool)
 }
@@ -737,7 +737,7 @@ func (e *Evented) carryStatuses(events []*runtimeapi.ContainerEventResponse) boo
 
 // fromEvents puts into the cache the pod's status as the events tell it,
 // without reading the pod, when the StatusGetter can build a status from
-// an event (runtime.Manager.PodStatusFromEvent: the runtime sent the
+// an event (podruntime.Manager.PodStatusFromEvent: the runtime sent the
 // statuses of the event's sandbox and its containers with it), and reports
 // whether it did. Events older than the cached status are skipped: the
 // cached read shows them already.

@@ -8,6 +8,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -20,7 +21,7 @@ func ExampleNewAuto() {
 	defer cancel()
 	rt := runtimetest.New(runtimetest.Options{})
 	defer rt.Close()
-	mgr, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{})
+	mgr, err := podruntime.New(rt, rt, podruntime.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

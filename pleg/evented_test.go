@@ -21,6 +21,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -54,7 +55,7 @@ func (s *logSink) count(substr string) int {
 }
 
 // eventedFixture is a runtimetest.Runtime with an Evented PLEG running on
-// it, reading statuses through runtime.Manager. Create it inside a
+// it, reading statuses through podruntime.Manager. Create it inside a
 // synctest bubble.
 type eventedFixture struct {
 	*fixture
@@ -79,7 +80,7 @@ func newEventedFixtureReading(t *testing.T, opts EventedOptions, setup func(*run
 	if setup != nil {
 		setup(rt)
 	}
-	mgr, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{})
+	mgr, err := podruntime.New(rt, rt, podruntime.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,7 +550,7 @@ func TestEventedInspectFailure(t *testing.T) {
 // after its events happened (the agent read it back after changing it) is
 // not read again, but its events are still sent; a pod whose status is
 // older than its events is read, or, when the events carry the statuses of
-// their sandbox (runtime.Manager.PodStatusFromEvent), built from them.
+// their sandbox (podruntime.Manager.PodStatusFromEvent), built from them.
 func TestEventedSkipsReadOfCurrentPod(t *testing.T) {
 	for _, readsOnly := range []bool{true, false} {
 		t.Run(fmt.Sprintf("readsOnly=%v", readsOnly), func(t *testing.T) {
@@ -769,7 +770,7 @@ func BenchmarkDeathDetection(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
 			b.Cleanup(rt.Close)
-			mgr, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{})
+			mgr, err := podruntime.New(rt, rt, podruntime.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -18,7 +18,7 @@ func ExampleNewGeneric() {
 	rt := runtimetest.New(runtimetest.Options{})
 	defer rt.Close()
 
-	// The status getter is usually runtime.Manager; this one reports only
+	// The status getter is usually podruntime.Manager; this one reports only
 	// the pod's identity.
 	status := pleg.StatusGetterFunc(func(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error) {
 		return &runtime.PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: time.Now()}, nil

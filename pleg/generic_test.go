@@ -190,7 +190,7 @@ func eventRank(t EventType) int {
 }
 
 // runtimeStatus reads pod statuses from a runtimetest.Runtime, much as
-// runtime.Manager does.
+// podruntime.Manager does.
 func runtimeStatus(rt *runtimetest.Runtime) StatusGetterFunc {
 	return func(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error) {
 		sel := map[string]string{runtime.LabelPodUID: string(uid)}

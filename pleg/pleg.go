@@ -52,7 +52,7 @@ type EventGenerator interface {
 }
 
 // StatusGetter reads a pod's detailed status from the runtime.
-// runtime.Manager implements it.
+// podruntime.Manager implements it.
 type StatusGetter interface {
 	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error)
 }

@@ -2,8 +2,8 @@
 // written once: a pod's quality-of-service class, its resource requests and
 // limits, whether it is a static or a mirror pod, its full name, the values
 // of downward-API fields, its phase and conditions, whether a container
-// restarts (restart policies and restartPolicyRules), and what a static
-// pod may not use.
+// restarts (restart policies and restartPolicyRules), a container's
+// runtime ID from its API status, and what a static pod may not use.
 //
 // Every function is pure: it reads the pod (and the arguments it is given)
 // and changes nothing, so it is safe for concurrent use. The rules are the

@@ -5,12 +5,13 @@ import (
 
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/podmodel"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/status"
 )
 
 // podCgroupResizer is the cgroup.PodManager as a resize in place sees the
-// pod's cgroup (runtime.PodCgroup).
+// pod's cgroup (podruntime.PodCgroup).
 type podCgroupResizer interface {
 	DesiredPodConfig(pod *v1.Pod) *cgroup.ResourceConfig
 	PodConfig(pod *v1.Pod) (*cgroup.ResourceConfig, uint64, error)
@@ -19,7 +20,7 @@ type podCgroupResizer interface {
 
 // podCgroupFor returns the pod cgroup a resize changes, nil when cgroups
 // are off or the PodCgroups cannot resize.
-func podCgroupFor(c PodCgroups) runtime.PodCgroup {
+func podCgroupFor(c PodCgroups) podruntime.PodCgroup {
 	if !c.Enabled() {
 		return nil
 	}

@@ -1,11 +1,10 @@
 package podsync
 
 import (
-	"strings"
-
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podmodel"
+	"github.com/nodekit/nodekit/podruntime"
 )
 
 // startedFromStatus reports a running container's Started flag as the API
@@ -13,17 +12,14 @@ import (
 // container has none), found by the container ID without its
 // "<runtime>://" prefix. A container the status does not show yet counts
 // as not started.
-func startedFromStatus(s v1.PodStatus) runtime.StartedFunc {
+func startedFromStatus(s v1.PodStatus) podruntime.StartedFunc {
 	started := map[string]bool{}
 	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
 		for _, cs := range list {
 			if cs.State.Running == nil || cs.ContainerID == "" {
 				continue
 			}
-			id := cs.ContainerID
-			if i := strings.Index(id, "://"); i >= 0 {
-				id = id[i+3:]
-			}
+			id, _ := podmodel.RuntimeContainerID(cs.ContainerID)
 			started[id] = cs.Started != nil && *cs.Started
 		}
 	}

@@ -49,6 +49,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/podmodel"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/status"
@@ -65,7 +66,7 @@ type (
 		status.WaitingReasons
 		RuntimeName() string
 		GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error)
-		SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *runtime.PodStatus, opts runtime.SyncPodOptions) runtime.SyncResult
+		SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *runtime.PodStatus, opts podruntime.SyncPodOptions) podruntime.SyncResult
 		KillPod(ctx context.Context, pod *v1.Pod, running *runtime.Pod, gracePeriodOverride *int64) error
 	}
 	// PodVolumes prepares and releases a pod's volumes.
@@ -293,21 +294,21 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 		return false, err
 	}
 	restartAll := podmodel.AllContainersRestarting(apiStatus)
-	result := s.c.Runtime.SyncPodWithOptions(ctx, pod, podStatus, runtime.SyncPodOptions{
+	result := s.c.Runtime.SyncPodWithOptions(ctx, pod, podStatus, podruntime.SyncPodOptions{
 		CgroupParent:         cgroupParent,
 		Unhealthy:            s.c.Probes.Unhealthy,
 		HostIPs:              s.c.HostIPs,
 		Started:              startedFromStatus(apiStatus),
 		RestartAllContainers: restartAll,
 		PodCgroup:            podCgroupFor(s.c.Cgroups),
-		Mounts: func(pod *v1.Pod, c *v1.Container, env map[string]string) ([]runtime.Mount, error) {
+		Mounts: func(pod *v1.Pod, c *v1.Container, env map[string]string) ([]podruntime.Mount, error) {
 			cms, err := s.c.Volumes.ContainerMounts(pod, c, mounts, env)
 			if err != nil {
 				return nil, err
 			}
-			out := make([]runtime.Mount, len(cms))
+			out := make([]podruntime.Mount, len(cms))
 			for i, m := range cms {
-				out[i] = runtime.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly, Propagation: m.Propagation}
+				out[i] = podruntime.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly, Propagation: m.Propagation}
 			}
 			return out, nil
 		},
@@ -319,7 +320,7 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 	// current: reading it again would cost a pod's worth of runtime calls
 	// for every pod at every resync. A runtime that knows what the sync
 	// created reads those objects and the ones the pod had, without
-	// listing the pod's (see runtime.Manager.PodStatusAfterSync).
+	// listing the pod's (see podruntime.Manager.PodStatusAfterSync).
 	if len(result.Results) > 0 {
 		s.readBack(ctx, pod, podStatus, result)
 	}
@@ -392,7 +393,7 @@ func (s *Syncer) unsettle(uid types.UID) {
 
 // ensureCgroup creates the pod's cgroup and returns the sandbox's cgroup
 // parent. A resize changes an existing cgroup in the runtime's sync
-// (runtime.SyncPodOptions.PodCgroup), in order with the containers.
+// (podruntime.SyncPodOptions.PodCgroup), in order with the containers.
 func (s *Syncer) ensureCgroup(pod *v1.Pod, _ podworker.UpdateType) (string, error) {
 	if !s.c.Cgroups.Enabled() {
 		return "", nil
@@ -403,7 +404,7 @@ func (s *Syncer) ensureCgroup(pod *v1.Pod, _ podworker.UpdateType) (string, erro
 // syncError turns a sync result into the worker's error. A container in
 // back-off is not an error of the sync: the pod is queued again for when the
 // back-off ends.
-func (s *Syncer) syncError(pod *v1.Pod, result runtime.SyncResult) error {
+func (s *Syncer) syncError(pod *v1.Pod, result podruntime.SyncResult) error {
 	err := result.Err()
 	if err == nil {
 		return nil
@@ -416,16 +417,16 @@ func (s *Syncer) syncError(pod *v1.Pod, result runtime.SyncResult) error {
 }
 
 // syncStatusReader is the optional capability of PodRuntime that reads a
-// pod back after a sync without listing it (runtime.Manager has it).
+// pod back after a sync without listing it (podruntime.Manager has it).
 type syncStatusReader interface {
-	PodStatusAfterSync(ctx context.Context, uid types.UID, name, namespace string, prev *runtime.PodStatus, result runtime.SyncResult) (*runtime.PodStatus, bool, error)
+	PodStatusAfterSync(ctx context.Context, uid types.UID, name, namespace string, prev *runtime.PodStatus, result podruntime.SyncResult) (*runtime.PodStatus, bool, error)
 }
 
 // readBack reads the pod's status after a sync from podStatus that
 // returned result, stores it in the cache and reports the API status; or,
 // when the runtime's events bring the status (awaitEvents), reports the
 // status they brought.
-func (s *Syncer) readBack(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus, result runtime.SyncResult) {
+func (s *Syncer) readBack(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus, result podruntime.SyncResult) {
 	if st, ok := s.awaitEvents(ctx, pod.UID, result); ok {
 		s.setStatus(pod, st, false, nil)
 		return
@@ -466,9 +467,9 @@ const (
 
 // awaitEvents returns the pod's status from the cache once the runtime's
 // events show everything the sync that returned result did, when they
-// bring statuses and result only started things (runtime.SyncResult.
+// bring statuses and result only started things (podruntime.SyncResult.
 // OnlyStarts); false when the pod must be read instead.
-func (s *Syncer) awaitEvents(ctx context.Context, uid types.UID, result runtime.SyncResult) (*runtime.PodStatus, bool) {
+func (s *Syncer) awaitEvents(ctx context.Context, uid types.UID, result podruntime.SyncResult) (*runtime.PodStatus, bool) {
 	a, ok := s.c.Cache.(statusAwaiter)
 	if !ok || s.c.StatusEvents == nil || ctx.Err() != nil || !result.OnlyStarts() ||
 		time.Since(s.epoch) < time.Duration(s.eventsLateUntil.Load()) || !s.c.StatusEvents() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
@@ -25,14 +26,14 @@ import (
 
 // countingRuntime counts the pod syncs that reach the runtime manager.
 type countingPodRuntime struct {
-	*runtime.Manager
+	*podruntime.Manager
 	mu    sync.Mutex
 	syncs int
 	// during, when set, runs inside each sync.
 	during func()
 }
 
-func (r *countingPodRuntime) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, st *runtime.PodStatus, opts runtime.SyncPodOptions) runtime.SyncResult {
+func (r *countingPodRuntime) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, st *runtime.PodStatus, opts podruntime.SyncPodOptions) podruntime.SyncResult {
 	r.mu.Lock()
 	r.syncs++
 	during := r.during
@@ -77,7 +78,7 @@ func newSettleFixture(t *testing.T) (*settleFixture, func()) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox:1.36"}})
-	rm, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{PodLogsDir: filepath.Join(dir, "logs")})
+	rm, err := podruntime.New(rt, rt, podruntime.Options{PodLogsDir: filepath.Join(dir, "logs")})
 	if err != nil {
 		t.Fatal(err)
 	}

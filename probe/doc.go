@@ -18,7 +18,7 @@
 //	m.UpdatePodStatus(pod, &status)    // while computing the pod's status
 //	m.RemovePod(pod)                   // when the pod is terminated or removed
 //	// syncloop.Config{Liveness: m.Liveness(), Readiness: m.Readiness(), Startup: m.Startup()}
-//	// runtime.ManagerOptions{Unhealthy: m.Unhealthy}
+//	// podruntime.Options{Unhealthy: m.Unhealthy}
 //
 // A Prober runs one probe; DefaultProber handles the four handlers of the
 // Pod API, and ProberFunc wraps a function, so a user can replace one

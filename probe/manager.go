@@ -391,7 +391,7 @@ func (m *Manager) isReady(uid types.UID, cs *v1.ContainerStatus) bool {
 // ("liveness") or its startup probe ("startup") and must be restarted; ""
 // otherwise. containerID is the runtime's ID, with or without the
 // "<runtime>://" prefix of the API status. It is a
-// runtime.UnhealthyFunc: pass it as runtime.ManagerOptions.Unhealthy.
+// podruntime.UnhealthyFunc: pass it as podruntime.Options.Unhealthy.
 func (m *Manager) Unhealthy(containerID string) string {
 	id := runtimeID(containerID)
 	if r, ok := m.liveness.get(id); ok && r == Failure {

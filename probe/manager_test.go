@@ -22,6 +22,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -29,8 +30,8 @@ import (
 // The wiring the agent relies on: the runtime service runs exec probes and
 // Unhealthy is the runtime manager's UnhealthyFunc.
 var (
-	_ Execer                = runtime.RuntimeService(nil)
-	_ runtime.UnhealthyFunc = (*Manager)(nil).Unhealthy
+	_ Execer                   = runtime.RuntimeService(nil)
+	_ podruntime.UnhealthyFunc = (*Manager)(nil).Unhealthy
 )
 
 func TestNewManagerOptions(t *testing.T) {

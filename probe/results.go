@@ -1,10 +1,10 @@
 package probe
 
 import (
-	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/nodekit/nodekit/podmodel"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -72,10 +72,9 @@ func (s *results) len() int {
 	return len(s.m)
 }
 
-// runtimeID strips the "<runtime>://" prefix of an API container ID.
+// runtimeID is the runtime's ID of an API container ID
+// (podmodel.RuntimeContainerID).
 func runtimeID(id string) string {
-	if i := strings.Index(id, "://"); i >= 0 {
-		return id[i+3:]
-	}
-	return id
+	rid, _ := podmodel.RuntimeContainerID(id)
+	return rid
 }

@@ -94,7 +94,7 @@ func TestCompactStatusSharesStrings(t *testing.T) {
 			Image:    &runtimeapi.ImageSpec{Image: strings.Clone("busybox:1.36")},
 			ImageRef: strings.Clone("sha256:0123"),
 			Labels:   map[string]string{LabelContainerHash: strings.Clone("h1")},
-		}, ps)
+		}, ps, "")
 	}
 	a, b := convert("c1", "sb1"), convert("c2", "sb1")
 	if !same(a.SandboxID, sb.GetId()) {

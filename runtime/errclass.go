@@ -8,6 +8,31 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// ErrNotFound is the class of "no such container or sandbox" errors.
+// Implementations of RuntimeService may wrap it (or return a gRPC
+// NotFound status) so their callers ignore objects removed meanwhile.
+var ErrNotFound = errors.New("runtime: not found")
+
+// IsNotFound reports whether err says the object does not exist: it wraps
+// ErrNotFound, carries a gRPC NotFound status, or has a NotFound() bool
+// method returning true.
+func IsNotFound(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrNotFound) {
+		return true
+	}
+	var nf interface{ NotFound() bool }
+	if errors.As(err, &nf) && nf.NotFound() {
+		return true
+	}
+	if s, ok := status.FromError(err); ok && s.Code() == codes.NotFound {
+		return true
+	}
+	return false
+}
+
 // The classes of transport failures a RuntimeService or ImageService
 // reports, beside ErrNotFound. The CRI client (runtime/cri) wraps them
 // around the gRPC status it receives, so callers test errors.Is(err,

@@ -1,10 +1,15 @@
 package runtime
 
 import (
+	"encoding/json"
+	"hash/fnv"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	"unique"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -22,13 +27,47 @@ const (
 	// of hash makes the manager replace the container.
 	LabelContainerHash = "io.kubernetes.container.hash"
 
-	AnnotationRestartCount              = "io.kubernetes.container.restartCount"
-	AnnotationTerminationMessagePath    = "io.kubernetes.container.terminationMessagePath"
-	AnnotationTerminationMessagePolicy  = "io.kubernetes.container.terminationMessagePolicy"
-	AnnotationPodTerminationGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
-	AnnotationContainerIndex            = "io.kubernetes.container.index"
-	AnnotationContainerType             = "io.kubernetes.container.type"
+	// AnnotationRestartCount holds the container's restart count, so
+	// that it survives a restart of the agent.
+	AnnotationRestartCount = "io.kubernetes.container.restartCount"
+	// AnnotationContainerType holds the container's kind, one of the
+	// ContainerType values.
+	AnnotationContainerType = "io.kubernetes.container.type"
 )
+
+// The values of AnnotationContainerType.
+const (
+	ContainerTypeInit      = "init"
+	ContainerTypeRegular   = "regular"
+	ContainerTypeEphemeral = "ephemeral"
+)
+
+// HashContainer returns a stable hash of the container's spec: the FNV-64a
+// of its JSON with Resources cleared (a resize does not replace the
+// container), in hex. The pod runtime records it in LabelContainerHash
+// and replaces a running container whose hash differs from its spec's.
+func HashContainer(c *v1.Container) string {
+	cp := c.DeepCopy()
+	cp.Resources = v1.ResourceRequirements{}
+	data, err := json.Marshal(cp)
+	if err != nil {
+		// v1.Container always marshals; keep a stable value regardless.
+		data = []byte(c.Name)
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// DefaultPodLogsDir is the root of the container logs unless configured
+// otherwise, as with the kubelet.
+const DefaultPodLogsDir = "/var/log/pods"
+
+// PodLogsDirectory returns the directory of the pod's container logs:
+// <root>/<namespace>_<name>_<uid>.
+func PodLogsDirectory(root, namespace, name string, uid types.UID) string {
+	return filepath.Join(root, namespace+"_"+name+"_"+string(uid))
+}
 
 // ContainerState is the state of a container as the runtime reports it.
 type ContainerState string

@@ -74,7 +74,7 @@ func NewInformer(client kubeclient.Interface) *Resolver {
 }
 
 // PodHandler returns the handler of the pod's RuntimeClass
-// (runtime.ManagerOptions.PodRuntimeHandler), waiting (up to 30s) for
+// (podruntime.Options.PodRuntimeHandler), waiting (up to 30s) for
 // the informer's first list.
 func (rc *Resolver) PodHandler(pod *v1.Pod) (string, error) {
 	return rc.handler(*pod.Spec.RuntimeClassName)

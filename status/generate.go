@@ -36,7 +36,7 @@ type ProbeResults interface {
 
 // WaitingReasons tell why a container that is to be (re)started is not
 // running: the reason and message of its last failed start (ErrImagePull,
-// CrashLoopBackOff, CreateContainerConfigError, ...). runtime.Manager
+// CrashLoopBackOff, CreateContainerConfigError, ...). podruntime.Manager
 // implements it.
 type WaitingReasons interface {
 	WaitingReason(uid types.UID, container string) (reason, message string, ok bool)
@@ -90,7 +90,7 @@ type Input struct {
 }
 
 // ResizeErrors tell the message of a pod's last failed resize in place.
-// runtime.Manager implements it; Generate finds it on Input.Waiting.
+// podruntime.Manager implements it; Generate finds it on Input.Waiting.
 type ResizeErrors interface {
 	ResizeError(uid types.UID) (string, bool)
 }
@@ -177,7 +177,7 @@ func Generate(in Input) v1.PodStatus {
 		}
 	}
 	rtsc := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue}
-	if changed, msg := runtime.PodSandboxChanged(pod, rs); changed {
+	if changed, _, _, msg := runtime.PodSandboxChanged(pod, rs); changed {
 		rtsc = v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse, Reason: ReasonPodSandboxNotReady, Message: msg}
 	}
 	s.Conditions = append(s.Conditions, rtsc)

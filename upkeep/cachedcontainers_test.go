@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -81,7 +82,7 @@ func TestRunningLogPaths(t *testing.T) {
 	logs := t.TempDir()
 	rt := runtimetest.New(runtimetest.Options{})
 	t.Cleanup(rt.Close)
-	m, err := runtime.NewManager(rt, rt, runtime.ManagerOptions{PodLogsDir: logs})
+	m, err := podruntime.New(rt, rt, podruntime.Options{PodLogsDir: logs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ import (
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/kubeclient"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -101,7 +101,7 @@ func run(log logr.Logger, kubeconfig string, n int, prefix string, eventFilter f
 			KubeClient:     client,
 			Runtime:        rt,
 			RootDir:        filepath.Join(dir, name, "root"),
-			RuntimeManager: runtime.ManagerOptions{PodLogsDir: filepath.Join(dir, name, "logs")},
+			RuntimeManager: podruntime.Options{PodLogsDir: filepath.Join(dir, name, "logs")},
 			Cgroups:        cgroup.PodManagerOptions{Disabled: true}, // no processes to confine
 			// A fixed capacity: the host's, n times over, would mislead the
 			// scheduler.

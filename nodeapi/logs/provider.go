@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
+	"github.com/nodekit/nodekit/podmodel"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 )
@@ -124,7 +124,7 @@ func ContainerIDForLogs(podName string, status *v1.PodStatus, containerName stri
 		return "", fmt.Errorf("container %q in pod %q is waiting to start - no logs yet", containerName, podName)
 	}
 	// IDs are "<type>://<id>".
-	_, id, ok := strings.Cut(cID, "://")
+	id, ok := podmodel.RuntimeContainerID(cID)
 	if !ok || id == "" {
 		return "", fmt.Errorf("unable to parse container ID %q: invalid container ID", cID)
 	}

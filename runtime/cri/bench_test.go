@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -180,12 +181,12 @@ func BenchmarkRelist(b *testing.B) {
 }
 
 // BenchmarkPodStatus measures what a relist pays for each pod that
-// changed: runtime.Manager.GetPodStatus (list the pod's sandboxes and
+// changed: podruntime.Manager.GetPodStatus (list the pod's sandboxes and
 // containers by label, read each one's status) through the Client, on a
 // runtime of 1000 pods.
 func BenchmarkPodStatus(b *testing.B) {
 	_, _, c, _, _ := benchSetup(b, 1000)
-	m, err := runtime.NewManager(c, c, runtime.ManagerOptions{})
+	m, err := podruntime.New(c, c, podruntime.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func BenchmarkDeathDetection(b *testing.B) {
 	for _, mode := range []string{"evented", "relist"} {
 		b.Run(mode, func(b *testing.B) {
 			rt, _, c, sid, _ := benchSetup(b, 110)
-			mgr, err := runtime.NewManager(c, c, runtime.ManagerOptions{})
+			mgr, err := podruntime.New(c, c, podruntime.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

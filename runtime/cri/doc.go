@@ -8,7 +8,7 @@
 //	c, err := cri.New(ctx, "unix:///run/containerd/containerd.sock")
 //	if err != nil { ... } // unreachable, or not a CRI v1 runtime
 //	defer c.Close()
-//	mgr, err := runtime.NewManager(c, c, runtime.ManagerOptions{...})
+//	mgr, err := podruntime.New(c, c, podruntime.Options{...})
 //
 // New dials the socket and checks the runtime's version (CRI Version),
 // waiting up to 10 s (WithDialTimeout) for a runtime that is still

@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -185,7 +186,7 @@ func TestEventedPLEGOverCRI(t *testing.T) {
 	run := func(t *testing.T, setup func(*runtimetest.Runtime)) (*pleg.Evented, *runtimetest.Runtime, *lineCounter) {
 		c, rt := newClient(t, runtimetest.Options{Images: []string{"busybox"}})
 		setup(rt)
-		mgr, err := runtime.NewManager(c, c, runtime.ManagerOptions{})
+		mgr, err := podruntime.New(c, c, podruntime.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

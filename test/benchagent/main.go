@@ -59,6 +59,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/sources"
@@ -78,7 +79,7 @@ func main() {
 	burstProfile := flag.String("burstprofile", "", "write the heap profile during the start, when -burstat of the pods run, to this file")
 	burstAt := flag.Float64("burstat", 0.5, "the share of the pods running when -burstprofile is written")
 	profileRate := flag.Int("memprofilerate", 0, "runtime.MemProfileRate for -heapprofile (default: the Go runtime's)")
-	statusReads := flag.Int("statusreads", 0, "runtime.ManagerOptions.MaxParallelStatusReads (default: no limit)")
+	statusReads := flag.Int("statusreads", 0, "podruntime.Options.MaxParallelStatusReads (default: no limit)")
 	verbose := flag.Bool("v", false, "write the Go runtime's memory classes to standard error at each report")
 	flag.Parse()
 	if *profileRate > 0 {
@@ -111,7 +112,7 @@ func run(endpoint string, n int, generic bool, root, logs string, window time.Du
 		Sources:        []nodekit.NamedSource{{Name: "bench", Source: src}},
 		Runtime:        client,
 		MaxPods:        n,
-		RuntimeManager: runtime.ManagerOptions{PodLogsDir: logs, MaxParallelStatusReads: statusReads},
+		RuntimeManager: podruntime.Options{PodLogsDir: logs, MaxParallelStatusReads: statusReads},
 		RootDir:        root,
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 		OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/sources"
@@ -345,9 +346,9 @@ func startAgent(t *testing.T, cfg agentConfig) *agentRun {
 		RuntimeStatusPeriod: time.Second,
 		RootDir:             cfg.rootDir,
 		Cgroups:             cgroup.PodManagerOptions{Root: cfg.cgroupRoot},
-		RuntimeManager: runtime.ManagerOptions{
+		RuntimeManager: podruntime.Options{
 			PodLogsDir: cfg.podLogsDir,
-			BackOff:    runtime.BackOffOptions{Initial: time.Second, Max: 8 * time.Second},
+			BackOff:    podruntime.BackOffOptions{Initial: time.Second, Max: 8 * time.Second},
 		},
 		OnPodStatus: r.observe,
 	}

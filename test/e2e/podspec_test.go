@@ -16,7 +16,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/objects"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podruntime"
 )
 
 // mapObjects is a standalone agent's own ConfigMaps and Secrets, which the
@@ -466,7 +466,7 @@ spec:
 func TestDNSAndHosts(t *testing.T) {
 	f := newFixture(t, envEndpoint)
 	a := f.agentWith(nil, "dns", func(o *nodekit.Options) {
-		o.RuntimeManager.DNS = runtime.DNSOptions{ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local"}
+		o.RuntimeManager.DNS = podruntime.DNSOptions{ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local"}
 	})
 	f.writeYAML("dns", dnsPod)
 	pod := f.pod("dns")

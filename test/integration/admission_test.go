@@ -20,7 +20,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -74,7 +74,7 @@ func TestAdmissionAndProbeWarningEvents(t *testing.T) {
 		KubeClient:     newAgentClient(t, kubeconfig(t)),
 		Runtime:        rt,
 		RootDir:        t.TempDir(),
-		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},
+		RuntimeManager: podruntime.Options{PodLogsDir: t.TempDir()},
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 		Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
 		Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 0}).WithName("agent"),

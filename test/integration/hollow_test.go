@@ -31,7 +31,7 @@ import (
 	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/node"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -111,7 +111,7 @@ func runHollowNodes(t *testing.T, filter func(eventtype, reason string) bool) (w
 			Node:           node.Options{Labels: map[string]string{hollowLabel: run}},
 			Runtime:        rt,
 			RootDir:        filepath.Join(dir, "root"),
-			RuntimeManager: runtime.ManagerOptions{PodLogsDir: filepath.Join(dir, "logs")},
+			RuntimeManager: podruntime.Options{PodLogsDir: filepath.Join(dir, "logs")},
 			Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 			Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
 			EventFilter:    filter,

@@ -27,7 +27,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/nodeserver"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -189,7 +189,7 @@ func TestNodeAPIServingCertificateCSR(t *testing.T) {
 		KubeClient:     newAgentClient(t, path),
 		Runtime:        rt,
 		RootDir:        rootDir,
-		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},
+		RuntimeManager: podruntime.Options{PodLogsDir: t.TempDir()},
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 		Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")},
 		NodeServer:     srv,

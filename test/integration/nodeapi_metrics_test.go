@@ -20,7 +20,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/nodeserver"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -43,7 +43,7 @@ func startMetricsAgent(t *testing.T, path, nodeName string, reg *prometheus.Regi
 		KubeClient:     newAgentClient(t, path),
 		Runtime:        rt,
 		RootDir:        t.TempDir(),
-		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},
+		RuntimeManager: podruntime.Options{PodLogsDir: t.TempDir()},
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 		Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
 		NodeServer:     srv,

@@ -22,7 +22,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/nodeserver"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -56,7 +56,7 @@ func TestNodeAPIInMemoryRuntime(t *testing.T) {
 		KubeClient:     newAgentClient(t, path),
 		Runtime:        rt,
 		RootDir:        t.TempDir(),
-		RuntimeManager: runtime.ManagerOptions{PodLogsDir: t.TempDir()},
+		RuntimeManager: podruntime.Options{PodLogsDir: t.TempDir()},
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 		Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
 		NodeServer:     srv,

@@ -18,6 +18,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/kubeclient/clientset"
+	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources/apiserver"
@@ -46,7 +47,7 @@ func TestOfflineRestart(t *testing.T) {
 			KubeClient:     clientset.From(client),
 			Runtime:        rt,
 			RootDir:        rootDir,
-			RuntimeManager: runtime.ManagerOptions{PodLogsDir: logsDir},
+			RuntimeManager: podruntime.Options{PodLogsDir: logsDir},
 			Cgroups:        cgroup.PodManagerOptions{Disabled: true},
 			Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
 			APISource:      apiserver.Options{MaxRetryInterval: 2 * time.Second},
