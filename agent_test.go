@@ -27,7 +27,6 @@ import (
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podruntime"
-	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
@@ -614,8 +613,6 @@ func TestNewValidatesOptions(t *testing.T) {
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Node: node.Options{Capacity: v1.ResourceList{}}}},
 		{"api source node", "APISource.NodeName is the agent's",
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, APISource: apiserver.Options{NodeName: "m"}}},
-		{"probe statuses", "Probes.Statuses is the agent's",
-			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Probes: probe.Options{Statuses: func(types.UID) (v1.PodStatus, bool) { return v1.PodStatus{}, false }}}},
 		{"two CFS periods", "RuntimeManager.CPUCFSQuotaPeriod is the agent's",
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, RuntimeManager: podruntime.Options{CPUCFSQuotaPeriod: 50 * time.Millisecond}}},
 		{"relative allowed host path", `allowed host path "data" is not`,

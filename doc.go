@@ -37,7 +37,7 @@
 //	config := sources.NewConfig(sources.ConfigOptions{})
 //	config.Add("file", src)
 //	statuses := status.NewManager(status.Options{})
-//	probes, _ := probe.NewManager(probe.Options{Runtime: rt, Statuses: statuses.GetPodStatus})
+//	probes, _ := probe.NewManager(statuses.GetPodStatus, probe.Options{Runtime: rt})
 //	volumes, _ := volume.NewManager(volume.Options{RootDir: dir})
 //	cgroups, _ := cgroup.NewPodManager(cgroup.PodManagerOptions{})
 //	rm, _ := podruntime.New(rt, rt, podruntime.Options{})

@@ -49,7 +49,7 @@ func handAssembled(dir string, rt *runtimetest.Runtime, src sources.Source, wrap
 	config := sources.NewConfig(sources.ConfigOptions{})
 	_ = config.Add("file", src)
 	statuses := status.NewManager(status.Options{Observer: observe})
-	probes, _ := probe.NewManager(probe.Options{Runtime: rt, Statuses: statuses.GetPodStatus})
+	probes, _ := probe.NewManager(statuses.GetPodStatus, probe.Options{Runtime: rt})
 	volumes, _ := volume.NewManager(volume.Options{RootDir: dir})
 	cgroups, _ := cgroup.NewPodManager(cgroup.PodManagerOptions{Disabled: true})
 	rm, _ := podruntime.New(rt, rt, podruntime.Options{PodLogsDir: filepath.Join(dir, "logs")})

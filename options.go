@@ -177,8 +177,7 @@ type Options struct {
 	NodeResources upkeep.Options
 
 	// Probes configures the liveness, readiness and startup probes. Its
-	// Runtime (for exec probes) defaults to Runtime; its Statuses are the
-	// agent's.
+	// Runtime (for exec probes) defaults to Runtime.
 	Probes probe.Options
 
 	// UserNamespaces configures the user namespaces of hostUsers: false
@@ -294,7 +293,6 @@ func (o *Options) setDefaults() error {
 		{o.Node.MaxPods != 0 && o.Node.MaxPods != o.MaxPods, "Node.MaxPods", "set Options.MaxPods"},
 		{o.Node.Capacity != nil, "Node.Capacity", "set Options.Capacity"},
 		{o.APISource.NodeName != "" && o.APISource.NodeName != o.NodeName, "APISource.NodeName", "set Options.NodeName"},
-		{o.Probes.Statuses != nil, "Probes.Statuses", "the agent's status manager answers"},
 		{o.RuntimeManager.CPUCFSQuotaPeriod != 0 && o.RuntimeManager.CPUCFSQuotaPeriod != o.Cgroups.CPUCFSQuotaPeriod,
 			"RuntimeManager.CPUCFSQuotaPeriod", "set Options.Cgroups.CPUCFSQuotaPeriod, which containers share with their pod"},
 	} {

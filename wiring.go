@@ -192,14 +192,13 @@ func wire(o Options) (*parts, error) {
 	if probeOpts.Runtime == nil {
 		probeOpts.Runtime = o.Runtime
 	}
-	probeOpts.Statuses = p.statuses.GetPodStatus
 	if probeOpts.Recorder == nil {
 		probeOpts.Recorder = recorder
 	}
 	if probeOpts.Logger.GetSink() == nil {
 		probeOpts.Logger = log
 	}
-	probes, err := probe.NewManager(probeOpts)
+	probes, err := probe.NewManager(p.statuses.GetPodStatus, probeOpts)
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}

@@ -33,16 +33,15 @@ func TestLivenessFailureEvents(t *testing.T) {
 			mu       sync.Mutex
 			statuses = map[types.UID]v1.PodStatus{}
 		)
-		pm, err := probe.NewManager(probe.Options{
+		pm, err := probe.NewManager(func(uid types.UID) (v1.PodStatus, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			s, ok := statuses[uid]
+			return *s.DeepCopy(), ok
+		}, probe.Options{
 			Prober: probe.ProberFunc(func(context.Context, probe.Request) (probe.Result, string, error) {
 				return probe.Failure, "HTTP probe failed with statuscode: 500", nil
 			}),
-			Statuses: func(uid types.UID) (v1.PodStatus, bool) {
-				mu.Lock()
-				defer mu.Unlock()
-				s, ok := statuses[uid]
-				return *s.DeepCopy(), ok
-			},
 			Recorder: rec,
 			Logger:   testr.New(t),
 		})

@@ -88,7 +88,7 @@ func newSettleFixture(t *testing.T) (*settleFixture, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probes, err := probe.NewManager(probe.Options{Runtime: rt, Statuses: statuses.GetPodStatus})
+	probes, err := probe.NewManager(statuses.GetPodStatus, probe.Options{Runtime: rt})
 	if err != nil {
 		t.Fatal(err)
 	}

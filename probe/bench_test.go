@@ -220,9 +220,8 @@ func benchmarkHTTP(b *testing.B, alignment time.Duration, srv *benchServer, prob
 		}},
 	}
 	metrics := &countingMetrics{}
-	m, err := probe.NewManager(probe.Options{
+	m, err := probe.NewManager(func(types.UID) (v1.PodStatus, bool) { return status, true }, probe.Options{
 		Runtime:   probe.ExecerFunc(nil),
-		Statuses:  func(types.UID) (v1.PodStatus, bool) { return status, true },
 		Metrics:   metrics,
 		Alignment: alignment,
 		Prober:    prober,

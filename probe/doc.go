@@ -8,9 +8,8 @@
 //
 // The agent creates a Manager, runs it, and connects it at four points:
 //
-//	m, err := probe.NewManager(probe.Options{
+//	m, err := probe.NewManager(statusManager.GetPodStatus, probe.Options{
 //		Runtime:  runtimeService,         // runs exec probes (ExecSync)
-//		Statuses: statusManager.GetPodStatus, // container IDs, states, pod IP
 //		Logger:   logger,
 //	})
 //	go m.Run(ctx)

@@ -58,12 +58,11 @@ func ExampleNewManager() {
 			Started: &started,
 		}},
 	}
-	m, err := probe.NewManager(probe.Options{
+	m, err := probe.NewManager(func(types.UID) (v1.PodStatus, bool) { return status, true }, probe.Options{
 		// A runtime that runs every command successfully.
 		Runtime: probe.ExecerFunc(func(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, []byte, error) {
 			return nil, nil, nil
 		}),
-		Statuses: func(types.UID) (v1.PodStatus, bool) { return status, true },
 	})
 	if err != nil {
 		fmt.Println(err)

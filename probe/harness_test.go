@@ -56,15 +56,14 @@ func newHarness(t *testing.T, mods ...func(*Options)) *harness {
 		metrics:  map[Type]map[Result]int{},
 	}
 	opts := Options{
-		Prober:   ProberFunc(h.probe),
-		Statuses: h.status,
-		Logger:   testr.NewWithOptions(t, testr.Options{Verbosity: 4}),
-		Metrics:  h,
+		Prober:  ProberFunc(h.probe),
+		Logger:  testr.NewWithOptions(t, testr.Options{Verbosity: 4}),
+		Metrics: h,
 	}
 	for _, mod := range mods {
 		mod(&opts)
 	}
-	m, err := NewManager(opts)
+	m, err := NewManager(h.status, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,10 +46,6 @@ type Options struct {
 	// Prober runs the probes. Defaults to
 	// NewDefaultProber(ProberOptions{Runtime: Runtime}).
 	Prober Prober
-	// Statuses returns a pod's latest API status: the workers read the
-	// containers' IDs, states, start times and Started flags, and the pod
-	// IP, from it. Pass the status manager's GetPodStatus. Required.
-	Statuses func(uid types.UID) (v1.PodStatus, bool)
 	// Logger receives the manager's logs (named "probe"). Defaults to
 	// discarding them.
 	Logger logr.Logger
@@ -77,9 +73,6 @@ const DefaultAlignment = 50 * time.Millisecond
 func (o *Options) setDefaults() error {
 	if o.Alignment == 0 {
 		o.Alignment = DefaultAlignment
-	}
-	if o.Statuses == nil {
-		return errors.New("probe: Options.Statuses is required")
 	}
 	if o.Prober == nil {
 		if o.Runtime == nil {
@@ -119,8 +112,9 @@ type workerKey struct {
 // returns once they all exited; pods added before Run get their workers
 // when Run starts.
 type Manager struct {
-	opts Options
-	log  logr.Logger
+	statuses func(uid types.UID) (v1.PodStatus, bool)
+	opts     Options
+	log      logr.Logger
 
 	liveness, readiness, startup *results
 
@@ -132,13 +126,19 @@ type Manager struct {
 	wg      sync.WaitGroup
 }
 
-// NewManager checks opts and returns a Manager. It does no I/O and starts
-// no goroutine.
-func NewManager(opts Options) (*Manager, error) {
+// NewManager checks opts and returns a Manager over statuses, which
+// returns a pod's latest API status: the workers read the containers' IDs,
+// states, start times and Started flags, and the pod IP, from it (pass the
+// status manager's GetPodStatus). It does no I/O and starts no goroutine.
+func NewManager(statuses func(uid types.UID) (v1.PodStatus, bool), opts Options) (*Manager, error) {
+	if statuses == nil {
+		return nil, errors.New("probe: NewManager needs the pods' statuses")
+	}
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
 	return &Manager{
+		statuses:  statuses,
 		opts:      opts,
 		log:       opts.Logger.WithName("probe"),
 		liveness:  newResults(),

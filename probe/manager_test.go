@@ -43,14 +43,13 @@ func TestNewManagerOptions(t *testing.T) {
 		opts    Options
 		wantErr string
 	}{
-		{"zero", Options{}, "probe: Options.Statuses is required"},
-		{"no runtime nor prober", Options{Statuses: statuses}, "probe: Options.Runtime is required when Options.Prober is not set"},
-		{"runtime", Options{Statuses: statuses, Runtime: exec}, ""},
-		{"prober", Options{Statuses: statuses, Prober: prober}, ""},
+		{"no runtime nor prober", Options{}, "probe: Options.Runtime is required when Options.Prober is not set"},
+		{"runtime", Options{Runtime: exec}, ""},
+		{"prober", Options{Prober: prober}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := NewManager(tc.opts)
+			m, err := NewManager(statuses, tc.opts)
 			gotErr := ""
 			if err != nil {
 				gotErr = err.Error()
@@ -127,7 +126,7 @@ func TestUpdatePodStatus(t *testing.T) {
 			{Name: "waiting", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{}}},
 		},
 	}
-	m, err := NewManager(Options{Prober: ProberFunc(nil), Statuses: func(types.UID) (v1.PodStatus, bool) { return v1.PodStatus{}, false }})
+	m, err := NewManager(func(types.UID) (v1.PodStatus, bool) { return v1.PodStatus{}, false }, Options{Prober: ProberFunc(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,9 +297,8 @@ func TestSidecarProbes(t *testing.T) {
 
 func TestFullChannelDoesNotBlockRemoval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, err := NewManager(Options{
-			Prober:   ProberFunc(func(context.Context, Request) (Result, string, error) { return Success, "", nil }),
-			Statuses: func(types.UID) (v1.PodStatus, bool) { return runningStatus("c1", time.Now(), true), true },
+		m, err := NewManager(func(types.UID) (v1.PodStatus, bool) { return runningStatus("c1", time.Now(), true), true }, Options{
+			Prober: ProberFunc(func(context.Context, Request) (Result, string, error) { return Success, "", nil }),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -357,9 +355,8 @@ func TestManagerHTTP(t *testing.T) {
 	pod.Spec.Containers[0].Ports = []v1.ContainerPort{{Name: "web", ContainerPort: int32(port)}}
 	st := runningStatus("c1", time.Now(), true)
 	st.PodIP = u.Hostname()
-	m, err := NewManager(Options{
-		Runtime:  ExecerFunc(nil),
-		Statuses: func(types.UID) (v1.PodStatus, bool) { return st, true },
+	m, err := NewManager(func(types.UID) (v1.PodStatus, bool) { return st, true }, Options{
+		Runtime: ExecerFunc(nil),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -435,9 +432,8 @@ func TestManagerExecRuntimetest(t *testing.T) {
 			ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"cat", "/tmp/healthy"}}},
 			PeriodSeconds: 5, FailureThreshold: 2,
 		}, nil, nil)
-		m, err := NewManager(Options{
-			Runtime:  rt,
-			Statuses: func(types.UID) (v1.PodStatus, bool) { return runningStatus(id, time.Now(), true), true },
+		m, err := NewManager(func(types.UID) (v1.PodStatus, bool) { return runningStatus(id, time.Now(), true), true }, Options{
+			Runtime: rt,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -136,7 +136,7 @@ func nextTick(next time.Time, period time.Duration) time.Time {
 // doProbe probes the container once and records the result. It reports
 // whether the worker goes on.
 func (w *worker) doProbe(ctx context.Context) bool {
-	status, ok := w.m.opts.Statuses(w.pod.UID)
+	status, ok := w.m.statuses(w.pod.UID)
 	if !ok {
 		// Not created yet, or already deleted.
 		return true
