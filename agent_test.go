@@ -603,8 +603,6 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"duplicate source", `two sources named "test"`, nodekit.Options{NodeName: "n", Runtime: rt, Sources: []nodekit.NamedSource{src, src}}},
 		{"negative max pods", "MaxPods -1 is negative", nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, MaxPods: -1}},
 		// The fields the agent sets itself are refused, not overridden.
-		{"volumes root dir", "Volumes.RootDir is the agent's (set Options.RootDir)",
-			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, RootDir: "/a", Volumes: volume.Options{RootDir: "/b"}}},
 		{"node name twice", "Node.NodeName is the agent's (set Options.NodeName)",
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Node: node.Options{NodeName: "m"}}},
 		{"node max pods", "Node.MaxPods is the agent's (set Options.MaxPods)",

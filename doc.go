@@ -38,7 +38,7 @@
 //	config.Add("file", src)
 //	statuses := status.NewManager(status.Options{})
 //	probes, _ := probe.NewManager(statuses.GetPodStatus, probe.Options{Runtime: rt})
-//	volumes, _ := volume.NewManager(volume.Options{RootDir: dir})
+//	volumes, _ := volume.NewManager(dir, volume.Options{})
 //	cgroups, _ := cgroup.NewPodManager(cgroup.PodManagerOptions{})
 //	rm, _ := podruntime.New(rt, rt, podruntime.Options{})
 //	cache, queue := pleg.NewCache(), podworker.NewQueue()

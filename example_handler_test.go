@@ -50,7 +50,7 @@ func handAssembled(dir string, rt *runtimetest.Runtime, src sources.Source, wrap
 	_ = config.Add("file", src)
 	statuses := status.NewManager(status.Options{Observer: observe})
 	probes, _ := probe.NewManager(statuses.GetPodStatus, probe.Options{Runtime: rt})
-	volumes, _ := volume.NewManager(volume.Options{RootDir: dir})
+	volumes, _ := volume.NewManager(dir, volume.Options{})
 	cgroups, _ := cgroup.NewPodManager(cgroup.PodManagerOptions{Disabled: true})
 	rm, _ := podruntime.New(rt, rt, podruntime.Options{PodLogsDir: filepath.Join(dir, "logs")})
 	cache, queue := pleg.NewCache(), podworker.NewQueue()

@@ -146,7 +146,7 @@ type Options struct {
 	// may mount (AllowedHostPaths; nil allows all, as the kubelet). Its
 	// Plugins default to hostPath, emptyDir and downwardAPI, plus
 	// configMap, secret and projected (service-account tokens included)
-	// with KubeClient. Its RootDir is the agent's: set RootDir.
+	// with KubeClient.
 	Volumes volume.Options
 	// Objects gets the ConfigMaps and Secrets the pods refer to, for the
 	// containers' environment, the configMap and secret volumes and the
@@ -288,7 +288,6 @@ func (o *Options) setDefaults() error {
 		set        bool
 		field, use string
 	}{
-		{o.Volumes.RootDir != "" && o.Volumes.RootDir != o.RootDir, "Volumes.RootDir", "set Options.RootDir"},
 		{o.Node.NodeName != "" && o.Node.NodeName != o.NodeName, "Node.NodeName", "set Options.NodeName"},
 		{o.Node.MaxPods != 0 && o.Node.MaxPods != o.MaxPods, "Node.MaxPods", "set Options.MaxPods"},
 		{o.Node.Capacity != nil, "Node.Capacity", "set Options.Capacity"},

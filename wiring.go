@@ -292,7 +292,6 @@ func wire(o Options) (*parts, error) {
 
 	// Volumes and cgroups.
 	volOpts := o.Volumes
-	volOpts.RootDir = o.RootDir
 	if volOpts.Logger.GetSink() == nil {
 		volOpts.Logger = log
 	}
@@ -301,7 +300,7 @@ func wire(o Options) (*parts, error) {
 			return nil, err
 		}
 	}
-	volumes, err := volume.NewManager(volOpts)
+	volumes, err := volume.NewManager(o.RootDir, volOpts)
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}

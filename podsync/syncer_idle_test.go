@@ -84,7 +84,7 @@ func newSettleFixture(t *testing.T) (*settleFixture, func()) {
 	}
 	crt := &countingPodRuntime{Manager: rm}
 	statuses := status.NewManager(status.Options{})
-	volumes, err := volume.NewManager(volume.Options{RootDir: dir})
+	volumes, err := volume.NewManager(dir, volume.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

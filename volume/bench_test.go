@@ -27,7 +27,7 @@ func BenchmarkPodLifecycle(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := volume.NewManager(volume.Options{RootDir: root, Plugins: []volume.Plugin{hp, emptydir.New(emptydir.Options{})}})
+	m, err := volume.NewManager(root, volume.Options{Plugins: []volume.Plugin{hp, emptydir.New(emptydir.Options{})}})
 	if err != nil {
 		b.Fatal(err)
 	}

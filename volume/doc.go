@@ -13,8 +13,7 @@
 //
 //	hp, err := hostpath.New(hostpath.Options{AllowedHostPaths: allowed})
 //	...
-//	vm, err := volume.NewManager(volume.Options{
-//		RootDir: "/var/lib/nodekit",
+//	vm, err := volume.NewManager("/var/lib/nodekit", volume.Options{
 //		Plugins: []volume.Plugin{hp, emptydir.New(emptydir.Options{})},
 //		Logger:  log,
 //	})

@@ -21,8 +21,7 @@ func ExampleNewManager() {
 	if err != nil {
 		panic(err)
 	}
-	m, err := volume.NewManager(volume.Options{
-		RootDir: root,
+	m, err := volume.NewManager(root, volume.Options{
 		Plugins: []volume.Plugin{hp, emptydir.New(emptydir.Options{})},
 	})
 	if err != nil {

@@ -19,8 +19,7 @@ import (
 	"github.com/nodekit/nodekit/volume/internal/hostfs"
 )
 
-// DefaultRootDir is the agent's root directory when Options.RootDir is
-// empty.
+// DefaultRootDir is the agent's root directory when none is given.
 const DefaultRootDir = "/var/lib/nodekit"
 
 // The kubelet's retry of a failed volume operation: 500ms, doubling, at
@@ -52,10 +51,6 @@ type AllowedHostPath struct {
 // Options configure a Manager. The zero value is usable: no plugins (every
 // volume fails with ErrNoPlugin), pods under /var/lib/nodekit/pods.
 type Options struct {
-	// RootDir is the agent's root directory; pod directories are under
-	// <RootDir>/pods. Two agents in one process need two root directories.
-	// Defaults to DefaultRootDir (/var/lib/nodekit).
-	RootDir string
 	// Plugins set up the volumes; for each volume the first plugin whose
 	// CanSupport returns true is used. Names must be unique. Defaults to
 	// none; the nodekit agent passes hostPath (with AllowedHostPaths),
@@ -107,13 +102,6 @@ func (o Options) withDefaults() (Options, error) {
 			return o, fmt.Errorf("volume: allowed host path %q is not an absolute path without '..'", a.PathPrefix)
 		}
 	}
-	if o.RootDir == "" {
-		o.RootDir = DefaultRootDir
-	}
-	if !filepath.IsAbs(o.RootDir) {
-		return o, fmt.Errorf("volume: RootDir %q must be absolute", o.RootDir)
-	}
-	o.RootDir = filepath.Clean(o.RootDir)
 	if o.ReconcilePeriod == 0 {
 		o.ReconcilePeriod = time.Minute
 	}
@@ -206,15 +194,24 @@ func newPodEntry(uid types.UID) *podEntry {
 	return &podEntry{uid: uid}
 }
 
-// NewManager returns a Manager; it does no I/O until it is used.
-func NewManager(opts Options) (*Manager, error) {
+// NewManager returns a Manager of the pod directories under
+// <rootDir>/pods (rootDir: the agent's root directory, DefaultRootDir when
+// empty; two agents in one process need two); it does no I/O until it is
+// used.
+func NewManager(rootDir string, opts Options) (*Manager, error) {
+	if rootDir == "" {
+		rootDir = DefaultRootDir
+	}
+	if !filepath.IsAbs(rootDir) {
+		return nil, fmt.Errorf("volume: root directory %q must be absolute", rootDir)
+	}
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	m := &Manager{
 		opts:    opts,
-		dirs:    PodDirs{Root: opts.RootDir},
+		dirs:    PodDirs{Root: filepath.Clean(rootDir)},
 		log:     opts.Logger.WithName("volume"),
 		byDir:   map[string]Plugin{},
 		wakeCh:  make(chan struct{}, 1),

@@ -75,7 +75,6 @@ func newEnv(t *testing.T, mutate func(*volume.Options)) *env {
 		t.Fatal(err)
 	}
 	opts := volume.Options{
-		RootDir: e.root,
 		Plugins: []volume.Plugin{e.fake, hp, emptydir.New(emptydir.Options{})},
 		Logger: funcr.New(func(prefix, args string) {
 			e.logMu.Lock()
@@ -86,7 +85,7 @@ func newEnv(t *testing.T, mutate func(*volume.Options)) *env {
 	if mutate != nil {
 		mutate(&opts)
 	}
-	e.m, err = volume.NewManager(opts)
+	e.m, err = volume.NewManager(e.root, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -643,10 +642,11 @@ func TestNewManagerOptions(t *testing.T) {
 	fake := &volumetest.FakePlugin{}
 	for _, tc := range []struct {
 		name string
+		root string
 		opts volume.Options
 		want string
 	}{
-		{name: "relative root", opts: volume.Options{RootDir: "var/lib"}, want: "must be absolute"},
+		{name: "relative root", root: "var/lib", want: "must be absolute"},
 		{name: "nil plugin", opts: volume.Options{Plugins: []volume.Plugin{nil}}, want: "Plugins[0] is nil"},
 		{name: "duplicate plugins", opts: volume.Options{Plugins: []volume.Plugin{fake, fake}}, want: "two plugins named"},
 		{name: "unnamed plugin", opts: volume.Options{Plugins: []volume.Plugin{volume.Funcs{}}}, want: "invalid name"},
@@ -655,13 +655,13 @@ func TestNewManagerOptions(t *testing.T) {
 		{name: "allowed host path with ..", opts: volume.Options{AllowedHostPaths: []volume.AllowedHostPath{{PathPrefix: "/srv/../etc"}}}, want: "without '..'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := volume.NewManager(tc.opts)
+			_, err := volume.NewManager(tc.root, tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "volume: ") {
 				t.Errorf("NewManager: err %v, want one containing %q", err, tc.want)
 			}
 		})
 	}
-	m, err := volume.NewManager(volume.Options{})
+	m, err := volume.NewManager("", volume.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

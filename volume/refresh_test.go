@@ -55,7 +55,7 @@ func newRefreshing(t *testing.T) *refreshing {
 func TestRefresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRefreshing(t)
-		m, err := volume.NewManager(volume.Options{RootDir: t.TempDir(), Plugins: []volume.Plugin{r}})
+		m, err := volume.NewManager(t.TempDir(), volume.Options{Plugins: []volume.Plugin{r}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -477,8 +477,7 @@ func TestAPIVolumesThroughManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm, err := volume.NewManager(volume.Options{
-		RootDir: root,
+	vm, err := volume.NewManager(root, volume.Options{
 		Plugins: []volume.Plugin{cm, sec, downwardapi.New(downwardapi.Options{}), proj},
 	})
 	if err != nil {

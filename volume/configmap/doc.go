@@ -6,7 +6,7 @@
 //
 //	cm, err := configmap.NewForClient(client, configmap.Options{Logger: log})
 //	...
-//	vm, err := volume.NewManager(volume.Options{
+//	vm, err := volume.NewManager(rootDir, volume.Options{
 //		Plugins: []volume.Plugin{cm, ...},
 //	})
 //

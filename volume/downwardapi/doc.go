@@ -8,7 +8,7 @@
 //		NodeAllocatable: func() v1.ResourceList { return allocatable },
 //		Logger:          log,
 //	})
-//	vm, err := volume.NewManager(volume.Options{
+//	vm, err := volume.NewManager(rootDir, volume.Options{
 //		Plugins: []volume.Plugin{da, ...},
 //	})
 //

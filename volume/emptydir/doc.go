@@ -4,8 +4,7 @@
 //
 // # Usage
 //
-//	vm, err := volume.NewManager(volume.Options{
-//		RootDir: "/var/lib/nodekit",
+//	vm, err := volume.NewManager("/var/lib/nodekit", volume.Options{
 //		Plugins: []volume.Plugin{emptydir.New(emptydir.Options{})},
 //	})
 //

@@ -11,7 +11,7 @@
 //		},
 //	})
 //	...
-//	vm, err := volume.NewManager(volume.Options{Plugins: []volume.Plugin{hp, emptydir.New(emptydir.Options{})}})
+//	vm, err := volume.NewManager(rootDir, volume.Options{Plugins: []volume.Plugin{hp, emptydir.New(emptydir.Options{})}})
 //
 // # Types
 //

@@ -10,7 +10,7 @@
 //		Logger:          log,
 //	})
 //	...
-//	vm, err := volume.NewManager(volume.Options{
+//	vm, err := volume.NewManager(rootDir, volume.Options{
 //		Plugins: []volume.Plugin{pp, ...},
 //	})
 //

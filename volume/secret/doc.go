@@ -6,7 +6,7 @@
 //
 //	sp, err := secret.NewForClient(client, secret.Options{Logger: log})
 //	...
-//	vm, err := volume.NewManager(volume.Options{
+//	vm, err := volume.NewManager(rootDir, volume.Options{
 //		Plugins: []volume.Plugin{sp, ...},
 //	})
 //
