@@ -30,7 +30,6 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
-	"github.com/nodekit/nodekit/sources/apiserver"
 	"github.com/nodekit/nodekit/sources/file"
 	"github.com/nodekit/nodekit/volume"
 )
@@ -609,8 +608,6 @@ func TestNewValidatesOptions(t *testing.T) {
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Node: node.Options{MaxPods: 20}}},
 		{"node capacity", "Node.Capacity is the agent's (set Options.Capacity)",
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Node: node.Options{Capacity: v1.ResourceList{}}}},
-		{"api source node", "APISource.NodeName is the agent's",
-			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, APISource: apiserver.Options{NodeName: "m"}}},
 		{"two CFS periods", "RuntimeManager.CPUCFSQuotaPeriod is the agent's",
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, RuntimeManager: podruntime.Options{CPUCFSQuotaPeriod: 50 * time.Millisecond}}},
 		{"relative allowed host path", `allowed host path "data" is not`,

@@ -71,8 +71,8 @@ type Options struct {
 	// that admission checks pods against, and its InternalIP is the host
 	// IP of the pods.
 	Node node.Options
-	// APISource configures the API-server pod source. Its NodeName is the
-	// agent's. Used only with KubeClient.
+	// APISource configures the API-server pod source, used only with
+	// KubeClient.
 	APISource apiserver.Options
 
 	// Logger receives the agent's logs. Defaults to discarding them.
@@ -291,7 +291,6 @@ func (o *Options) setDefaults() error {
 		{o.Node.NodeName != "" && o.Node.NodeName != o.NodeName, "Node.NodeName", "set Options.NodeName"},
 		{o.Node.MaxPods != 0 && o.Node.MaxPods != o.MaxPods, "Node.MaxPods", "set Options.MaxPods"},
 		{o.Node.Capacity != nil, "Node.Capacity", "set Options.Capacity"},
-		{o.APISource.NodeName != "" && o.APISource.NodeName != o.NodeName, "APISource.NodeName", "set Options.NodeName"},
 		{o.RuntimeManager.CPUCFSQuotaPeriod != 0 && o.RuntimeManager.CPUCFSQuotaPeriod != o.Cgroups.CPUCFSQuotaPeriod,
 			"RuntimeManager.CPUCFSQuotaPeriod", "set Options.Cgroups.CPUCFSQuotaPeriod, which containers share with their pod"},
 	} {

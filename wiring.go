@@ -149,14 +149,13 @@ func wire(o Options) (*parts, error) {
 	}
 	if client := o.KubeClient; client != nil {
 		srcOpts := o.APISource
-		srcOpts.NodeName = o.NodeName
 		if srcOpts.CheckpointPath == "" {
 			srcOpts.CheckpointPath = filepath.Join(o.RootDir, apiCheckpointFile)
 		}
 		if srcOpts.Logger.GetSink() == nil {
 			srcOpts.Logger = log
 		}
-		if api, err = apiserver.New(client, srcOpts); err != nil {
+		if api, err = apiserver.New(client, o.NodeName, srcOpts); err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)
 		}
 		if err := p.config.Add(sources.APIServerSource, api); err != nil {

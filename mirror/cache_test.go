@@ -266,7 +266,7 @@ func TestSyncFollowsTheAPISource(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		kept, missing, gone := static("kept-node-a", "h1"), static("missing-node-a", "h2"), static("gone-node-a", "h3")
 		f := statustest.NewFakeAPI(node(testNode), mirrorPod(kept, "h1"), mirrorPod(gone, "h3"), apiPod("default", "web", testNode))
-		src, err := apiserver.New(clientset.From(f), apiserver.Options{NodeName: testNode, Logger: testr.New(t)})
+		src, err := apiserver.New(clientset.From(f), testNode, apiserver.Options{Logger: testr.New(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

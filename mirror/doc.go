@@ -20,7 +20,7 @@
 //
 // # Usage
 //
-//	src, err := apiserver.New(client, apiserver.Options{NodeName: node, Logger: log})
+//	src, err := apiserver.New(client, node, apiserver.Options{Logger: log})
 //	...
 //	mirrors, err := mirror.New(client, mirror.Options{NodeName: node, Node: nodes.Node, Pods: src.Pods, Logger: log})
 //	...

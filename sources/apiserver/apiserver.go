@@ -40,8 +40,6 @@ const (
 
 // Options configures a Source.
 type Options struct {
-	// NodeName is the node whose pods (spec.nodeName) are watched. Required.
-	NodeName string
 	// MinInterval is the shortest time between two snapshots: changes that
 	// arrive meanwhile are sent together in the next one. The first snapshot
 	// is sent as soon as the first list completes. Defaults to 100ms.
@@ -69,9 +67,6 @@ type Options struct {
 }
 
 func (o *Options) setDefaults() error {
-	if o.NodeName == "" {
-		return errors.New("apiserver: NodeName is required")
-	}
 	if o.MinInterval < 0 || o.MaxRetryInterval < 0 || o.CheckpointGrace < 0 {
 		return errors.New("apiserver: negative MinInterval, MaxRetryInterval or CheckpointGrace")
 	}
@@ -94,9 +89,10 @@ func (o *Options) setDefaults() error {
 // may be called again after it returned (it lists afresh). Pods reads the
 // pods the watch holds, for example for mirror.Options.Pods.
 type Source struct {
-	client kubeclient.Interface
-	opts   Options
-	log    logr.Logger
+	client   kubeclient.Interface
+	nodeName string
+	opts     Options
+	log      logr.Logger
 
 	// store is the reflector's store while Run runs, nil otherwise.
 	store atomic.Pointer[notifyingStore]
@@ -104,16 +100,19 @@ type Source struct {
 
 var _ sources.Source = (*Source)(nil)
 
-// New returns a Source for the pods of opts.NodeName, read through client.
-// It does no I/O.
-func New(client kubeclient.Interface, opts Options) (*Source, error) {
+// New returns a Source for the pods bound to the node nodeName
+// (spec.nodeName), read through client. It does no I/O.
+func New(client kubeclient.Interface, nodeName string, opts Options) (*Source, error) {
 	if client == nil {
 		return nil, errors.New("apiserver: client is required")
+	}
+	if nodeName == "" {
+		return nil, errors.New("apiserver: the node name is required")
 	}
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Source{client: client, opts: opts, log: opts.Logger.WithValues("node", opts.NodeName)}, nil
+	return &Source{client: client, nodeName: nodeName, opts: opts, log: opts.Logger.WithValues("node", nodeName)}, nil
 }
 
 // Run lists and watches the node's pods and sends the complete set after
@@ -125,7 +124,7 @@ func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 	store := newNotifyingStore()
 	s.store.Store(store)
 	defer s.store.CompareAndSwap(store, nil)
-	selector := fields.OneTermEqualSelector("spec.nodeName", s.opts.NodeName).String()
+	selector := fields.OneTermEqualSelector("spec.nodeName", s.nodeName).String()
 	lw := kubeclient.ListWatcher(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 			options.FieldSelector = selector
@@ -153,7 +152,7 @@ func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 	var fromCheckpoint []*v1.Pod
 	var grace <-chan time.Time
 	if s.opts.CheckpointPath != "" {
-		cp = &checkpoint{path: s.opts.CheckpointPath, nodeName: s.opts.NodeName}
+		cp = &checkpoint{path: s.opts.CheckpointPath, nodeName: s.nodeName}
 		pods, ok, err := cp.load()
 		switch {
 		case err != nil:

@@ -54,7 +54,7 @@ func start(t *testing.T, src *apiserver.Source) (<-chan []*v1.Pod, func() error)
 
 func newSource(t *testing.T, client *fake.Clientset) *apiserver.Source {
 	t.Helper()
-	src, err := apiserver.New(clientset.From(client), apiserver.Options{NodeName: node, Logger: testr.New(t)})
+	src, err := apiserver.New(clientset.From(client), node, apiserver.Options{Logger: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,22 +82,23 @@ func TestNewValidates(t *testing.T) {
 	tests := []struct {
 		name   string
 		client bool
+		node   string
 		opts   apiserver.Options
 		ok     bool
 	}{
-		{"valid", true, apiserver.Options{NodeName: node}, true},
-		{"no client", false, apiserver.Options{NodeName: node}, false},
-		{"no node name", true, apiserver.Options{}, false},
-		{"negative interval", true, apiserver.Options{NodeName: node, MinInterval: -time.Second}, false},
-		{"negative retry interval", true, apiserver.Options{NodeName: node, MaxRetryInterval: -time.Second}, false},
+		{"valid", true, node, apiserver.Options{}, true},
+		{"no client", false, node, apiserver.Options{}, false},
+		{"no node name", true, "", apiserver.Options{}, false},
+		{"negative interval", true, node, apiserver.Options{MinInterval: -time.Second}, false},
+		{"negative retry interval", true, node, apiserver.Options{MaxRetryInterval: -time.Second}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var err error
 			if tt.client {
-				_, err = apiserver.New(clientset.From(client), tt.opts)
+				_, err = apiserver.New(clientset.From(client), tt.node, tt.opts)
 			} else {
-				_, err = apiserver.New(nil, tt.opts)
+				_, err = apiserver.New(nil, tt.node, tt.opts)
 			}
 			if (err == nil) != tt.ok {
 				t.Errorf("New() error = %v, want ok %v", err, tt.ok)

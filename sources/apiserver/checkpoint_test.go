@@ -42,7 +42,7 @@ func (o *outage) restore() { o.once.Do(func() { close(o.up) }) }
 
 func checkpointSource(t *testing.T, client *fake.Clientset, path string) *apiserver.Source {
 	t.Helper()
-	src, err := apiserver.New(clientset.From(client), apiserver.Options{NodeName: node, CheckpointPath: path, MaxRetryInterval: time.Second, Logger: testr.New(t)})
+	src, err := apiserver.New(clientset.From(client), node, apiserver.Options{CheckpointPath: path, MaxRetryInterval: time.Second, Logger: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

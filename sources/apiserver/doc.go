@@ -16,7 +16,7 @@
 //
 // # Usage
 //
-//	src, err := apiserver.New(client, apiserver.Options{NodeName: node, Logger: log})
+//	src, err := apiserver.New(client, node, apiserver.Options{Logger: log})
 //	if err != nil { ... }
 //	cfg.Add(sources.APIServerSource, src)
 //	mirrors, err := mirror.New(client, mirror.Options{NodeName: node, Pods: src.Pods, ...})

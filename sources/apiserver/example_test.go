@@ -18,7 +18,7 @@ func ExampleNew() {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "1"},
 		Spec:       v1.PodSpec{NodeName: "node-1", Containers: []v1.Container{{Name: "nginx", Image: "nginx:1.27"}}},
 	})
-	src, err := apiserver.New(clientset.From(client), apiserver.Options{NodeName: "node-1"})
+	src, err := apiserver.New(clientset.From(client), "node-1", apiserver.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -35,7 +35,7 @@ func TestAPIServerOutage(t *testing.T) {
 	before := createPod(t, c, newPod(uniqueName("before"), nodeName))
 	// With client-go's 30 s cap the source lists again up to a minute after
 	// the API server is back; 2 s keeps the test short.
-	_, rec := runSource(t, srv.kubeconfig(), apiserver.Options{NodeName: nodeName, MaxRetryInterval: 2 * time.Second})
+	_, rec := runSource(t, srv.kubeconfig(), nodeName, apiserver.Options{MaxRetryInterval: 2 * time.Second})
 
 	eventually(t, 10*time.Second, "node Ready", func() error { return nodeReady(t.Context(), c, nodeName) })
 	rec.waitFor(t, sources.Add, before.Name)

@@ -86,13 +86,13 @@ func (r *recorder) waitWithin(t *testing.T, timeout time.Duration, op sources.Op
 	return p
 }
 
-// runSource runs the API-server source of opts.NodeName in a
+// runSource runs the API-server source of the node nodeName in a
 // sources.Config, recording its updates; it talks to the API server of
 // kubeconfig through kubeclient, as an agent does.
-func runSource(t *testing.T, kubeconfig string, opts apiserver.Options) (*sources.Config, *recorder) {
+func runSource(t *testing.T, kubeconfig, nodeName string, opts apiserver.Options) (*sources.Config, *recorder) {
 	t.Helper()
 	opts.Logger = testr.NewWithOptions(t, testr.Options{Verbosity: 3})
-	src, err := apiserver.New(newAgentClient(t, kubeconfig), opts)
+	src, err := apiserver.New(newAgentClient(t, kubeconfig), nodeName, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestAPISource(t *testing.T) {
 	before := createPod(t, c, newPod(uniqueName("before"), nodeName))
 	createPod(t, c, newPod(uniqueName("foreign-before"), other))
 
-	cfg, rec := runSource(t, kubeconfig(t), apiserver.Options{NodeName: nodeName})
+	cfg, rec := runSource(t, kubeconfig(t), nodeName, apiserver.Options{})
 	eventually(t, 10*time.Second, "sources ready", func() error {
 		if !cfg.SourcesReady() {
 			return fmt.Errorf("not ready")
