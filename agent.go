@@ -51,19 +51,19 @@ func (a *Agent) Add(name string, r run.Runnable) error {
 // restarted agent finds them again. Run may be called only once.
 //
 // Before it starts the parts (in the order wire adds them), Run reads the
-// machine's capacity (unless Options.Capacity is set) and makes the
+// machine's capacity (unless Options.Node.Capacity is set) and makes the
 // node's cgroups.
 func (a *Agent) Run(ctx context.Context) error {
 	if !a.ran.CompareAndSwap(false, true) {
 		return errors.New("nodekit: Agent.Run called twice")
 	}
 	p := a.parts
-	a.log.Info("Starting node agent", "sources", len(a.opts.Sources), "maxPods", a.opts.MaxPods)
-	capacity := a.opts.Capacity
+	a.log.Info("Starting node agent", "sources", len(a.opts.Sources), "maxPods", a.opts.Node.MaxPods)
+	capacity := a.opts.Node.Capacity
 	if capacity == nil {
 		m, err := node.ReadMachine("")
 		if err != nil {
-			return fmt.Errorf("nodekit: reading the machine's capacity (or set Options.Capacity): %w", err)
+			return fmt.Errorf("nodekit: reading the machine's capacity (or set Options.Node.Capacity): %w", err)
 		}
 		capacity = v1.ResourceList{
 			v1.ResourceCPU:    *resource.NewQuantity(m.CPUs, resource.DecimalSI),
@@ -104,7 +104,7 @@ func (a *Agent) Pods() []*v1.Pod { return a.parts.handler.Pods().Pods() }
 // SourcesReady reports whether every source delivered its first snapshot.
 func (a *Agent) SourcesReady() bool { return a.parts.config.SourcesReady() }
 
-// Allocatable is what the node offers pods: its capacity (Options.Capacity
+// Allocatable is what the node offers pods: its capacity (Options.Node.Capacity
 // or the machine's, known once Run started) less the reserved resources
 // and the hard eviction thresholds (see upkeep.Manager.Allocatable).
 func (a *Agent) Allocatable() v1.ResourceList { return a.parts.upkeep.Allocatable() }

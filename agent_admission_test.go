@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -28,9 +29,9 @@ func TestAgentAdmissionDefaults(t *testing.T) {
 		src := make(chanSource, 1)
 		h := startAgent(t, rt, nodekit.Options{
 			Events:               rec,
-			Capacity:             v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")},
 			AllowedUnsafeSysctls: []string{"kernel.msg*"},
 			Sources:              []nodekit.NamedSource{{Name: "test", Source: src}},
+			Node:                 node.Options{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")}},
 		})
 		sysctl := func(name string) func(*v1.Pod) {
 			return func(p *v1.Pod) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/upkeep"
 )
@@ -50,13 +51,13 @@ func TestAgentNodeCgroupSizedToAllocatable(t *testing.T) {
 	rt := runtimetest.New(runtimetest.Options{})
 	defer rt.Close()
 	h := startAgent(t, rt, nodekit.Options{
-		Cgroups:  cgroup.PodManagerOptions{Root: root},
-		Sources:  []nodekit.NamedSource{{Name: "test", Source: make(chanSource, 1)}},
-		Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("4Gi")},
+		Cgroups: cgroup.PodManagerOptions{Root: root},
+		Sources: []nodekit.NamedSource{{Name: "test", Source: make(chanSource, 1)}},
 		NodeResources: upkeep.Options{
 			SystemReserved: v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("512Mi")},
 			KubeReserved:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("256Mi"), "pid": resource.MustParse("100")},
 		},
+		Node: node.Options{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("4Gi")}},
 	})
 
 	// 4Gi - 512Mi - 256Mi; 3 cpus; pid_max - 100.

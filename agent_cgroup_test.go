@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -41,9 +42,9 @@ func TestAgentPodCgroups(t *testing.T) {
 	defer rt.Close()
 	src := make(chanSource, 1)
 	h := startAgent(t, rt, nodekit.Options{
-		Cgroups:  cgroup.PodManagerOptions{Root: root},
-		Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")},
-		Sources:  []nodekit.NamedSource{{Name: "test", Source: src}},
+		Cgroups: cgroup.PodManagerOptions{Root: root},
+		Sources: []nodekit.NamedSource{{Name: "test", Source: src}},
+		Node:    node.Options{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")}},
 	})
 
 	guaranteed := testPod("g", v1.RestartPolicyAlways, nil, "sleep 3600")

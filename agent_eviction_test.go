@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/eviction"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/upkeep"
@@ -62,8 +63,7 @@ func TestAgentEviction(t *testing.T) {
 		h := startAgent(t, rt, nodekit.Options{
 			// Pods from a source named "api" are not static pods: they may
 			// be evicted.
-			Sources:  []nodekit.NamedSource{{Name: sources.APIServerSource, Source: src}},
-			Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("4Gi")},
+			Sources: []nodekit.NamedSource{{Name: sources.APIServerSource, Source: src}},
 			NodeResources: upkeep.Options{
 				SystemReserved: v1.ResourceList{v1.ResourceMemory: resource.MustParse("512Mi")},
 				KubeReserved:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m")},
@@ -72,6 +72,7 @@ func TestAgentEviction(t *testing.T) {
 					Manager: eviction.Options{Stats: stats},
 				},
 			},
+			Node: node.Options{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("4Gi")}},
 		})
 		hog := testPod("hog", v1.RestartPolicyAlways, nil, "sleep 3600")
 		quiet := testPod("quiet", v1.RestartPolicyAlways, nil, "sleep 3600")

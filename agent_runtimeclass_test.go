@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/runtimeclass"
 )
@@ -37,9 +38,9 @@ func TestAgentRuntimeClasses(t *testing.T) {
 		})
 		h := startAgent(t, rt, nodekit.Options{
 			Events:         rec,
-			Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")},
 			RuntimeClasses: classes,
 			Sources:        []nodekit.NamedSource{{Name: "test", Source: src}},
+			Node:           node.Options{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")}},
 		})
 		known := testPod("known", v1.RestartPolicyAlways, nil, "sleep 3600")
 		known.Spec.RuntimeClassName = ptrTo("fast")

@@ -22,7 +22,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
@@ -434,7 +433,7 @@ func TestAgentAdmission(t *testing.T) {
 		rt := runtimetest.New(runtimetest.Options{})
 		defer rt.Close()
 		src := make(chanSource, 1)
-		h := startAgent(t, rt, nodekit.Options{MaxPods: 2, Sources: []nodekit.NamedSource{{Name: "test", Source: src}}})
+		h := startAgent(t, rt, nodekit.Options{Sources: []nodekit.NamedSource{{Name: "test", Source: src}}, Node: node.Options{MaxPods: 2}})
 		pods := []*v1.Pod{
 			testPod("a", v1.RestartPolicyAlways, nil, "sleep 3600"),
 			testPod("b", v1.RestartPolicyAlways, nil, "sleep 3600"),
@@ -600,14 +599,8 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"no sources", "at least one pod source", nodekit.Options{NodeName: "n", Runtime: rt}},
 		{"no runtime", "Runtime is required", nodekit.Options{NodeName: "n", Sources: srcs}},
 		{"duplicate source", `two sources named "test"`, nodekit.Options{NodeName: "n", Runtime: rt, Sources: []nodekit.NamedSource{src, src}}},
-		{"negative max pods", "MaxPods -1 is negative", nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, MaxPods: -1}},
+		{"negative max pods", "Node.MaxPods -1 is negative", nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Node: node.Options{MaxPods: -1}}},
 		// The fields the agent sets itself are refused, not overridden.
-		{"node name twice", "Node.NodeName is the agent's (set Options.NodeName)",
-			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Node: node.Options{NodeName: "m"}}},
-		{"node max pods", "Node.MaxPods is the agent's (set Options.MaxPods)",
-			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Node: node.Options{MaxPods: 20}}},
-		{"node capacity", "Node.Capacity is the agent's (set Options.Capacity)",
-			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Node: node.Options{Capacity: v1.ResourceList{}}}},
 		{"two CFS periods", "RuntimeManager.CPUCFSQuotaPeriod is the agent's",
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, RuntimeManager: podruntime.Options{CPUCFSQuotaPeriod: 50 * time.Millisecond}}},
 		{"relative allowed host path", `allowed host path "data" is not`,
@@ -628,10 +621,6 @@ func TestNewValidatesOptions(t *testing.T) {
 				t.Errorf("New() = %v, want an error containing %q", err, tt.wantErr)
 			}
 		})
-	}
-	// Setting an agent's field to the agent's own value is not an error.
-	if _, err := nodekit.New(nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, RootDir: t.TempDir(), Node: node.Options{NodeName: "n"}, Cgroups: cgroup.PodManagerOptions{Disabled: true}}); err != nil {
-		t.Errorf("New with Node.NodeName = NodeName: %v", err)
 	}
 	a, err := nodekit.New(nodekit.Options{NodeName: "n", Runtime: rt, Sources: []nodekit.NamedSource{src}})
 	if err != nil {

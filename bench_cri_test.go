@@ -25,6 +25,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
@@ -225,7 +226,6 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 			NodeName:       "bench",
 			Sources:        []nodekit.NamedSource{{Name: "bench", Source: src}},
 			Runtime:        client,
-			MaxPods:        n,
 			RuntimeManager: podruntime.Options{PodLogsDir: shmDir(b, "logs")},
 			RootDir:        shmDir(b, "root"),
 			Cgroups:        cgroup.PodManagerOptions{Disabled: true},
@@ -243,6 +243,7 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 					}
 				}
 			},
+			Node: node.Options{MaxPods: n},
 		})
 		if err != nil {
 			b.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
@@ -77,7 +78,6 @@ func benchmarkStartPods(b *testing.B, n int, generic bool, idle time.Duration) {
 			NodeName:       "bench",
 			Sources:        []nodekit.NamedSource{{Name: "bench", Source: src}},
 			Runtime:        rt,
-			MaxPods:        n,
 			RuntimeManager: podruntime.Options{PodLogsDir: shmDir(b, "logs")},
 			RootDir:        shmDir(b, "root"),
 			Cgroups:        cgroup.PodManagerOptions{Disabled: true},
@@ -91,6 +91,7 @@ func benchmarkStartPods(b *testing.B, n int, generic bool, idle time.Duration) {
 					}
 				}
 			},
+			Node: node.Options{MaxPods: n},
 		})
 		if err != nil {
 			b.Fatal(err)

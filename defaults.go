@@ -148,7 +148,7 @@ func admissionChecks(o Options, classes *runtimeclass.Resolver, node func() *v1.
 		admission.InvalidResources(),
 		sysctls,
 		admission.OS(),
-		admission.PodCount(o.MaxPods),
+		admission.PodCount(o.Node.MaxPods),
 		admission.ResourceFit(node),
 		admission.NodeAffinity(node),
 		admission.NodeName(node),
@@ -182,7 +182,7 @@ func localNode(o Options, capacity, allocatable v1.ResourceList) *v1.Node {
 	for k, v := range o.Node.Labels {
 		labels[k] = v
 	}
-	pods := *resource.NewQuantity(int64(o.MaxPods), resource.DecimalSI)
+	pods := *resource.NewQuantity(int64(o.Node.MaxPods), resource.DecimalSI)
 	c := v1.ResourceList{v1.ResourcePods: pods}
 	for k, v := range capacity {
 		c[k] = v

@@ -66,14 +66,14 @@
 // Each new pod passes the kubelet's admission checks (package admission),
 // in the kubelet's order: resources no node can honour, sysctls (the safe
 // set for the kernel plus Options.AllowedUnsafeSysctls), OS, pod count
-// (Options.MaxPods), resources counted over the admitted pods, node
+// (Options.Node.MaxPods), resources counted over the admitted pods, node
 // affinity and selector, spec.nodeName, host ports, NoExecute taints,
 // AppArmor and the pod's RuntimeClass (it must exist: the API server's,
 // watched by an informer, or Options.RuntimeClasses; its sandbox then
 // runs with the class's handler, its overhead counted from spec.overhead
 // as the API server set it); then Options.Admit. The Node they check against is the
 // registered one, or, for a standalone agent, one made of its name,
-// Options.Node.Labels and Taints, and Options.Capacity. A rejected pod
+// Options.Node.Labels and Taints, and Options.Node.Capacity. A rejected pod
 // never reaches the runtime: its phase is Failed with the check's reason,
 // and a Warning event carries the message. At container creation, a
 // runAsNonRoot container whose image runs as root fails with

@@ -63,13 +63,14 @@ type Options struct {
 	// scheme of every API group (about 10 MiB more resident memory).
 	// Defaults to nil: a standalone agent.
 	KubeClient kubeclient.Interface
-	// Node configures the Node registration, status and Lease (status every
-	// 10s, reported at least every 5m, Lease of 40s renewed every 10s).
-	// Its NodeName, MaxPods and Capacity are the agent's (set them here);
-	// Health, RuntimeVersion and RuntimeHandlers default to the runtime's. Used with
-	// KubeClient; without it, its Labels and Taints still make the Node
-	// that admission checks pods against, and its InternalIP is the host
-	// IP of the pods.
+	// Node describes the node: what it offers pods (MaxPods, 110 by
+	// default; Capacity, the machine's cpu and memory by default), its
+	// labels, taints and address; and, with KubeClient, configures its
+	// registration, status and Lease (status every 10s, reported at least
+	// every 5m, Lease of 40s renewed every 10s; Health, RuntimeVersion and
+	// RuntimeHandlers default to the runtime's). Without KubeClient, its
+	// Labels, Taints, MaxPods and Capacity make the Node that admission
+	// checks pods against, and its InternalIP is the host IP of the pods.
 	Node node.Options
 	// APISource configures the API-server pod source, used only with
 	// KubeClient.
@@ -78,9 +79,6 @@ type Options struct {
 	// Logger receives the agent's logs. Defaults to discarding them.
 	Logger logr.Logger
 
-	// MaxPods is the number of pods the agent admits at once; further pods
-	// are rejected with phase Failed and reason OutOfpods. Defaults to 110.
-	MaxPods int
 	// Admit holds extra admission checks, run in order after the
 	// kubelet's (package admission: sysctls, OS, pod count, resources,
 	// node affinity and name, host ports, taints, AppArmor, RuntimeClass);
@@ -162,12 +160,6 @@ type Options struct {
 	// runtime runs no processes. Two agents on one host need two roots.
 	// Its CPUCFSQuotaPeriod is also the containers' (the runtime manager's).
 	Cgroups cgroup.PodManagerOptions
-	// Capacity is what the node offers pods; admission rejects a pod whose
-	// requests, with those of the pods already admitted, exceed it (reason
-	// OutOfcpu, OutOfmemory), or the Node's allocatable resources once the
-	// agent registered it; a joined Node reports it over what it measures.
-	// Defaults to the machine's CPUs and memory.
-	Capacity v1.ResourceList
 
 	// NodeResources configures what keeps the node alive: system- and
 	// kube-reserved resources, node-pressure eviction (package eviction)
@@ -276,11 +268,11 @@ func (o *Options) setDefaults() error {
 	if o.RootDir == "" {
 		o.RootDir = volume.DefaultRootDir
 	}
-	if o.MaxPods == 0 {
-		o.MaxPods = 110
+	if o.Node.MaxPods == 0 {
+		o.Node.MaxPods = node.DefaultMaxPods
 	}
-	if o.MaxPods < 0 {
-		return fmt.Errorf("nodekit: MaxPods %d is negative", o.MaxPods)
+	if o.Node.MaxPods < 0 {
+		return fmt.Errorf("nodekit: Node.MaxPods %d is negative", o.Node.MaxPods)
 	}
 	// The fields of sub-options that the agent sets itself are refused
 	// rather than silently overridden.
@@ -288,9 +280,6 @@ func (o *Options) setDefaults() error {
 		set        bool
 		field, use string
 	}{
-		{o.Node.NodeName != "" && o.Node.NodeName != o.NodeName, "Node.NodeName", "set Options.NodeName"},
-		{o.Node.MaxPods != 0 && o.Node.MaxPods != o.MaxPods, "Node.MaxPods", "set Options.MaxPods"},
-		{o.Node.Capacity != nil, "Node.Capacity", "set Options.Capacity"},
 		{o.RuntimeManager.CPUCFSQuotaPeriod != 0 && o.RuntimeManager.CPUCFSQuotaPeriod != o.Cgroups.CPUCFSQuotaPeriod,
 			"RuntimeManager.CPUCFSQuotaPeriod", "set Options.Cgroups.CPUCFSQuotaPeriod, which containers share with their pod"},
 	} {

@@ -245,7 +245,7 @@ func wire(o Options) (*parts, error) {
 	if !o.UserNamespaces.Disabled && rmOpts.UserNamespaces == nil {
 		users, err = userns.New(userns.Options{
 			RootDir: o.RootDir, Runtime: o.Runtime, IDsPerPod: o.UserNamespaces.IDsPerPod, Range: o.UserNamespaces.Range,
-			MaxPods: o.MaxPods, CleanupPeriod: o.HousekeepingPeriod, Logger: log,
+			MaxPods: o.Node.MaxPods, CleanupPeriod: o.HousekeepingPeriod, Logger: log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)
@@ -375,7 +375,7 @@ func wire(o Options) (*parts, error) {
 
 	// What keeps the node alive: collectors, eviction, log rotation.
 	keeper, err = upkeep.New(o.NodeResources, upkeep.Parts{
-		NodeName: o.NodeName, RootDir: o.RootDir, Capacity: o.Capacity,
+		NodeName: o.NodeName, RootDir: o.RootDir, Capacity: o.Node.Capacity,
 		Cgroups: o.Cgroups, CgroupManager: p.cgroups, PodLogsDir: o.RuntimeManager.PodLogsDir,
 		Runtime: o.Runtime, Images: o.Images, PodRuntime: rm, Cache: keptCache,
 		Workers: workers, SourcesReady: p.config.SourcesReady, ActivePods: activePods,
@@ -395,7 +395,6 @@ func wire(o Options) (*parts, error) {
 		// The Node: registration, status (with the pressure conditions
 		// and reservations of the upkeep) and Lease.
 		nodeOpts := o.Node
-		nodeOpts.NodeName, nodeOpts.MaxPods, nodeOpts.Capacity = o.NodeName, o.MaxPods, o.Capacity
 		if nodeOpts.Logger.GetSink() == nil {
 			nodeOpts.Logger = o.Logger // the node package names the node itself
 		}
@@ -420,7 +419,7 @@ func wire(o Options) (*parts, error) {
 			nodeOpts.RuntimeHandlers = handlers.Handlers
 		}
 		keeper.NodeOptions(&nodeOpts)
-		if nodeCtl, err = node.New(o.KubeClient, nodeOpts); err != nil {
+		if nodeCtl, err = node.New(o.KubeClient, o.NodeName, nodeOpts); err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)
 		}
 	}

@@ -40,16 +40,18 @@ type Controller struct {
 	node *v1.Node
 }
 
-// New returns a Controller for opts, talking to client. It does no I/O and
-// starts no goroutine.
-func New(client kubeclient.Interface, opts Options) (*Controller, error) {
+// New returns a Controller of the Node named nodeName (and its Lease),
+// configured by opts, talking to client. It does no I/O and starts no
+// goroutine.
+func New(client kubeclient.Interface, nodeName string, opts Options) (*Controller, error) {
 	if client == nil {
 		return nil, errors.New("node: client is required")
 	}
+	opts.nodeName = nodeName
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Controller{client: client, opts: opts, log: opts.Logger.WithValues("node", opts.NodeName)}, nil
+	return &Controller{client: client, opts: opts, log: opts.Logger.WithValues("node", opts.nodeName)}, nil
 }
 
 // Node returns a copy of the Node as last read or written, and false
@@ -129,9 +131,9 @@ func (c *Controller) facts() (facts, error) {
 func (c *Controller) runLease(ctx context.Context) {
 	l := &leaseLoop{
 		client:            c.client.CoordinationV1().Leases(LeaseNamespace),
-		name:              c.opts.NodeName,
+		name:              c.opts.nodeName,
 		namespace:         LeaseNamespace,
-		holder:            c.opts.NodeName,
+		holder:            c.opts.nodeName,
 		durationSeconds:   int32(c.opts.LeaseDuration / time.Second),
 		interval:          c.opts.LeaseRenewInterval,
 		onRepeatedFailure: c.opts.OnRepeatedHeartbeatFailure,
@@ -219,7 +221,7 @@ func (s *statusLoop) register(ctx context.Context) bool {
 func (s *statusLoop) tryRegister(ctx context.Context) (*v1.Node, bool, error) {
 	c := s.c
 	nodes := c.client.CoreV1().Nodes()
-	want := s.facts.newNodeObserved(c.opts.NodeName, c.opts.Taints, s.observe(ctx), time.Now())
+	want := s.facts.newNodeObserved(c.opts.nodeName, c.opts.Taints, s.observe(ctx), time.Now())
 	n, err := nodes.Create(ctx, want, metav1.CreateOptions{})
 	if err == nil {
 		c.recordConditionEvents(v1.NodeStatus{}, n.Status)
@@ -228,14 +230,14 @@ func (s *statusLoop) tryRegister(ctx context.Context) (*v1.Node, bool, error) {
 	if !apierrors.IsAlreadyExists(err) {
 		return nil, false, err
 	}
-	n, err = nodes.Get(ctx, c.opts.NodeName, metav1.GetOptions{})
+	n, err = nodes.Get(ctx, c.opts.nodeName, metav1.GetOptions{})
 	if err != nil {
 		return nil, false, err
 	}
 	if patch, err := annotationsPatch(n, versionAnnotations()); err != nil {
 		return nil, false, err
 	} else if patch != nil {
-		if n, err = nodes.Patch(ctx, c.opts.NodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if n, err = nodes.Patch(ctx, c.opts.nodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return nil, false, err
 		}
 	}
@@ -243,7 +245,7 @@ func (s *statusLoop) tryRegister(ctx context.Context) (*v1.Node, bool, error) {
 	if err != nil || patch == nil {
 		return n, false, err
 	}
-	n, err = nodes.Patch(ctx, c.opts.NodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	n, err = nodes.Patch(ctx, c.opts.nodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return nil, false, err
 	}
@@ -324,14 +326,14 @@ func (s *statusLoop) update(ctx context.Context) {
 	nodes := c.client.CoreV1().Nodes()
 	obs := s.observe(ctx)
 	health := obs.health
-	n, err := nodes.Get(ctx, c.opts.NodeName, metav1.GetOptions{})
+	n, err := nodes.Get(ctx, c.opts.nodeName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		c.log.Info("the node was deleted: registering it again")
 		c.setNode(nil)
 		if !s.register(ctx) {
 			return
 		}
-		n, err = nodes.Get(ctx, c.opts.NodeName, metav1.GetOptions{})
+		n, err = nodes.Get(ctx, c.opts.nodeName, metav1.GetOptions{})
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -351,7 +353,7 @@ func (s *statusLoop) update(ctx context.Context) {
 		c.log.Error(err, "computing the status patch failed")
 		return
 	}
-	updated, err := nodes.Patch(ctx, c.opts.NodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	updated, err := nodes.Patch(ctx, c.opts.nodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Error(err, "updating the node status failed")

@@ -50,12 +50,11 @@ func newClient(objs ...runtime.Object) *fake.Clientset {
 
 func newController(t *testing.T, c *fake.Clientset, opts node.Options) *node.Controller {
 	t.Helper()
-	opts.NodeName = nodeName
 	opts.Machine = &machine
 	opts.InternalIP = net.ParseIP("192.0.2.1")
 	opts.AgentVersion = "nodekit/test"
 	opts.Logger = testr.New(t)
-	ctl, err := node.New(clientset.From(c), opts)
+	ctl, err := node.New(clientset.From(c), nodeName, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,24 +117,25 @@ func TestNewValidates(t *testing.T) {
 	c := fake.NewClientset()
 	tests := []struct {
 		name string
+		node string
 		opts node.Options
 		ok   bool
 	}{
-		{"valid", node.Options{NodeName: "n"}, true},
-		{"no name", node.Options{}, false},
-		{"negative max pods", node.Options{NodeName: "n", MaxPods: -1}, false},
-		{"negative frequency", node.Options{NodeName: "n", StatusUpdateFrequency: -time.Second}, false},
-		{"short lease", node.Options{NodeName: "n", LeaseDuration: time.Millisecond}, false},
-		{"bad ip", node.Options{NodeName: "n", InternalIP: net.IP{1, 2}}, false},
+		{"valid", "n", node.Options{}, true},
+		{"no name", "", node.Options{}, false},
+		{"negative max pods", "n", node.Options{MaxPods: -1}, false},
+		{"negative frequency", "n", node.Options{StatusUpdateFrequency: -time.Second}, false},
+		{"short lease", "n", node.Options{LeaseDuration: time.Millisecond}, false},
+		{"bad ip", "n", node.Options{InternalIP: net.IP{1, 2}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := node.New(clientset.From(c), tt.opts); (err == nil) != tt.ok {
+			if _, err := node.New(clientset.From(c), tt.node, tt.opts); (err == nil) != tt.ok {
 				t.Errorf("New() error = %v, want ok %v", err, tt.ok)
 			}
 		})
 	}
-	if _, err := node.New(nil, node.Options{NodeName: "n"}); err == nil {
+	if _, err := node.New(nil, "n", node.Options{}); err == nil {
 		t.Error("New(nil client) succeeded")
 	}
 }

@@ -62,8 +62,7 @@
 //
 // # Usage
 //
-//	ctl, err := node.New(client, node.Options{
-//		NodeName:       name,
+//	ctl, err := node.New(client, name, node.Options{
 //		Labels:         map[string]string{"node-role.example.com/edge": ""},
 //		Health:         agent.Healthy,
 //		RuntimeVersion: runtimeVersion,

@@ -15,11 +15,10 @@ import (
 func ExampleNew() {
 	// A real agent passes a clientset built from its kubeconfig.
 	client := fake.NewClientset()
-	ctl, err := node.New(clientset.From(client), node.Options{
-		NodeName: "node-1",
-		Labels:   map[string]string{"topology.kubernetes.io/zone": "lab"},
-		Machine:  &node.Machine{CPUs: 4, MemoryBytes: 8 << 30, OperatingSystem: "linux", Architecture: "arm64"},
-		Health:   func() error { return nil },
+	ctl, err := node.New(clientset.From(client), "node-1", node.Options{
+		Labels:  map[string]string{"topology.kubernetes.io/zone": "lab"},
+		Machine: &node.Machine{CPUs: 4, MemoryBytes: 8 << 30, OperatingSystem: "linux", Architecture: "arm64"},
+		Health:  func() error { return nil },
 		RuntimeVersion: func(context.Context) (string, error) {
 			return "containerd://2.4.2", nil
 		},

@@ -63,7 +63,7 @@ func quantities(rl v1.ResourceList) map[v1.ResourceName]string {
 func TestFactsHugePages(t *testing.T) {
 	m := testMachine
 	m.HugePages = map[int64]int64{2 << 20: 64 << 20, 1 << 30: 0}
-	opts := Options{NodeName: "n1", AgentVersion: "nodekit/v0.1.0", SystemReserved: v1.ResourceList{"hugepages-2Mi": resource.MustParse("16Mi")}}
+	opts := Options{nodeName: "n1", AgentVersion: "nodekit/v0.1.0", SystemReserved: v1.ResourceList{"hugepages-2Mi": resource.MustParse("16Mi")}}
 	if err := opts.setDefaults(); err != nil {
 		t.Fatal(err)
 	}

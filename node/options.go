@@ -40,8 +40,6 @@ const (
 
 // Options configures a Controller.
 type Options struct {
-	// NodeName is the Node's name (and its Lease's). Required.
-	NodeName string
 	// Labels are put on the Node at registration, and restored on an
 	// existing Node that lacks them or has other values. The labels
 	// kubernetes.io/hostname, kubernetes.io/os and kubernetes.io/arch are
@@ -52,13 +50,14 @@ type Options struct {
 	// Defaults to none.
 	Taints []v1.Taint
 	// Hostname is the Node's Hostname address and its kubernetes.io/hostname
-	// label. Defaults to NodeName.
+	// label. Defaults to the Node's name.
 	Hostname string
 	// InternalIP is the Node's InternalIP address. Defaults to the first
 	// global unicast IPv4 address of the host's interfaces, found when Run
 	// starts; none if there is none.
 	InternalIP net.IP
-	// MaxPods is the Node's pods capacity. Defaults to 110.
+	// MaxPods is the Node's pods capacity: an agent admits that many pods
+	// at once, and rejects more with reason OutOfpods. Defaults to 110.
 	MaxPods int
 	// Machine is the hardware and software the Node reports. Defaults to
 	// ReadMachine(EphemeralStoragePath), read when Run starts; hollow nodes
@@ -69,7 +68,11 @@ type Options struct {
 	// no ephemeral-storage is reported.
 	EphemeralStoragePath string
 	// Capacity adds resources to the measured capacity, or overrides
-	// measured ones (e.g. extended resources). Defaults to none.
+	// measured ones (e.g. extended resources). Defaults to none. An agent
+	// (package nodekit) also offers pods what it holds rather than the
+	// machine's cpu and memory: admission rejects a pod whose requests,
+	// with those of the pods already admitted, exceed it (reasons
+	// OutOfcpu, OutOfmemory).
 	Capacity v1.ResourceList
 	// Reserved is subtracted from the capacity to give the allocatable
 	// resources, beside SystemReserved, KubeReserved and
@@ -152,11 +155,14 @@ type Options struct {
 	OnRepeatedHeartbeatFailure func()
 	// Logger receives the controller's logs. Defaults to discarding them.
 	Logger logr.Logger
+
+	// nodeName is New's: the Node's name (and its Lease's).
+	nodeName string
 }
 
 func (o *Options) setDefaults() error {
-	if o.NodeName == "" {
-		return errors.New("node: NodeName is required")
+	if o.nodeName == "" {
+		return errors.New("node: the node's name is required")
 	}
 	if o.MaxPods < 0 {
 		return fmt.Errorf("node: negative MaxPods %d", o.MaxPods)
@@ -171,7 +177,7 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("node: bad InternalIP %v", o.InternalIP)
 	}
 	if o.Hostname == "" {
-		o.Hostname = o.NodeName
+		o.Hostname = o.nodeName
 	}
 	if o.MaxPods == 0 {
 		o.MaxPods = DefaultMaxPods

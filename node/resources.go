@@ -195,14 +195,14 @@ func (c *Controller) event(reason, message string) {
 	if c.opts.Recorder == nil {
 		return
 	}
-	c.opts.Recorder.Event(nodeRef(c.opts.NodeName), v1.EventTypeNormal, reason, message)
+	c.opts.Recorder.Event(nodeRef(c.opts.nodeName), v1.EventTypeNormal, reason, message)
 }
 
 // recordConditionEvents records the events of the owned conditions that
 // changed between two statuses.
 func (c *Controller) recordConditionEvents(old, new v1.NodeStatus) {
 	for _, reason := range conditionEvents(old.Conditions, new.Conditions) {
-		c.event(reason, fmt.Sprintf("Node %s status is now: %s", c.opts.NodeName, reason))
+		c.event(reason, fmt.Sprintf("Node %s status is now: %s", c.opts.nodeName, reason))
 	}
 }
 

@@ -23,8 +23,8 @@ var testMachine = Machine{
 
 func testFacts(t *testing.T, opts Options) facts {
 	t.Helper()
-	if opts.NodeName == "" {
-		opts.NodeName = "n1"
+	if opts.nodeName == "" {
+		opts.nodeName = "n1"
 	}
 	opts.AgentVersion = "nodekit/v0.1.0"
 	if err := opts.setDefaults(); err != nil {

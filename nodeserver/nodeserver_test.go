@@ -27,6 +27,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/kubeclient/clientset"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/nodeserver"
 	"github.com/nodekit/nodekit/nodeserver/hook"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -126,7 +127,7 @@ func TestServe(t *testing.T) {
 		RootDir:    t.TempDir(),
 		NodeServer: srv,
 		Logger:     testr.New(t),
-		Capacity:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")},
+		Node:       node.Options{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")}},
 	}
 	opts.RuntimeManager.PodLogsDir = t.TempDir()
 	opts.Cgroups.Disabled = true

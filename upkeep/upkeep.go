@@ -108,10 +108,10 @@ type EvictionOptions struct {
 	// Disable turns the eviction manager off.
 	Disable bool
 	// MemoryOfPodsOnly measures memory.available as the memory of
-	// Options.Capacity less the working set of the agent's pod cgroup root
+	// Options.Node.Capacity less the working set of the agent's pod cgroup root
 	// (kubepods), rather than the host's memory less its root cgroup's
 	// working set: for an agent given a share of a host it shares with
-	// workloads that are not its concern. It needs Options.Capacity's
+	// workloads that are not its concern. It needs Options.Node.Capacity's
 	// memory and cgroups; the threshold notifications then watch the pod
 	// cgroup root.
 	MemoryOfPodsOnly bool
@@ -152,7 +152,7 @@ type Parts struct {
 	// RootDir is the agent's directory: the node file system the
 	// eviction manager watches.
 	RootDir string
-	// Capacity is nodekit.Options.Capacity: nil when the machine's is
+	// Capacity is nodekit.Options.Node.Capacity: nil when the machine's is
 	// measured.
 	Capacity v1.ResourceList
 	// Cgroups are the agent's cgroup options and CgroupManager its pod
@@ -324,7 +324,7 @@ func (m *Manager) build() error {
 		if eo.MemoryOfPodsOnly {
 			mem, ok := m.p.Capacity[v1.ResourceMemory]
 			if !ok || mem.Sign() <= 0 || cs.PodCgroupRoot == "" {
-				return errors.New("upkeep: NodeResources.Eviction.MemoryOfPodsOnly needs Options.Capacity memory and cgroups")
+				return errors.New("upkeep: NodeResources.Eviction.MemoryOfPodsOnly needs Options.Node.Capacity memory and cgroups")
 			}
 			cs.MemoryCapacity, cs.MemoryCgroup = uint64(mem.Value()), cs.PodCgroupRoot
 		}
@@ -577,7 +577,7 @@ func (m *Manager) nodeCgroupResources() v1.ResourceList {
 	return node.Allocatable(capacity, o.SystemReserved, o.KubeReserved)
 }
 
-// Allocatable is what the node offers pods: its capacity (Options.Capacity
+// Allocatable is what the node offers pods: its capacity (Options.Node.Capacity
 // or the machine's cpu and memory, known once Run started) less
 // SystemReserved, KubeReserved and the hard eviction thresholds of memory
 // and nodefs, the kubelet's formula. Admission checks the pods' requests

@@ -34,6 +34,7 @@ import (
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/kubeclient"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -105,7 +106,7 @@ func run(log logr.Logger, kubeconfig string, n int, prefix string, eventFilter f
 			Cgroups:        cgroup.PodManagerOptions{Disabled: true}, // no processes to confine
 			// A fixed capacity: the host's, n times over, would mislead the
 			// scheduler.
-			Capacity:    v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
+			Node:        node.Options{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")}},
 			EventFilter: eventFilter,
 			Logger:      log,
 		})

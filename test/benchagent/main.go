@@ -58,6 +58,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
@@ -111,7 +112,6 @@ func run(endpoint string, n int, generic bool, root, logs string, window time.Du
 		NodeName:       "bench",
 		Sources:        []nodekit.NamedSource{{Name: "bench", Source: src}},
 		Runtime:        client,
-		MaxPods:        n,
 		RuntimeManager: podruntime.Options{PodLogsDir: logs, MaxParallelStatusReads: statusReads},
 		RootDir:        root,
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
@@ -136,6 +136,7 @@ func run(endpoint string, n int, generic bool, root, logs string, window time.Du
 				}
 			}
 		},
+		Node: node.Options{MaxPods: n},
 	}
 	if generic {
 		opts.PLEG = func(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {

@@ -17,6 +17,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/process"
@@ -104,7 +105,6 @@ func benchPodStart(b *testing.B, n int, rs runtime.RuntimeService, is runtime.Im
 			})}},
 			Runtime: rs,
 			Images:  is,
-			MaxPods: n,
 			RootDir: filepath.Join(dir, "root"),
 			Logger:  logr.Discard(),
 			OnPodStatus: func(pod *v1.Pod, s v1.PodStatus) {
@@ -118,6 +118,7 @@ func benchPodStart(b *testing.B, n int, rs runtime.RuntimeService, is runtime.Im
 					}
 				}
 			},
+			Node: node.Options{MaxPods: n},
 		}
 		opts.RuntimeManager.PodLogsDir = filepath.Join(dir, "logs")
 		opts.Cgroups.Disabled = true

@@ -118,7 +118,7 @@ func TestDiskPressureEviction(t *testing.T) {
 }
 
 // TestMemoryPressureEviction: the agent is given 1Gi of memory
-// (Options.Capacity, MemoryOfPodsOnly: memory.available is that less the
+// (Options.Node.Capacity, MemoryOfPodsOnly: memory.available is that less the
 // working set of its pod cgroups, measured in the real cgroups, so the
 // shared host's other workloads do not count) and a hard threshold of
 // memory.available<924Mi: pressure once its pods use more than 100Mi. A
@@ -134,7 +134,7 @@ func TestMemoryPressureEviction(t *testing.T) {
 		o.KubeClient = c.agentAPI
 		o.Node = node.Options{StatusUpdateFrequency: time.Second, StatusReportFrequency: 2 * time.Second}
 		o.APISource = apiserver.Options{MaxRetryInterval: 2 * time.Second}
-		o.Capacity = v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("1Gi")}
+		o.Node.Capacity = v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("1Gi")}
 		o.NodeResources.GC.DisableImages = true
 		o.NodeResources.Eviction.Disable = false // the agents of the other tests run without it
 		o.NodeResources.Eviction.MemoryOfPodsOnly = true

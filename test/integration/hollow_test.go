@@ -108,12 +108,11 @@ func runHollowNodes(t *testing.T, filter func(eventtype, reason string) bool) (w
 		a, err := nodekit.New(nodekit.Options{
 			NodeName:       name,
 			KubeClient:     agentClient,
-			Node:           node.Options{Labels: map[string]string{hollowLabel: run}},
+			Node:           node.Options{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")}, Labels: map[string]string{hollowLabel: run}},
 			Runtime:        rt,
 			RootDir:        filepath.Join(dir, "root"),
 			RuntimeManager: podruntime.Options{PodLogsDir: filepath.Join(dir, "logs")},
 			Cgroups:        cgroup.PodManagerOptions{Disabled: true},
-			Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
 			EventFilter:    filter,
 			Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 0}).WithName(name),
 		})

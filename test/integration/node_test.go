@@ -24,10 +24,10 @@ import (
 
 // newNodeController returns a node controller talking to the API server
 // of kubeconfig through kubeclient, as an agent does.
-func newNodeController(t *testing.T, kubeconfig string, opts node.Options) *node.Controller {
+func newNodeController(t *testing.T, kubeconfig, name string, opts node.Options) *node.Controller {
 	t.Helper()
 	opts.Logger = testr.New(t)
-	ctl, err := node.New(newAgentClient(t, kubeconfig), opts)
+	ctl, err := node.New(newAgentClient(t, kubeconfig), name, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,8 +41,7 @@ func TestNodeRegistration(t *testing.T) {
 	c := client(t)
 	name := uniqueName("it-reg")
 	cleanupNode(t, c, name)
-	ctl := newNodeController(t, kubeconfig(t), node.Options{
-		NodeName:             name,
+	ctl := newNodeController(t, kubeconfig(t), name, node.Options{
 		Labels:               map[string]string{"nodekit.example/test": "registration"},
 		EphemeralStoragePath: t.TempDir(),
 		RuntimeVersion:       func(context.Context) (string, error) { return "fake://1.0", nil },
@@ -127,7 +126,7 @@ func TestLeaseRenewedUntilStopped(t *testing.T) {
 	c := client(t)
 	name := uniqueName("it-lease")
 	cleanupNode(t, c, name)
-	ctl := newNodeController(t, kubeconfig(t), node.Options{NodeName: name, LeaseDuration: 4 * time.Second})
+	ctl := newNodeController(t, kubeconfig(t), name, node.Options{LeaseDuration: 4 * time.Second})
 	stop := runInBackground(t, "node controller", ctl.Run)
 
 	first := waitLease(t, c, name).Spec.RenewTime.Time
@@ -176,9 +175,7 @@ func TestNodeReRegistered(t *testing.T) {
 	c := client(t)
 	name := uniqueName("it-rereg")
 	cleanupNode(t, c, name)
-	ctl := newNodeController(t, kubeconfig(t), node.Options{
-		NodeName: name, StatusUpdateFrequency: time.Second, LeaseDuration: 4 * time.Second,
-	})
+	ctl := newNodeController(t, kubeconfig(t), name, node.Options{StatusUpdateFrequency: time.Second, LeaseDuration: 4 * time.Second})
 	runInBackground(t, "node controller", ctl.Run)
 	eventually(t, 10*time.Second, "node Ready", func() error { return nodeReady(t.Context(), c, name) })
 	old, err := getNode(t.Context(), c, name)
@@ -225,8 +222,7 @@ func TestNodeReadyFollowsHealth(t *testing.T) {
 	var healthErr atomic.Pointer[error]
 	ok := error(nil)
 	healthErr.Store(&ok)
-	ctl := newNodeController(t, kubeconfig(t), node.Options{
-		NodeName:              name,
+	ctl := newNodeController(t, kubeconfig(t), name, node.Options{
 		StatusUpdateFrequency: 500 * time.Millisecond,
 		Health:                func() error { return *healthErr.Load() },
 	})

@@ -26,6 +26,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/nodeserver"
 	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -191,9 +192,9 @@ func TestNodeAPIServingCertificateCSR(t *testing.T) {
 		RootDir:        rootDir,
 		RuntimeManager: podruntime.Options{PodLogsDir: t.TempDir()},
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
-		Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")},
 		NodeServer:     srv,
 		Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 2}).WithName("agent"),
+		Node:           node.Options{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/kubeclient/clientset"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -49,9 +50,9 @@ func TestOfflineRestart(t *testing.T) {
 			RootDir:        rootDir,
 			RuntimeManager: podruntime.Options{PodLogsDir: logsDir},
 			Cgroups:        cgroup.PodManagerOptions{Disabled: true},
-			Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
 			APISource:      apiserver.Options{MaxRetryInterval: 2 * time.Second},
 			Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 0}).WithName(name),
+			Node:           node.Options{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")}},
 		})
 		if err != nil {
 			t.Fatal(err)

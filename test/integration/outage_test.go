@@ -25,8 +25,7 @@ func TestAPIServerOutage(t *testing.T) {
 	srv := startAPIServer(t)
 	c := newClient(t, srv.kubeconfig())
 	nodeName := uniqueName("it-outage")
-	ctl := newNodeController(t, srv.kubeconfig(), node.Options{
-		NodeName:              nodeName,
+	ctl := newNodeController(t, srv.kubeconfig(), nodeName, node.Options{
 		StatusUpdateFrequency: time.Second,
 		StatusReportFrequency: 2 * time.Second,
 		LeaseDuration:         4 * time.Second,

@@ -20,6 +20,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/kubeclient/clientset"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -90,8 +91,8 @@ func TestPullSecretFromAPIServer(t *testing.T) {
 		RootDir:        t.TempDir(),
 		RuntimeManager: podruntime.Options{PodLogsDir: t.TempDir()},
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
-		Capacity:       v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")},
 		Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 0}).WithName("agent"),
+		Node:           node.Options{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")}},
 	})
 	if err != nil {
 		t.Fatal(err)
