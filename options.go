@@ -42,9 +42,18 @@ type NamedSource struct {
 // Options configure an Agent. The zero value of every field but NodeName,
 // Sources and Runtime is a usable default.
 type Options struct {
+	// The node and the parts plugged in: checked by New with a clear
+	// error, each part defaulting to nodekit's own.
+
 	// NodeName is the name of the node the agent runs. Defaults to the
 	// host name, lower-cased.
 	NodeName string
+	// RootDir is the agent's directory: pod directories and their volumes
+	// live under <RootDir>/pods. Two agents in one process need two.
+	// Defaults to /var/lib/nodekit.
+	RootDir string
+	// Logger receives the agent's logs. Defaults to discarding them.
+	Logger logr.Logger
 	// Sources deliver the pods to run. At least one is required unless
 	// KubeClient is set, which adds the API server's pods as the source
 	// named "api".
@@ -54,7 +63,6 @@ type Options struct {
 	// Images pulls and inspects images. Defaults to Runtime when it also
 	// implements runtime.ImageService.
 	Images runtime.ImageService
-
 	// KubeClient joins the agent to a cluster: it runs the pods bound to
 	// NodeName (source "api"), registers the Node, reports its status and
 	// renews its Lease. Make it with kubeclient.NewForConfig, or wrap a
@@ -63,57 +71,12 @@ type Options struct {
 	// scheme of every API group (about 10 MiB more resident memory).
 	// Defaults to nil: a standalone agent.
 	KubeClient kubeclient.Interface
-	// Node describes the node: what it offers pods (MaxPods, 110 by
-	// default; Capacity, the machine's cpu and memory by default), its
-	// labels, taints and address; and, with KubeClient, configures its
-	// registration, status and Lease (status every 10s, reported at least
-	// every 5m, Lease of 40s renewed every 10s; Health, RuntimeVersion and
-	// RuntimeHandlers default to the runtime's). Without KubeClient, its
-	// Labels, Taints, MaxPods and Capacity make the Node that admission
-	// checks pods against, and its InternalIP is the host IP of the pods.
-	Node node.Options
-	// APISource configures the API-server pod source, used only with
-	// KubeClient.
-	APISource apiserver.Options
-
-	// Logger receives the agent's logs. Defaults to discarding them.
-	Logger logr.Logger
-
-	// Admit holds extra admission checks, run in order after the
-	// kubelet's (package admission: sysctls, OS, pod count, resources,
-	// node affinity and name, host ports, taints, AppArmor, RuntimeClass);
-	// the first
-	// rejection wins.
-	Admit []admission.Handler
-	// RuntimeClasses resolve a pod's spec.runtimeClassName: admission
-	// rejects a pod whose class does not exist (reason RuntimeClass), and
-	// its sandbox runs with the class's handler. Defaults, with
-	// KubeClient, to an informer on the API server's RuntimeClasses, run
-	// with the agent; without, to none: runtimeClassName is ignored, as by
-	// a kubelet without an API client.
-	RuntimeClasses runtimeclass.Getter
-	// AllowedUnsafeSysctls are the sysctls pods may set beyond the safe
-	// ones, as the kubelet's allowedUnsafeSysctls ("kernel.msg*",
-	// "net.core.somaxconn"); others are rejected with reason
-	// SysctlForbidden. Defaults to none.
-	AllowedUnsafeSysctls []string
-
-	// SyncPeriod is the sync loop's tick. Defaults to 1s.
-	SyncPeriod time.Duration
-	// HousekeepingPeriod is the period of clean-ups (pods gone from every
-	// source, orphaned containers). Defaults to 2s.
-	HousekeepingPeriod time.Duration
-	// ResyncInterval is how often a pod that is in its desired state is
-	// synced again (with ±50% jitter). Defaults to 1m.
-	ResyncInterval time.Duration
-	// ErrorBackOff is the delay before a pod whose sync failed is synced
-	// again (with ±50% jitter). Defaults to 10s.
-	ErrorBackOff time.Duration
-	// RuntimeStatusPeriod is how often the runtime's health (CRI Status)
-	// is checked; while it is unhealthy the sync loop backs off. Defaults
-	// to 5s.
-	RuntimeStatusPeriod time.Duration
-
+	// NodeServer serves the node's HTTP API, the kubelet's port 10250
+	// (kubectl logs, exec, attach, port-forward; stats and metrics): make
+	// it with package nodeserver. Used only with KubeClient (nothing could
+	// authorize a request to a standalone agent). Defaults to nil: no node
+	// API, and none of its code linked. See package nodeserver/hook.
+	NodeServer hook.Server
 	// PLEG builds the pod lifecycle event generator, which tells the sync
 	// loop which pods changed and keeps cache current with their runtime
 	// status, read through statuses (the agent's runtime manager). It is
@@ -133,62 +96,29 @@ type Options struct {
 	//		return pleg.NewGeneric(rt, st, c, pleg.GenericOptions{Logger: log})
 	//	},
 	PLEG func(rt runtime.RuntimeService, statuses pleg.StatusGetter, cache pleg.Cache, log logr.Logger) (pleg.EventGenerator, error)
-
-	// RootDir is the agent's directory: pod directories and their volumes
-	// live under <RootDir>/pods. Two agents in one process need two.
-	// Defaults to /var/lib/nodekit.
-	RootDir string
-	// Volumes configures the volume manager (reconcile on changes, wait
-	// at most 2m3s for a pod's volumes, refresh configMap, secret,
-	// downwardAPI and projected volumes every 1m) and the host paths pods
-	// may mount (AllowedHostPaths; nil allows all, as the kubelet). Its
-	// Plugins default to hostPath, emptyDir and downwardAPI, plus
-	// configMap, secret and projected (service-account tokens included)
-	// with KubeClient.
-	Volumes volume.Options
 	// Objects gets the ConfigMaps and Secrets the pods refer to, for the
 	// containers' environment, the configMap and secret volumes and the
 	// imagePullSecrets (one source for all). Defaults, with KubeClient, to the API server's
 	// through an objects.Cache (read again after Volumes.RefreshPeriod, 1m
 	// by default, and when a new pod refers to them); without, to none.
 	Objects objects.Getter
-
-	// Cgroups configures the pod cgroups (cgroupfs, v1 or v2): a node root
-	// (default "kubepods"), the burstable and besteffort QoS cgroups, one
-	// cgroup per pod passed to the runtime as its sandbox's cgroup parent.
-	// Set Cgroups.Disabled for an agent on a host it does not own, or whose
-	// runtime runs no processes. Two agents on one host need two roots.
-	// Its CPUCFSQuotaPeriod is also the containers' (the runtime manager's).
-	Cgroups cgroup.PodManagerOptions
-
-	// NodeResources configures what keeps the node alive: system- and
-	// kube-reserved resources, node-pressure eviction (package eviction)
-	// and the garbage collection of dead containers, old sandboxes, the
-	// logs of deleted pods and unused images (package gc), with the
-	// kubelet's defaults.
-	NodeResources upkeep.Options
-
-	// Probes configures the liveness, readiness and startup probes. Its
-	// Runtime (for exec probes) defaults to Runtime.
-	Probes probe.Options
-
-	// UserNamespaces configures the user namespaces of hostUsers: false
-	// pods (on by default, as the kubelet's; see UserNamespacesOptions).
-	UserNamespaces UserNamespacesOptions
-	// RuntimeManager configures the pod-level runtime manager (container
-	// restart back-off 10s doubling to 300s, log directory, ...).
-	RuntimeManager podruntime.Options
-
-	// ImageCredentialProviderConfig and ImageCredentialProviderBinDir
-	// run the kubelet's credential-provider plugins for image pulls (its
-	// --image-credential-provider-config, a file or a directory of
-	// them, and --image-credential-provider-bin-dir); both or neither. A
-	// config that does not validate fails New. The node's docker config
-	// files (credentials.NodeFiles, RootDir first) are read in any case,
-	// as the kubelet reads them.
-	ImageCredentialProviderConfig string
-	ImageCredentialProviderBinDir string
-
+	// RuntimeClasses resolve a pod's spec.runtimeClassName: admission
+	// rejects a pod whose class does not exist (reason RuntimeClass), and
+	// its sandbox runs with the class's handler. Defaults, with
+	// KubeClient, to an informer on the API server's RuntimeClasses, run
+	// with the agent; without, to none: runtimeClassName is ignored, as by
+	// a kubelet without an API client.
+	RuntimeClasses runtimeclass.Getter
+	// Events receives the pod lifecycle events. Defaults to the API
+	// server's events (through client-go's broadcaster) with KubeClient,
+	// and to none without.
+	Events runtime.EventRecorder
+	// Admit holds extra admission checks, run in order after the
+	// kubelet's (package admission: sysctls, OS, pod count, resources,
+	// node affinity and name, host ports, taints, AppArmor, RuntimeClass);
+	// the first
+	// rejection wins.
+	Admit []admission.Handler
 	// WrapHandler, when set, wraps the default sync handler (a
 	// *synchandler.Handler, wrapped by the allocation manager's triggers):
 	// use it to observe or change how the loop's work is handled. The
@@ -204,18 +134,6 @@ type Options struct {
 	// Extra channels the sync loop also selects over; each value received
 	// names pods to sync.
 	Extra []syncloop.Channel
-
-	// Events receives the pod lifecycle events. Defaults to the API
-	// server's events (through client-go's broadcaster) with KubeClient,
-	// and to none without.
-	Events runtime.EventRecorder
-	// EventFilter, when set, keeps the events for which it returns true
-	// and drops the others, whichever the recorder. events.Warnings keeps
-	// the Warning events only: with it a pod start writes only the pod's
-	// status to the API server, not the Normal Pulled, Created and Started
-	// events (three more writes), which suits nodes at scale.
-	EventFilter func(eventtype, reason string) bool
-
 	// OnPodStatus, when set, is called after each change of a pod's status
 	// (phase, conditions, containers), one call at a time. It must not
 	// block. The pod and the status are shared with the agent (the
@@ -223,15 +141,98 @@ type Options struct {
 	// read-only.
 	OnPodStatus func(pod *v1.Pod, status v1.PodStatus)
 
-	// NodeServer serves the node's HTTP API, the kubelet's port 10250
-	// (kubectl logs, exec, attach, port-forward; stats and metrics): make
-	// it with package nodeserver. Used only with KubeClient (nothing could
-	// authorize a request to a standalone agent). Defaults to nil: no node
-	// API, and none of its code linked. See package nodeserver/hook.
-	NodeServer hook.Server
+	// Tuning: the settings of the default parts, each defaulting to the
+	// kubelet's, checked by New (and by the part's constructor).
+
+	// Node describes the node: what it offers pods (MaxPods, 110 by
+	// default; Capacity, the machine's cpu and memory by default), its
+	// labels, taints and address; and, with KubeClient, configures its
+	// registration, status and Lease (status every 10s, reported at least
+	// every 5m, Lease of 40s renewed every 10s; Health, RuntimeVersion and
+	// RuntimeHandlers default to the runtime's). Without KubeClient, its
+	// Labels, Taints, MaxPods and Capacity make the Node that admission
+	// checks pods against, and its InternalIP is the host IP of the pods.
+	Node node.Options
+	// APISource configures the API-server pod source, used only with
+	// KubeClient.
+	APISource apiserver.Options
+	// AllowedUnsafeSysctls are the sysctls pods may set beyond the safe
+	// ones, as the kubelet's allowedUnsafeSysctls ("kernel.msg*",
+	// "net.core.somaxconn"); others are rejected with reason
+	// SysctlForbidden. Defaults to none.
+	AllowedUnsafeSysctls []string
+	// SyncPeriod is the sync loop's tick. Defaults to 1s.
+	SyncPeriod time.Duration
+	// HousekeepingPeriod is the period of clean-ups (pods gone from every
+	// source, orphaned containers). Defaults to 2s.
+	HousekeepingPeriod time.Duration
+	// ResyncInterval is how often a pod that is in its desired state is
+	// synced again (with ±50% jitter). Defaults to 1m.
+	ResyncInterval time.Duration
+	// ErrorBackOff is the delay before a pod whose sync failed is synced
+	// again (with ±50% jitter). Defaults to 10s.
+	ErrorBackOff time.Duration
+	// RuntimeStatusPeriod is how often the runtime's health (CRI Status)
+	// is checked; while it is unhealthy the sync loop backs off. Defaults
+	// to 5s.
+	RuntimeStatusPeriod time.Duration
+	// Volumes configures the volume manager (reconcile on changes, wait
+	// at most 2m3s for a pod's volumes, refresh configMap, secret,
+	// downwardAPI and projected volumes every 1m) and the host paths pods
+	// may mount (AllowedHostPaths; nil allows all, as the kubelet). Its
+	// Plugins default to hostPath, emptyDir and downwardAPI, plus
+	// configMap, secret and projected (service-account tokens included)
+	// with KubeClient.
+	Volumes volume.Options
+	// Cgroups configures the pod cgroups (cgroupfs, v1 or v2): a node root
+	// (default "kubepods"), the burstable and besteffort QoS cgroups, one
+	// cgroup per pod passed to the runtime as its sandbox's cgroup parent.
+	// Set Cgroups.Disabled for an agent on a host it does not own, or whose
+	// runtime runs no processes. Two agents on one host need two roots.
+	// Its CPUCFSQuotaPeriod is also the containers' (the runtime manager's).
+	Cgroups cgroup.PodManagerOptions
+	// NodeResources configures what keeps the node alive: system- and
+	// kube-reserved resources, node-pressure eviction (package eviction)
+	// and the garbage collection of dead containers, old sandboxes, the
+	// logs of deleted pods and unused images (package gc), with the
+	// kubelet's defaults.
+	NodeResources upkeep.Options
+	// Probes configures the liveness, readiness and startup probes. Its
+	// Runtime (for exec probes) defaults to Runtime.
+	Probes probe.Options
+	// UserNamespaces configures the user namespaces of hostUsers: false
+	// pods (on by default, as the kubelet's; see UserNamespacesOptions).
+	UserNamespaces UserNamespacesOptions
+	// RuntimeManager configures the pod-level runtime manager (container
+	// restart back-off 10s doubling to 300s, log directory, ...).
+	RuntimeManager podruntime.Options
+	// ImageCredentialProviderConfig and ImageCredentialProviderBinDir
+	// run the kubelet's credential-provider plugins for image pulls (its
+	// --image-credential-provider-config, a file or a directory of
+	// them, and --image-credential-provider-bin-dir); both or neither. A
+	// config that does not validate fails New. The node's docker config
+	// files (credentials.NodeFiles, RootDir first) are read in any case,
+	// as the kubelet reads them.
+	ImageCredentialProviderConfig string
+	ImageCredentialProviderBinDir string
+	// EventFilter, when set, keeps the events for which it returns true
+	// and drops the others, whichever the recorder. events.Warnings keeps
+	// the Warning events only: with it a pod start writes only the pod's
+	// status to the API server, not the Normal Pulled, Created and Started
+	// events (three more writes), which suits nodes at scale.
+	EventFilter func(eventtype, reason string) bool
 }
 
+// setDefaults checks o, group by group, and applies the defaults.
 func (o *Options) setDefaults() error {
+	if err := o.checkParts(); err != nil {
+		return err
+	}
+	return o.checkTuning()
+}
+
+// checkParts checks the node and the parts plugged in.
+func (o *Options) checkParts() error {
 	if o.NodeName == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -268,24 +269,22 @@ func (o *Options) setDefaults() error {
 	if o.RootDir == "" {
 		o.RootDir = volume.DefaultRootDir
 	}
+	return nil
+}
+
+// checkTuning checks the settings of the default parts the agent reads
+// itself; each part's constructor checks the rest.
+func (o *Options) checkTuning() error {
 	if o.Node.MaxPods == 0 {
 		o.Node.MaxPods = node.DefaultMaxPods
 	}
 	if o.Node.MaxPods < 0 {
 		return fmt.Errorf("nodekit: Node.MaxPods %d is negative", o.Node.MaxPods)
 	}
-	// The fields of sub-options that the agent sets itself are refused
-	// rather than silently overridden.
-	for _, f := range []struct {
-		set        bool
-		field, use string
-	}{
-		{o.RuntimeManager.CPUCFSQuotaPeriod != 0 && o.RuntimeManager.CPUCFSQuotaPeriod != o.Cgroups.CPUCFSQuotaPeriod,
-			"RuntimeManager.CPUCFSQuotaPeriod", "set Options.Cgroups.CPUCFSQuotaPeriod, which containers share with their pod"},
-	} {
-		if f.set {
-			return fmt.Errorf("nodekit: Options.%s is the agent's (%s)", f.field, f.use)
-		}
+	// The containers' CFS period is their pod's (Cgroups): one set apart
+	// for the runtime manager is refused rather than overridden.
+	if p := o.RuntimeManager.CPUCFSQuotaPeriod; p != 0 && p != o.Cgroups.CPUCFSQuotaPeriod {
+		return errors.New("nodekit: Options.RuntimeManager.CPUCFSQuotaPeriod is the agent's (set Options.Cgroups.CPUCFSQuotaPeriod, which containers share with their pod)")
 	}
 	defaultDuration(&o.SyncPeriod, time.Second)
 	defaultDuration(&o.HousekeepingPeriod, 2*time.Second)
