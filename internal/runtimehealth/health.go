@@ -12,6 +12,10 @@
 //	group.Add("runtime status", c)
 //	loopConfig.RuntimeHealthy = func(context.Context) error { return c.Err() }
 //
+// It is internal: nodekit's wiring builds it; a hand-assembled agent gates
+// its sync loop with syncloop.Config.RuntimeHealthy, over the pod-level
+// runtime manager's Status.
+//
 // # Concurrency
 //
 // A Checker and a HandlerCache are safe for concurrent use.

@@ -10,8 +10,10 @@
 // the admission checks (pods are admitted as allocated), WrapSync around
 // the pod workers' sync (each pod runs as allocated, its resize decided
 // first) and WrapHandler around the sync loop's handler (the retry
-// triggers); Run runs its periodic retry. An agent that wants no resizes
-// in place leaves the Manager out: its pods then run as their spec says.
+// triggers); Run runs its periodic retry. A hand-assembled agent (without
+// package nodekit) that wants no resizes in place leaves it out: its pods
+// then run as their spec says. It is internal: only nodekit's wiring
+// builds it.
 //
 // # Concurrency
 //

@@ -11,7 +11,9 @@
 //	group.Add("services", links)
 //
 // A standalone agent has none: its pods get no service links, as with a
-// kubelet without an API server.
+// kubelet without an API server. It is internal: nodekit's wiring builds
+// it for an agent with a KubeClient; a hand-assembled agent gives
+// env.Options.Services any env.Services.
 //
 // # Concurrency
 //
