@@ -92,8 +92,9 @@ func wire(o Options) (*parts, error) {
 	}
 	handlers := &runtimehealth.HandlerCache{}
 
-	// Sources, and with a KubeClient the cluster's: the API server's
-	// pods, the Node, its mirror pods.
+	// Sources, and with a KubeClient the cluster's: the API server's pods
+	// and the mirror pods (the Node comes after the upkeep, whose pressure
+	// conditions and reservations it reports).
 	p.config = sources.NewConfig(sources.ConfigOptions{Logger: log})
 	for _, s := range o.Sources {
 		if n, ok := s.Source.(sources.NodeNamer); ok {
