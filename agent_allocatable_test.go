@@ -16,7 +16,6 @@ import (
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
-	"github.com/nodekit/nodekit/upkeep"
 )
 
 // TestAgentNodeCgroupSizedToAllocatable, on the host's cgroups (v1 or v2):
@@ -53,7 +52,7 @@ func TestAgentNodeCgroupSizedToAllocatable(t *testing.T) {
 	h := startAgent(t, rt, nodekit.Options{
 		Cgroups: cgroup.PodManagerOptions{Root: root},
 		Sources: []nodekit.NamedSource{{Name: "test", Source: make(chanSource, 1)}},
-		NodeResources: upkeep.Options{
+		NodeResources: nodekit.NodeResourcesOptions{
 			SystemReserved: v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("512Mi")},
 			KubeReserved:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("256Mi"), "pid": resource.MustParse("100")},
 		},

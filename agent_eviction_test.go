@@ -18,7 +18,6 @@ import (
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
-	"github.com/nodekit/nodekit/upkeep"
 )
 
 // TestAgentEviction: under memory pressure (from the stats the test
@@ -64,10 +63,10 @@ func TestAgentEviction(t *testing.T) {
 			// Pods from a source named "api" are not static pods: they may
 			// be evicted.
 			Sources: []nodekit.NamedSource{{Name: sources.APIServerSource, Source: src}},
-			NodeResources: upkeep.Options{
+			NodeResources: nodekit.NodeResourcesOptions{
 				SystemReserved: v1.ResourceList{v1.ResourceMemory: resource.MustParse("512Mi")},
 				KubeReserved:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m")},
-				Eviction: upkeep.EvictionOptions{
+				Eviction: nodekit.EvictionOptions{
 					Enable:  true, // the test's cgroups are off
 					Manager: eviction.Options{Stats: stats},
 				},

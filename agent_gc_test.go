@@ -16,7 +16,6 @@ import (
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
-	"github.com/nodekit/nodekit/upkeep"
 )
 
 // crashingRuntime goes down in the middle of its first RunPodSandbox: the
@@ -68,7 +67,7 @@ func TestAgentCollectsSandboxLeakedByRuntimeCrash(t *testing.T) {
 					RuntimeStatusPeriod: time.Second,
 					RuntimeManager:      podruntime.Options{PodLogsDir: t.TempDir()},
 					Cgroups:             cgroup.PodManagerOptions{Disabled: true},
-					NodeResources:       upkeep.Options{GC: upkeep.GCOptions{DisableContainers: tc.disable}},
+					NodeResources:       nodekit.NodeResourcesOptions{GC: nodekit.GCOptions{DisableContainers: tc.disable}},
 					Logger:              logs.logger(t),
 				})
 				if err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
-	"github.com/nodekit/nodekit/runtimeclass"
 )
 
 // TestAgentRuntimeClasses: a standalone agent given RuntimeClasses runs a
@@ -30,7 +29,7 @@ func TestAgentRuntimeClasses(t *testing.T) {
 		defer rt.Close()
 		rec := record.NewFakeRecorder(1000)
 		src := make(chanSource, 1)
-		classes := runtimeclass.GetterFunc(func(name string) (*nodev1.RuntimeClass, error) {
+		classes := nodekit.RuntimeClassGetterFunc(func(name string) (*nodev1.RuntimeClass, error) {
 			if name == "fast" {
 				return &nodev1.RuntimeClass{Handler: "runc-fast"}, nil
 			}

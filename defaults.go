@@ -14,11 +14,11 @@ import (
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/events"
+	"github.com/nodekit/nodekit/internal/runtimeclass"
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/runtime/credentials"
-	"github.com/nodekit/nodekit/runtimeclass"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/configmap"
 	"github.com/nodekit/nodekit/volume/downwardapi"

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/internal/runtimeclass"
+	"github.com/nodekit/nodekit/internal/upkeep"
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/nodeserver/hook"
@@ -22,11 +24,9 @@ import (
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtimeclass"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/sources/apiserver"
 	"github.com/nodekit/nodekit/syncloop"
-	"github.com/nodekit/nodekit/upkeep"
 	"github.com/nodekit/nodekit/userns"
 	"github.com/nodekit/nodekit/volume"
 )
@@ -108,7 +108,7 @@ type Options struct {
 	// KubeClient, to an informer on the API server's RuntimeClasses, run
 	// with the agent; without, to none: runtimeClassName is ignored, as by
 	// a kubelet without an API client.
-	RuntimeClasses runtimeclass.Getter
+	RuntimeClasses RuntimeClassGetter
 	// Events receives the pod lifecycle events. Defaults to the API
 	// server's events (through client-go's broadcaster) with KubeClient,
 	// and to none without.
@@ -196,7 +196,7 @@ type Options struct {
 	// and the garbage collection of dead containers, old sandboxes, the
 	// logs of deleted pods and unused images (package gc), with the
 	// kubelet's defaults.
-	NodeResources upkeep.Options
+	NodeResources NodeResourcesOptions
 	// Probes configures the liveness, readiness and startup probes. Its
 	// Runtime (for exec probes) defaults to Runtime.
 	Probes probe.Options
@@ -322,3 +322,23 @@ type UserNamespacesOptions struct {
 	// IDsPerPod up, as the kubelet.
 	Range *userns.Range
 }
+
+// RuntimeClassGetter returns a RuntimeClass by name, or an error that
+// matches apierrors.IsNotFound for a class that does not exist. A
+// client-go RuntimeClassLister (k8s.io/client-go/listers/node/v1) is one.
+type RuntimeClassGetter = runtimeclass.Getter
+
+// RuntimeClassGetterFunc is a RuntimeClassGetter made of a function.
+type RuntimeClassGetterFunc = runtimeclass.GetterFunc
+
+// The options of what keeps the node alive (Options.NodeResources): what
+// it holds back from pods, node-pressure eviction (package eviction),
+// garbage collection (package gc) and log rotation (package logrotate).
+// The part that runs them is the agent's (internal/upkeep); to replace
+// one, disable it here and add a part of your own with Agent.Add.
+type (
+	NodeResourcesOptions = upkeep.Options
+	EvictionOptions      = upkeep.EvictionOptions
+	GCOptions            = upkeep.GCOptions
+	LogRotationOptions   = upkeep.LogRotationOptions
+)

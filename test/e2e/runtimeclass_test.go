@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/runtimeclass"
 )
 
 // TestRuntimeClassOnContainerd: with RuntimeClasses given to a standalone
@@ -25,7 +24,7 @@ func TestRuntimeClassOnContainerd(t *testing.T) {
 	classes := map[string]string{"runc-class": "runc", "unknown-class": "no-such-handler"}
 	a := f.agentWith(nil, "runtimeclass", func(o *nodekit.Options) {
 		o.Events = ev
-		o.RuntimeClasses = runtimeclass.GetterFunc(func(name string) (*nodev1.RuntimeClass, error) {
+		o.RuntimeClasses = nodekit.RuntimeClassGetterFunc(func(name string) (*nodev1.RuntimeClass, error) {
 			if h, ok := classes[name]; ok {
 				return &nodev1.RuntimeClass{Handler: h}, nil
 			}

@@ -12,6 +12,11 @@
 //	admit = append(admit, rc.Admission())
 //	group.Add("runtime classes", rc) // an informer's only
 //
+// It is internal: an agent builds it from nodekit.Options.RuntimeClasses
+// (a Getter, aliased there as RuntimeClassGetter) or its KubeClient; a
+// hand-assembled agent sets podruntime.Options.PodRuntimeHandler and
+// admission.RuntimeClass itself.
+//
 // # Concurrency
 //
 // A Resolver is safe for concurrent use.

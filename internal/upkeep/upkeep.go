@@ -14,9 +14,12 @@
 //	err = m.Prepare(capacity) // once the capacity is known
 //	err = m.AddTo(&group)     // the loops, into the agent's run.Group
 //
-// To replace one collector, disable it in Options and add your own part to
-// the agent's run.Group; the eviction manager's stats, thresholds and
-// reclaim functions are set through Options.Eviction.Manager.
+// It is internal: an agent builds it from nodekit.Options.NodeResources
+// (whose types are this package's Options, aliased). To replace one
+// collector, disable it there and add your own part with Agent.Add; the
+// eviction manager's stats, thresholds and reclaim functions are set
+// through Options.Eviction.Manager. A hand-assembled agent uses packages
+// gc, eviction and logrotate directly.
 //
 // # Differences from the kubelet
 //
