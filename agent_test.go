@@ -25,7 +25,6 @@ import (
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
-	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources"
@@ -600,9 +599,6 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"no runtime", "Runtime is required", nodekit.Options{NodeName: "n", Sources: srcs}},
 		{"duplicate source", `two sources named "test"`, nodekit.Options{NodeName: "n", Runtime: rt, Sources: []nodekit.NamedSource{src, src}}},
 		{"negative max pods", "Node.MaxPods -1 is negative", nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Node: node.Options{MaxPods: -1}}},
-		// The fields the agent sets itself are refused, not overridden.
-		{"two CFS periods", "RuntimeManager.CPUCFSQuotaPeriod is the agent's",
-			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, RuntimeManager: podruntime.Options{CPUCFSQuotaPeriod: 50 * time.Millisecond}}},
 		{"relative allowed host path", `allowed host path "data" is not`,
 			nodekit.Options{NodeName: "n", Runtime: rt, Sources: srcs, Volumes: volume.Options{AllowedHostPaths: []volume.AllowedHostPath{{PathPrefix: "data"}}}}},
 		{"credential provider config alone", "ImageCredentialProviderConfig and ImageCredentialProviderBinDir go together",

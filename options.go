@@ -189,7 +189,8 @@ type Options struct {
 	// cgroup per pod passed to the runtime as its sandbox's cgroup parent.
 	// Set Cgroups.Disabled for an agent on a host it does not own, or whose
 	// runtime runs no processes. Two agents on one host need two roots.
-	// Its CPUCFSQuotaPeriod is also the containers' (the runtime manager's).
+	// Its CPUCFSQuotaPeriod is also the containers' (each sync gives it to
+	// the runtime manager).
 	Cgroups cgroup.PodManagerOptions
 	// NodeResources configures what keeps the node alive: system- and
 	// kube-reserved resources, node-pressure eviction (package eviction)
@@ -280,11 +281,6 @@ func (o *Options) checkTuning() error {
 	}
 	if o.Node.MaxPods < 0 {
 		return fmt.Errorf("nodekit: Node.MaxPods %d is negative", o.Node.MaxPods)
-	}
-	// The containers' CFS period is their pod's (Cgroups): one set apart
-	// for the runtime manager is refused rather than overridden.
-	if p := o.RuntimeManager.CPUCFSQuotaPeriod; p != 0 && p != o.Cgroups.CPUCFSQuotaPeriod {
-		return errors.New("nodekit: Options.RuntimeManager.CPUCFSQuotaPeriod is the agent's (set Options.Cgroups.CPUCFSQuotaPeriod, which containers share with their pod)")
 	}
 	defaultDuration(&o.SyncPeriod, time.Second)
 	defaultDuration(&o.HousekeepingPeriod, 2*time.Second)

@@ -226,7 +226,6 @@ func wire(o Options) (*parts, error) {
 
 	// The pod-level runtime manager.
 	rmOpts := o.RuntimeManager
-	rmOpts.CPUCFSQuotaPeriod = o.Cgroups.CPUCFSQuotaPeriod
 	if rmOpts.RootDir == "" {
 		rmOpts.RootDir = o.RootDir
 	}

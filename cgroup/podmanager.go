@@ -43,9 +43,10 @@ type PodManagerOptions struct {
 	DisableCPUQuota bool
 	// CPUCFSQuotaPeriod is the CFS period of pod cgroups (the kubelet's
 	// --cpu-cfs-quota-period): a CPU limit allows its share of each period.
-	// Between 1ms and 1s. Defaults to 100ms. Give the runtime Manager the
-	// same period (podruntime.Options.CPUCFSQuotaPeriod) so that the
-	// containers' quotas agree.
+	// Between 1ms and 1s. Defaults to 100ms. The per-pod sync gives the
+	// runtime manager the same period (PodManager.CPUCFSQuotaPeriod,
+	// podruntime.SyncPodOptions.CPUCFSQuotaPeriod) so that the containers'
+	// quotas agree.
 	CPUCFSQuotaPeriod time.Duration
 	// PodPidsLimit is the pids.max of every pod cgroup (the kubelet's
 	// --pod-max-pids); -1 writes "max". Defaults to 0: not set.
@@ -139,6 +140,11 @@ type PodManager struct {
 	qosMu sync.Mutex // serializes UpdateQoS and guards qos
 	qos   qosTally
 }
+
+// CPUCFSQuotaPeriod is the CFS period of the pod cgroups
+// (PodManagerOptions.CPUCFSQuotaPeriod, defaulted), which their
+// containers share.
+func (p *PodManager) CPUCFSQuotaPeriod() time.Duration { return p.opts.CPUCFSQuotaPeriod }
 
 // NewPodManager checks opts and returns a PodManager. It does no I/O.
 func NewPodManager(opts PodManagerOptions) (*PodManager, error) {

@@ -374,7 +374,7 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxCon
 
 // containerConfig builds the ContainerConfig of one container instance
 // (kubelet generateContainerConfig, reduced).
-func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, spec containerSpec, restartCount int, imageRef string, podIPs []string, mountsFunc MountsFunc) (*runtimeapi.ContainerConfig, error) {
+func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, spec containerSpec, restartCount int, imageRef string, podIPs []string, mountsFunc MountsFunc, cfsPeriodUS int64) (*runtimeapi.ContainerConfig, error) {
 	c := spec.container
 	envs, vars, err := m.containerEnv(ctx, pod, c, podIPs)
 	if err != nil {
@@ -423,7 +423,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, spec contain
 		Labels:      containerLabels(pod, c),
 		Annotations: containerAnnotations(pod, c, restartCount, spec.index, spec.typ),
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       linuxResources(c, m.opts.CPUCFSQuotaPeriod.Microseconds()),
+			Resources:       linuxResources(c, cfsPeriodUS),
 			SecurityContext: security,
 		},
 	}, nil

@@ -49,12 +49,6 @@ type Options struct {
 	// ImageBackOff of failed image pulls (ImagePullBackOff). Defaults to
 	// Initial 10s, Max 300s, Reset 10m.
 	ImageBackOff BackOffOptions
-	// CPUCFSQuotaPeriod is the CFS period of containers with a CPU limit
-	// (the CRI cpu_period; the kubelet's --cpu-cfs-quota-period): the
-	// limit allows its share of each period, at least 1ms. Between 1ms
-	// and 1s. Defaults to 100ms. Give the pod cgroups the same period
-	// (cgroup.PodManagerOptions.CPUCFSQuotaPeriod).
-	CPUCFSQuotaPeriod time.Duration
 	// MaxParallelImagePulls is how many images are pulled at once. The pods
 	// that need the same image at the same time always share one pull.
 	// Defaults to 1: pulls are serialized, the kubelet's default
@@ -148,12 +142,6 @@ func (o *Options) setDefaults() error {
 	}
 	o.BackOff.setDefaults()
 	o.ImageBackOff.setDefaults()
-	if o.CPUCFSQuotaPeriod == 0 {
-		o.CPUCFSQuotaPeriod = 100 * time.Millisecond
-	}
-	if o.CPUCFSQuotaPeriod < time.Millisecond || o.CPUCFSQuotaPeriod > time.Second {
-		return fmt.Errorf("podruntime: CPUCFSQuotaPeriod %s is not between 1ms and 1s", o.CPUCFSQuotaPeriod)
-	}
 	if o.MinGracePeriod < 0 {
 		return errors.New("podruntime: negative MinGracePeriod")
 	}

@@ -28,7 +28,6 @@ func TestNewValidates(t *testing.T) {
 		{"relative logs dir", rs, is, Options{PodLogsDir: "logs"}},
 		{"negative back-off", rs, is, Options{BackOff: BackOffOptions{Initial: -time.Second}}},
 		{"negative grace", rs, is, Options{MinGracePeriod: -time.Second}},
-		{"CFS period above 1s", rs, is, Options{CPUCFSQuotaPeriod: 2 * time.Second}},
 		{"negative status reads", rs, is, Options{MaxParallelStatusReads: -1}},
 	}
 	for _, tt := range tests {
@@ -42,7 +41,7 @@ func TestNewValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Options{PodLogsDir: "/var/log/pods", MinGracePeriod: 2 * time.Second, CPUCFSQuotaPeriod: 100 * time.Millisecond,
+	want := Options{PodLogsDir: "/var/log/pods", MinGracePeriod: 2 * time.Second,
 		DNS: DNSOptions{ResolvConf: "/etc/resolv.conf"}, HostsFile: "/etc/hosts",
 		BackOff:      BackOffOptions{Initial: 10 * time.Second, Max: 300 * time.Second, Reset: 10 * time.Minute},
 		ImageBackOff: BackOffOptions{Initial: 10 * time.Second, Max: 300 * time.Second, Reset: 10 * time.Minute}}

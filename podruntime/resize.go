@@ -132,11 +132,11 @@ type PodCgroup interface {
 // limit first, then the containers; a decrease: the containers first,
 // then the pod cgroup). It stops at the first failure; the next sync
 // starts over from what the runtime then reports.
-func (m *Manager) doPodResizeAction(ctx context.Context, pod *v1.Pod, a podActions, pc PodCgroup) error {
+func (m *Manager) doPodResizeAction(ctx context.Context, pod *v1.Pod, a podActions, pc PodCgroup, cfsPeriodUS int64) error {
 	if pc == nil {
 		// No pod cgroup to change (cgroups disabled): the containers only.
 		for _, name := range []v1.ResourceName{v1.ResourceMemory, v1.ResourceCPU} {
-			if err := m.updatePodContainerResources(ctx, pod, name, a.ContainersToUpdate[name]); err != nil {
+			if err := m.updatePodContainerResources(ctx, pod, name, a.ContainersToUpdate[name], cfsPeriodUS); err != nil {
 				return err
 			}
 		}
@@ -171,7 +171,7 @@ func (m *Manager) doPodResizeAction(ctx context.Context, pod *v1.Pod, a podActio
 				return err
 			}
 		}
-		if err := m.updatePodContainerResources(ctx, pod, name, a.ContainersToUpdate[name]); err != nil {
+		if err := m.updatePodContainerResources(ctx, pod, name, a.ContainersToUpdate[name], cfsPeriodUS); err != nil {
 			return err
 		}
 		if newReq < curReq {
@@ -237,7 +237,7 @@ func podCgroupResizeNeeded(pod *v1.Pod, pc PodCgroup) bool {
 // updatePodContainerResources sends each container its new values of one
 // resource with the current values of the other (the kubelet's order and
 // mix), stopping at the first failure.
-func (m *Manager) updatePodContainerResources(ctx context.Context, pod *v1.Pod, name v1.ResourceName, list []containerToUpdate) error {
+func (m *Manager) updatePodContainerResources(ctx context.Context, pod *v1.Pod, name v1.ResourceName, list []containerToUpdate, cfsPeriodUS int64) error {
 	for _, u := range list {
 		c := u.Container.DeepCopy()
 		cpuLim, cpuReq, memLim, memReq := u.Current.CPULimit, u.Current.CPURequest, u.Desired.MemoryLimit, u.Desired.MemoryRequest
@@ -252,7 +252,7 @@ func (m *Manager) updatePodContainerResources(ctx context.Context, pod *v1.Pod, 
 			v1.ResourceCPU:    *resource.NewMilliQuantity(cpuReq, resource.DecimalSI),
 			v1.ResourceMemory: *resource.NewQuantity(memReq, resource.BinarySI),
 		}
-		res := &runtimeapi.ContainerResources{Linux: linuxResources(c, m.opts.CPUCFSQuotaPeriod.Microseconds())}
+		res := &runtimeapi.ContainerResources{Linux: linuxResources(c, cfsPeriodUS)}
 		if err := m.rs.UpdateContainerResources(ctx, u.ID, res); err != nil {
 			return fmt.Errorf("%w: update resources of container %s: %w", ErrResizePodInPlace, c.Name, err)
 		}

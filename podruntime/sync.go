@@ -54,6 +54,15 @@ type SyncPodOptions struct {
 	// its limits before or after the containers' (doPodResizeAction).
 	// Defaults to nil: only the containers are resized.
 	PodCgroup PodCgroup
+	// CPUCFSQuotaPeriod is the CFS period of the pod's cgroup, which its
+	// containers with a CPU limit share (the CRI cpu_period; the kubelet's
+	// --cpu-cfs-quota-period): a limit allows its share of each period,
+	// at least 1ms. Between 1ms and 1s; defaults to 100ms (also in place
+	// of a value out of that range). The per-pod
+	// sync gives the pod cgroup manager's
+	// (cgroup.PodManagerOptions.CPUCFSQuotaPeriod), so that a pod and its
+	// containers agree.
+	CPUCFSQuotaPeriod time.Duration
 }
 
 // SyncPod brings the pod's sandbox and containers in the runtime towards
@@ -198,7 +207,7 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *r
 		if sandboxCfg == nil {
 			sandboxCfg, _ = m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
 		}
-		ar, id := m.startContainer(ctx, pod, status, sandboxID, sandboxCfg, spec, podIPs, opts.Mounts)
+		ar, id := m.startContainer(ctx, pod, status, sandboxID, sandboxCfg, spec, podIPs, opts)
 		result.add(ar)
 		if id != "" {
 			result.containers = append(result.containers, &runtimeapi.Container{Id: id, PodSandboxId: sandboxID})
@@ -223,7 +232,7 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *r
 		}
 	}
 	if len(actions.ContainersToUpdate) > 0 || actions.UpdatePodResources {
-		err := m.doPodResizeAction(ctx, pod, actions, opts.PodCgroup)
+		err := m.doPodResizeAction(ctx, pod, actions, opts.PodCgroup, cfsPeriodUS(opts))
 		m.recordResize(pod.UID, err)
 		ar := ActionResult{Action: ActionResizePod, Target: podFullName(pod), Err: err}
 		if err != nil {
@@ -457,7 +466,7 @@ func newestExited(status *runtime.PodStatus, name string) *runtime.ContainerStat
 // startContainer checks the restart back-off, ensures the image, and
 // creates and starts one container instance. It returns the container's
 // ID once the runtime created it.
-func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *runtime.PodStatus, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig, spec containerSpec, podIPs []string, mounts MountsFunc) (ActionResult, string) {
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *runtime.PodStatus, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig, spec containerSpec, podIPs []string, opts SyncPodOptions) (ActionResult, string) {
 	c := spec.container
 	ar := ActionResult{Action: ActionStartContainer, Target: c.Name}
 	if exited := newestExited(status, c.Name); exited != nil {
@@ -509,7 +518,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *runti
 	}
 	var cfg *runtimeapi.ContainerConfig
 	if err == nil {
-		cfg, err = m.containerConfig(ctx, pod, spec, restartCount, imageRef, podIPs, mounts)
+		cfg, err = m.containerConfig(ctx, pod, spec, restartCount, imageRef, podIPs, opts.Mounts, cfsPeriodUS(opts))
 	}
 	if err == nil {
 		// The sandbox's and every container's, as the kubelet's.
@@ -643,4 +652,16 @@ func (m *Manager) podRuntimeHandler(pod *v1.Pod) (string, error) {
 		return m.opts.RuntimeHandler, nil
 	}
 	return m.opts.PodRuntimeHandler(pod)
+}
+
+// defaultCFSPeriod is the CFS period when SyncPodOptions gives none: the
+// kernel's and the kubelet's default.
+const defaultCFSPeriod = 100 * time.Millisecond
+
+// cfsPeriodUS is the sync's CFS period in microseconds.
+func cfsPeriodUS(opts SyncPodOptions) int64 {
+	if p := opts.CPUCFSQuotaPeriod; p >= time.Millisecond && p <= time.Second {
+		return p.Microseconds()
+	}
+	return defaultCFSPeriod.Microseconds()
 }

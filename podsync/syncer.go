@@ -211,6 +211,13 @@ type statusVersions interface {
 	Version(uid types.UID) uint64
 }
 
+// cfsPeriod is the optional capability of PodCgroups that gives the CFS
+// period of the pod cgroups, which their containers share
+// (cgroup.PodManager has it).
+type cfsPeriod interface {
+	CPUCFSQuotaPeriod() time.Duration
+}
+
 // probeChanges is the optional capability of PodProbes that counts the
 // changes of the probe results (probe.Manager has it).
 type probeChanges interface {
@@ -301,6 +308,7 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 		Started:              startedFromStatus(apiStatus),
 		RestartAllContainers: restartAll,
 		PodCgroup:            podCgroupFor(s.c.Cgroups),
+		CPUCFSQuotaPeriod:    s.cfsPeriod(),
 		Mounts: func(pod *v1.Pod, c *v1.Container, env map[string]string) ([]podruntime.Mount, error) {
 			cms, err := s.c.Volumes.ContainerMounts(pod, c, mounts, env)
 			if err != nil {
@@ -330,6 +338,15 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 	}
 	settled = len(result.Results) == 0 && !restartAll
 	return false, s.syncError(pod, result)
+}
+
+// cfsPeriod is the pod cgroups' CFS period, 0 (the runtime manager's
+// default) when the PodCgroups do not say.
+func (s *Syncer) cfsPeriod() time.Duration {
+	if c, ok := s.c.Cgroups.(cfsPeriod); ok {
+		return c.CPUCFSQuotaPeriod()
+	}
+	return 0
 }
 
 // settledKey is what a sync of pod depends on beyond its spec and runtime

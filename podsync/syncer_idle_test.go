@@ -29,6 +29,7 @@ type countingPodRuntime struct {
 	*podruntime.Manager
 	mu    sync.Mutex
 	syncs int
+	opts  podruntime.SyncPodOptions // the last sync's
 	// during, when set, runs inside each sync.
 	during func()
 }
@@ -36,6 +37,7 @@ type countingPodRuntime struct {
 func (r *countingPodRuntime) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, st *runtime.PodStatus, opts podruntime.SyncPodOptions) podruntime.SyncResult {
 	r.mu.Lock()
 	r.syncs++
+	r.opts = opts
 	during := r.during
 	r.mu.Unlock()
 	if during != nil {
@@ -212,3 +214,19 @@ func TestProbeChangeDuringSyncNotLost(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestSyncGivesTheCFSPeriod: a sync gives the runtime manager the CFS
+// period of the pod cgroups, which the containers' quotas share.
+func TestSyncGivesTheCFSPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, cleanup := newSettleFixture(t)
+		defer cleanup()
+		f.sync("create", podworker.SyncPodCreate, f.pod, f.read(), 1)
+		f.crt.mu.Lock()
+		got := f.crt.opts.CPUCFSQuotaPeriod
+		f.crt.mu.Unlock()
+		if got != 100*time.Millisecond {
+			t.Fatalf("the sync gave the runtime manager a CFS period of %s, want the pod cgroups' 100ms", got)
+		}
+	})
+}
