@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -19,12 +20,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	kversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/version"
 )
 
 const nodeName = "n1"
@@ -187,6 +190,43 @@ func TestRegisters(t *testing.T) {
 			t.Errorf("Node() = %v, %v; want the registered node %s", got2, ok, n.UID)
 		}
 		stop()
+	})
+}
+
+// TestRegistersVersion: by default the Node's kubeletVersion is the
+// Kubernetes version nodekit follows with nodekit's version as build
+// metadata, a semantic version that compares equal to the Kubernetes
+// version, and the annotation holds nodekit's version.
+func TestRegistersVersion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newClient()
+		ctl, err := node.New(clientset.From(c), nodeName, node.Options{Machine: &machine, Logger: testr.New(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := start(t, ctl)
+		synctest.Wait()
+		n := getNode(t, c)
+		stop()
+
+		info := version.Get()
+		got := n.Status.NodeInfo.KubeletVersion
+		if want := info.KubeletVersion(); got != want {
+			t.Errorf("kubeletVersion = %q, want %q", got, want)
+		}
+		if !strings.HasPrefix(got, info.Kubernetes+"+nodekit.") {
+			t.Errorf("kubeletVersion = %q, want %s+nodekit.<nodekit's version>", got, info.Kubernetes)
+		}
+		v, err := kversion.ParseSemantic(got)
+		if err != nil {
+			t.Fatalf("kubeletVersion %q: %v", got, err)
+		}
+		if c, err := v.Compare(info.Kubernetes); err != nil || c != 0 {
+			t.Errorf("kubeletVersion %q compares %d (%v) with %s, want equal", got, c, err, info.Kubernetes)
+		}
+		if a := n.Annotations[node.AnnotationVersion]; a != info.Module() || a == "" {
+			t.Errorf("annotation %s = %q, want %q", node.AnnotationVersion, a, info.Module())
+		}
 	})
 }
 

@@ -9,8 +9,10 @@
 // pods, ephemeral-storage if asked, hugepages-<size> for every page size
 // the kernel supports: ReadHugePages), the allocatable resources, the
 // addresses (InternalIP, Hostname), the nodeInfo (kubeletVersion: the
-// Kubernetes version nodekit follows, v1.37.2 for k8s.io/api v0.37.2, a
-// semver as kubectl and the scheduler expect), status.images and the
+// Kubernetes version nodekit follows, v1.37.2 for k8s.io/api v0.37.2, with
+// nodekit's version as build metadata, v1.37.2+nodekit.v0.1.0: a semantic
+// version that compares as v1.37.2, as the control plane's version skew
+// checks expect; see package version), status.images and the
 // conditions. A Node that already exists is adopted: the labels and the
 // annotation it lacks are PATCHed on, and its status is reported at once.
 //

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime/debug"
 	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/version"
 )
 
 // Defaults, the kubelet's.
@@ -118,10 +119,14 @@ type Options struct {
 	// (no CRI call of its own, as the kubelet's updateRuntimeUp keeps
 	// them): it should return what it holds, not call the runtime.
 	RuntimeHandlers func(ctx context.Context) ([]*runtimeapi.RuntimeHandler, error)
-	// AgentVersion is reported as the Node's kubelet version. Defaults to
-	// KubernetesVersion(), the Kubernetes version nodekit follows (v1.37.2
-	// for k8s.io/api v0.37.2), a semver as tools expect; nodekit's own
-	// version is in the annotation nodekit.io/version.
+	// AgentVersion is reported as the Node's kubelet version
+	// (status.nodeInfo.kubeletVersion), which the control plane and tools
+	// parse as a semantic version for the version skew between them and
+	// the node. Defaults to the Kubernetes version nodekit follows with
+	// nodekit's version as build metadata, v1.37.2+nodekit.v0.1.0
+	// (version.Info.KubeletVersion): comparisons see v1.37.2, kubectl get
+	// nodes shows both. nodekit's version as it is is also in the
+	// annotation nodekit.io/version.
 	AgentVersion string
 	// KubeletPort is the port of the node's HTTP API, advertised in
 	// status.daemonEndpoints.kubeletEndpoint.Port, where the API server
@@ -201,7 +206,7 @@ func (o *Options) setDefaults() error {
 		o.Health = func() error { return nil }
 	}
 	if o.AgentVersion == "" {
-		o.AgentVersion = KubernetesVersion()
+		o.AgentVersion = version.Get().KubeletVersion()
 	}
 	if o.StatusUpdateFrequency == 0 {
 		o.StatusUpdateFrequency = DefaultStatusUpdateFrequency
@@ -226,28 +231,6 @@ func (o *Options) setDefaults() error {
 	o.Taints = append([]v1.Taint(nil), o.Taints...)
 	o.Logger = o.Logger.WithName("node")
 	return nil
-}
-
-// moduleVersion is the version of nodekit's module in the running binary.
-func moduleVersion() string {
-	const path = "github.com/nodekit/nodekit"
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "devel"
-	}
-	v := ""
-	if bi.Main.Path == path {
-		v = bi.Main.Version
-	}
-	for _, d := range bi.Deps {
-		if d.Path == path {
-			v = d.Version
-		}
-	}
-	if v == "" || v == "(devel)" {
-		return "devel"
-	}
-	return v
 }
 
 // quantity is a resource quantity of n in the format Kubernetes uses for

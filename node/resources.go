@@ -5,24 +5,26 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"runtime/debug"
 	"slices"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/version"
 )
 
-// AnnotationVersion holds the version of nodekit the agent was built with;
-// the Node's kubeletVersion is the Kubernetes version nodekit follows.
+// AnnotationVersion holds the version of nodekit the agent was built with
+// (version.Info.Module); the Node's kubeletVersion is the Kubernetes
+// version nodekit follows, with nodekit's version as build metadata
+// (version.Info.KubeletVersion).
 const AnnotationVersion = "nodekit.io/version"
 
 // DefaultKubernetesVersion is the kubelet version nodekit follows, when
 // the binary does not tell the version of k8s.io/api it was built with.
-const DefaultKubernetesVersion = "v1.37.2"
+const DefaultKubernetesVersion = version.DefaultKubernetes
 
 // MaxImages is the kubelet's cap of status.images (nodeStatusMaxImages),
 // and MaxNamesPerImage its cap of names per image.
@@ -33,25 +35,9 @@ const (
 
 // KubernetesVersion is the Kubernetes version nodekit follows, as a
 // kubelet reports it: v1.N.P for the k8s.io/api v0.N.P the binary was
-// built with, else DefaultKubernetesVersion.
+// built with, else DefaultKubernetesVersion (version.Info.Kubernetes).
 func KubernetesVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return DefaultKubernetesVersion
-	}
-	for _, d := range bi.Deps {
-		if d.Path != "k8s.io/api" {
-			continue
-		}
-		v := d.Version
-		if d.Replace != nil {
-			v = d.Replace.Version
-		}
-		if rest, ok := strings.CutPrefix(v, "v0."); ok && !strings.Contains(rest, "-") {
-			return "v1." + rest
-		}
-	}
-	return DefaultKubernetesVersion
+	return version.Get().Kubernetes
 }
 
 // Allocatable is the kubelet's node allocatable: capacity less every
@@ -242,5 +228,5 @@ func annotationsPatch(node *v1.Node, want map[string]string) ([]byte, error) {
 
 // versionAnnotations are the annotations every registered Node carries.
 func versionAnnotations() map[string]string {
-	return map[string]string{AnnotationVersion: moduleVersion()}
+	return map[string]string{AnnotationVersion: version.Get().Module()}
 }

@@ -17,9 +17,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/version"
 )
 
 // newNodeController returns a node controller talking to the API server
@@ -76,11 +78,16 @@ func TestNodeRegistration(t *testing.T) {
 		}
 	}
 	info := n.Status.NodeInfo
-	if v := info.KubeletVersion; !strings.HasPrefix(v, "v1.") || strings.Count(v, ".") != 2 {
-		t.Errorf("kubelet version %q, want the Kubernetes version nodekit follows (v1.N.P)", v)
+	// The Kubernetes version nodekit follows, with nodekit's as build
+	// metadata: a semantic version that compares as the Kubernetes one.
+	vi := version.Get()
+	if v := info.KubeletVersion; v != vi.KubeletVersion() || !strings.HasPrefix(v, vi.Kubernetes+"+nodekit.") {
+		t.Errorf("kubelet version %q, want %q (the Kubernetes version nodekit follows, then nodekit's)", v, vi.KubeletVersion())
+	} else if sv, err := kversion.ParseSemantic(v); err != nil || sv.String() != strings.TrimPrefix(v, "v") {
+		t.Errorf("kubelet version %q is not a semantic version: %v", v, err)
 	}
-	if _, ok := n.Annotations[node.AnnotationVersion]; !ok {
-		t.Errorf("annotations %v lack nodekit's version (%s)", n.Annotations, node.AnnotationVersion)
+	if a := n.Annotations[node.AnnotationVersion]; a == "" || a != vi.Module() {
+		t.Errorf("annotation %s = %q, want nodekit's version %q", node.AnnotationVersion, a, vi.Module())
 	}
 	if info.ContainerRuntimeVersion != "fake://1.0" || info.OperatingSystem != sysruntime.GOOS || info.Architecture != sysruntime.GOARCH ||
 		info.KernelVersion == "" || info.OSImage == "" {
