@@ -37,6 +37,7 @@ import (
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
+	"github.com/nodekit/nodekit/version"
 )
 
 func main() {
@@ -46,8 +47,13 @@ func main() {
 		prefix     = flag.String("prefix", "hollow-node", "node names are <prefix>-<i>")
 		verbosity  = flag.Int("v", 0, "log verbosity (0: state changes, 1: pod lifecycle, 4: every sync)")
 		eventsFlag = flag.String("events", "warning", "events written to the API server: warning (Warning events only) or all")
+		showVer    = flag.Bool("version", false, "print nodekit's version and exit")
 	)
 	flag.Parse()
+	if *showVer {
+		fmt.Println(version.Get())
+		return
+	}
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.Level(-*verbosity)}))
 	var filter func(eventtype, reason string) bool
 	switch *eventsFlag {

@@ -28,6 +28,7 @@ import (
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/sources/file"
 	"github.com/nodekit/nodekit/sources/http"
+	"github.com/nodekit/nodekit/version"
 )
 
 func main() {
@@ -42,7 +43,12 @@ func main() {
 	rotateCerts := flag.Bool("rotate-server-certificates", false, "with --kubeconfig: request the serving certificate from the cluster (a kubelet-serving CSR an approver must approve)")
 	credConfig := flag.String("image-credential-provider-config", "", "credential-provider plugins' config (a CredentialProviderConfig file or directory), as the kubelet's")
 	credBinDir := flag.String("image-credential-provider-bin-dir", "", "directory of the credential-provider plugins' executables")
+	showVersion := flag.Bool("version", false, "print nodekit's version and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.Get())
+		return
+	}
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.Level(-*verbosity)}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
