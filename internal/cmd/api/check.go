@@ -162,7 +162,8 @@ func unrecorded(old, new map[string]bool, spans []string) []string {
 			if named(full) || n.member != "" && typeChanged[n.pkg+"."+n.name] && named(n.pkg+"."+n.name) {
 				continue
 			}
-			missing = append(missing, fmt.Sprintf("  `%s`:\n%s", full, diffLines(linesOf(module, old, full), linesOf(module, new, full))))
+			d := diffLines(linesOf(module, old, full), linesOf(module, new, full))
+			missing = append(missing, fmt.Sprintf("  `%s`:\n    %s", full, strings.ReplaceAll(d, "\n", "\n    ")))
 		}
 	}
 	return missing
@@ -173,7 +174,7 @@ func linesOf(module string, set map[string]bool, full string) map[string]bool {
 	m := map[string]bool{}
 	for l := range set {
 		if lineName(module, l).full() == full {
-			m["    "+l] = true
+			m[l] = true
 		}
 	}
 	return m
