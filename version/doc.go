@@ -15,15 +15,15 @@
 //
 // # What the Node shows
 //
-// The control plane reads a Node's status.nodeInfo.kubeletVersion for the
-// version skew between it and the node (kubectl, the scheduler, cluster
-// tools parse it as a semantic version and compare its major, minor and
-// patch), so that field keeps the Kubernetes version nodekit follows and
-// carries nodekit's version as semantic-version build metadata, which
-// comparisons ignore: v1.37.2+nodekit.v0.1.0 (Info.KubeletVersion), as
-// other distributions of the kubelet do (v1.37.2+k3s1). The Node's
-// annotation nodekit.io/version holds nodekit's version as it is
-// (Info.Module).
+// A Node's status.nodeInfo.kubeletVersion tells the version skew between
+// the control plane and the node: kubectl shows it, and controllers,
+// upgrade and policy tools parse it as a semantic version and compare its
+// major, minor and patch. So that field keeps the Kubernetes version
+// nodekit follows and carries nodekit's version as semantic-version build
+// metadata, which comparisons ignore: v1.37.2+nodekit.v0.1.0
+// (Info.KubeletVersion), as other distributions of the kubelet do
+// (v1.37.2+k3s1). The Node's annotation nodekit.io/version holds nodekit's
+// version as it is (Info.Module).
 //
 // # Concurrency
 //
