@@ -113,6 +113,12 @@
 // the rules this package follows where a reader might expect otherwise:
 //   - Probes are not run here. SyncPodOptions.Unhealthy tells SyncPod which
 //     containers failed their liveness or startup probe.
+//   - A container's command and args are expanded within bounds (the
+//     kubelet sets none): 1 MiB for each element and 8 MiB for the command
+//     line, above what the kernel's execve takes. Past either, the start
+//     fails with ErrCreateContainerConfig and a message that names the
+//     element ("command[2]: too long: ..."); the expansion stops as soon as
+//     a bound is crossed, so a $(VAR) bomb never builds its string.
 //   - A grace period override below the minimum (2s) is kept, also when
 //     the termination order made the container wait: the kubelet raises
 //     every grace period to 2s, nodekit lets a caller force a hard kill.
