@@ -334,3 +334,22 @@ func TestContainerExpansionBomb(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkContainerExpansionBomb resolves the environment of the bomb of
+// four variables that would expand to 4 GiB: the expansion stops at the
+// 1 MiB bound, so each resolution allocates about that much.
+func BenchmarkContainerExpansionBomb(b *testing.B) {
+	pod := testPod(v1.Container{Env: []v1.EnvVar{
+		{Name: "V0", Value: strings.Repeat("x", 1024)},
+		{Name: "V1", Value: strings.Repeat("$(V0)", 1024)},
+		{Name: "V2", Value: strings.Repeat("$(V1)", 256)},
+		{Name: "V3", Value: strings.Repeat("$(V2)", 16)},
+	}})
+	r := New(Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Container(b.Context(), pod, &pod.Spec.Containers[0], nil); !errors.Is(err, ErrTooLong) {
+			b.Fatalf("err = %v, want ErrTooLong", err)
+		}
+	}
+}
