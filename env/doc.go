@@ -39,6 +39,12 @@
 //     standalone agent) there are none, as with a kubelet without an API
 //     server.
 //   - fileKeyRef (EnvFiles, alpha) is refused with an error.
+//   - The environment is bounded, where the kubelet sets no bound: each
+//     value, after $(VAR) expansion, at 1 MiB and the whole (the sum of
+//     its "NAME=value" strings) at 8 MiB, above what the kernel's execve
+//     takes (128 KiB for one string, at most 6 MiB for all). The
+//     expansion stops as soon as a bound is crossed, so a few variables
+//     that refer to each other many times cannot make gigabytes.
 //
 // # Concurrency
 //
@@ -52,5 +58,8 @@
 // error for a missing object (`configmaps "name" not found`), and
 // podmodel's for an invalid field ("invalid key subscript in ...").
 // Without a Getter, a ConfigMap or Secret reference that is not optional
-// fails with an error matching ErrNoObjects.
+// fails with an error matching ErrNoObjects. A value or an environment past
+// its bound fails with an error that names the variable ("env V2: too long:
+// more than 1048576 bytes after $(VAR) expansion", "env V9: too long: the
+// environment would exceed 8388608 bytes") and matches ErrTooLong.
 package env

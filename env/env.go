@@ -73,6 +73,10 @@ func New(opts Options) *Resolver { return &Resolver{opts: opts} }
 // reference when the Resolver has no Objects getter.
 var ErrNoObjects = errors.New("no ConfigMap and Secret getter configured")
 
+// ErrTooLong is the class of the errors of a value, or an environment, past
+// its bound (see the package doc).
+var ErrTooLong = expansion.ErrTooLong
+
 // Container resolves the environment of container c of pod, whose
 // sandbox has podIPs, as the kubelet's makeEnvironmentVariables: envFrom
 // sources first, in order, each key with the source's prefix; then env,
@@ -91,11 +95,25 @@ func (r *Resolver) Container(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		order      []string
 		vars       = map[string]string{}
 	)
-	set := func(k, v string) {
-		if _, ok := vars[k]; !ok {
+	// The environment's size is bounded as it is built, each value
+	// (expanded or not) and the whole, so that no input makes it large.
+	budget := expansion.NewBudget("the environment", expansion.MaxTotalBytes)
+	set := func(k, v string, counted bool) error {
+		if !counted {
+			if len(v) > expansion.MaxValueBytes {
+				return fmt.Errorf("env %s: %w: more than %d bytes", k, expansion.ErrTooLong, expansion.MaxValueBytes)
+			}
+			if err := budget.Take(len(k) + 1 + len(v)); err != nil {
+				return fmt.Errorf("env %s: %w", k, err)
+			}
+		}
+		if old, ok := vars[k]; ok {
+			budget.Give(len(k) + 1 + len(old))
+		} else {
 			order = append(order, k)
 		}
 		vars[k] = v
+		return nil
 	}
 	getConfigMap := func(name string) (*v1.ConfigMap, error) {
 		if cm, ok := configMaps[name]; ok {
@@ -179,7 +197,9 @@ func (r *Resolver) Container(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 				invalid = append(invalid, name)
 				continue
 			}
-			set(name, data[k])
+			if err := set(name, data[k], false); err != nil {
+				return nil, err
+			}
 		}
 		if len(invalid) > 0 && r.opts.Recorder != nil {
 			r.opts.Recorder.Event(pod, v1.EventTypeWarning, ReasonInvalidEnvironmentVariableNames,
@@ -190,15 +210,20 @@ func (r *Resolver) Container(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 
 	for _, e := range c.Env {
 		val := e.Value
+		counted := false
 		switch {
 		case val != "":
-			val = expansion.Expand(val, func(n string) (string, bool) {
+			v, err := budget.Expand(val, func(n string) (string, bool) {
 				if v, ok := vars[n]; ok {
 					return v, true
 				}
 				v, ok := serviceVars[n]
 				return v, ok
-			})
+			}, expansion.MaxValueBytes, len(e.Name)+1)
+			if err != nil {
+				return nil, fmt.Errorf("env %s: %w", e.Name, err)
+			}
+			val, counted = v, true
 		case e.ValueFrom == nil:
 		case e.ValueFrom.FieldRef != nil:
 			var hostIPs []string
@@ -263,13 +288,17 @@ func (r *Resolver) Container(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		case e.ValueFrom.FileKeyRef != nil:
 			return nil, fmt.Errorf("env %s: fileKeyRef is not supported", e.Name)
 		}
-		set(e.Name, val)
+		if err := set(e.Name, val, counted); err != nil {
+			return nil, err
+		}
 	}
 	// Service links come last, where the container does not define the
 	// name itself.
 	for _, v := range services {
 		if _, ok := vars[v.Name]; !ok {
-			set(v.Name, v.Value)
+			if err := set(v.Name, v.Value, false); err != nil {
+				return nil, err
+			}
 		}
 	}
 	out := make([]Var, len(order))

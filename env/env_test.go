@@ -3,6 +3,8 @@ package env
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -263,5 +265,91 @@ func TestContainerReadsEachObjectOnce(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]int{"cm/cfg": 1, "secret/creds": 1}, reads); diff != "" {
 		t.Errorf("reads (-want +got):\n%s", diff)
+	}
+}
+
+// TestContainerExpansionBomb checks the bounds of the environment: a value
+// that expands past 1 MiB, an environment past 8 MiB (from expanded values,
+// from an envFrom source, with redefinitions that free their old values)
+// each fail with an error naming the variable, before the large string is
+// built.
+func TestContainerExpansionBomb(t *testing.T) {
+	kib := strings.Repeat("x", 1024)
+	bomb := []v1.EnvVar{
+		{Name: "V0", Value: kib},
+		{Name: "V1", Value: strings.Repeat("$(V0)", 1024)}, // 1 MiB: at the bound
+		{Name: "V2", Value: strings.Repeat("$(V1)", 16)},   // 16 MiB
+	}
+	var many []v1.EnvVar
+	many = append(many, bomb[:2]...)
+	for i := range 10 {
+		many = append(many, v1.EnvVar{Name: fmt.Sprintf("M%d", i), Value: "$(V1)"})
+	}
+	big := objects.Funcs{ConfigMap: func(_ context.Context, ns, name string) (*v1.ConfigMap, error) {
+		data := map[string]string{}
+		for i := range 7 { // 7 MiB
+			data[fmt.Sprintf("K%d", i)] = strings.Repeat("c", 1<<20-16)
+		}
+		if name == "huge" {
+			data["K"] = strings.Repeat("h", 1<<20+1)
+		}
+		return &v1.ConfigMap{Data: data}, nil
+	}}
+	fromCM := func(name string) []v1.EnvFromSource {
+		return []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: name}}}}
+	}
+	var redefined []v1.EnvVar
+	redefined = append(redefined, bomb[:2]...)
+	for range 20 {
+		redefined = append(redefined, v1.EnvVar{Name: "R", Value: "$(V1)"})
+	}
+	tests := []struct {
+		name    string
+		c       v1.Container
+		wantErr string // "" for no error
+	}{
+		{"a value past 1 MiB", v1.Container{Env: bomb}, "env V2: too long: more than 1048576 bytes after $(VAR) expansion"},
+		{"an environment past 8 MiB", v1.Container{Env: many}, "env M6: too long: the environment would exceed 8388608 bytes"},
+		{"envFrom past 8 MiB", v1.Container{EnvFrom: fromCM("cfg"), Env: many[:2]}, "env V1: too long: the environment would exceed 8388608 bytes"},
+		{"an envFrom value past 1 MiB", v1.Container{EnvFrom: fromCM("huge")}, "env K: too long: more than 1048576 bytes"},
+		{"redefinitions free their old values", v1.Container{Env: redefined}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := testPod(tt.c)
+			vars, err := New(Options{Objects: big}).Container(t.Context(), pod, &pod.Spec.Containers[0], nil)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("err = %v", err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tt.wantErr || !errors.Is(err, ErrTooLong) {
+				n := 0
+				for _, v := range vars {
+					n += len(v.Value)
+				}
+				t.Fatalf("Container = %d variables of %d bytes, err %v; want %q", len(vars), n, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// BenchmarkContainerExpansionBomb resolves the environment of the bomb of
+// four variables that would expand to 4 GiB: the expansion stops at the
+// 1 MiB bound, so each resolution allocates about that much.
+func BenchmarkContainerExpansionBomb(b *testing.B) {
+	pod := testPod(v1.Container{Env: []v1.EnvVar{
+		{Name: "V0", Value: strings.Repeat("x", 1024)},
+		{Name: "V1", Value: strings.Repeat("$(V0)", 1024)},
+		{Name: "V2", Value: strings.Repeat("$(V1)", 256)},
+		{Name: "V3", Value: strings.Repeat("$(V2)", 16)},
+	}})
+	r := New(Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Container(b.Context(), pod, &pod.Spec.Containers[0], nil); !errors.Is(err, ErrTooLong) {
+			b.Fatalf("err = %v, want ErrTooLong", err)
+		}
 	}
 }

@@ -96,7 +96,12 @@
 // A relist that fails is logged and retried on the next period; pods whose
 // inspection failed are inspected again on the next relist. When the event
 // channel is full, the event is not lost silently: the overflow is logged,
-// counted, and the pod is re-examined on the next relist.
+// counted, and the pod is re-examined on the next relist. These error lines
+// can recur on every relist or event (a runtime that is down, a consumer
+// that cannot keep up): each is logged the first time, then at most once a
+// minute (once a minute per pod for a pod that cannot be inspected), with
+// the count of the lines not logged ("suppressed") and, for the full
+// channel, the events dropped so far ("droppedTotal").
 //
 // In detail: when GetPodStatus fails, the Cache records the error, the
 // pod's events are held back and its records are not committed, so the

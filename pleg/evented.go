@@ -374,8 +374,9 @@ func (e *Evented) relistLoop(ctx context.Context) {
 		case <-e.kick:
 		}
 		if err := e.Relist(ctx); err != nil && ctx.Err() == nil {
-			e.log.Error(err, "relist failed")
+			e.g.errs.Error(err, "relist failed")
 		}
+		e.g.errs.Flush()
 		period := e.opts.RelistPeriod
 		if e.Streaming() {
 			period = e.opts.EventedRelistPeriod
@@ -561,6 +562,7 @@ drain:
 	defer func() {
 		clear(batch)
 		e.batch = batch[:0]
+		e.g.errs.Flush()
 	}()
 	e.events.Add(uint64(len(batch)))
 	now := time.Now()
@@ -629,8 +631,8 @@ drain:
 	}
 	if dropped > 0 {
 		e.g.dropped.Add(uint64(dropped))
-		e.log.Error(nil, "event channel full, events dropped; their pods get a PodSync",
-			"dropped", dropped, "pods", droppedPods, "capacity", cap(e.g.events))
+		e.g.errs.Error(nil, "event channel full, events dropped; their pods get a PodSync",
+			"dropped", dropped, "pods", droppedPods, "capacity", cap(e.g.events), "droppedTotal", e.g.dropped.Load())
 	}
 }
 
@@ -786,7 +788,7 @@ func (e *Evented) inspect(ctx context.Context, uid types.UID, name, namespace st
 	if err != nil {
 		e.cache.Set(uid, nil, err, ts)
 		if ctx.Err() == nil {
-			e.log.Error(err, "cannot inspect pod; retrying", "podUID", uid, "pod", namespace+"/"+name)
+			e.g.errs.ErrorFor(string(uid), err, "cannot inspect pod; retrying", "podUID", uid, "pod", namespace+"/"+name)
 		}
 		e.owe(uid, name, namespace).inspect = true
 		return false

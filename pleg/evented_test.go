@@ -898,3 +898,29 @@ func TestEventedRelistAfterLostStream(t *testing.T) {
 		}
 	})
 }
+
+// TestEventedFullChannelLogsOnceAMinute: a consumer that does not keep up
+// with the event stream for 150 s gets the full channel logged once, then
+// once a minute with the count of the lines not logged, not once per batch.
+func TestEventedFullChannelLogsOnceAMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newEventedFixture(t, EventedOptions{ChannelCapacity: 1}, nil)
+		time.Sleep(streamSettle)
+		synctest.Wait()
+		f.runSandbox("first") // fills the channel; nobody reads it
+		synctest.Wait()
+		for i := range 150 {
+			sb := f.runSandbox(fmt.Sprintf("p%d", i))
+			synctest.Wait()
+			f.createContainer(fmt.Sprintf("p%d", i), sb, "app", true, "sleep", "infinity")
+			time.Sleep(time.Second)
+			synctest.Wait()
+		}
+		if d := f.e.DroppedEvents(); d < 150 {
+			t.Fatalf("DroppedEvents = %d, want a drop for each new pod", d)
+		}
+		if n := f.logs.count("event channel full"); n < 1 || n > 3 {
+			t.Errorf("%d lines of the full channel in 150 s of drops, want 1 to 3 (once, then once a minute)", n)
+		}
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/logagg"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -109,6 +110,10 @@ type Generic struct {
 	cache  Cache
 	opts   GenericOptions
 	log    logr.Logger
+	// errs aggregates the error lines that can recur on every relist
+	// (a failed list, a full channel, a pod that cannot be inspected),
+	// so that they cannot flood the log.
+	errs *logagg.Aggregator
 
 	events     chan *Event
 	dropped    atomic.Uint64
@@ -142,13 +147,15 @@ func NewGeneric(lister Lister, status StatusGetter, cache Cache, opts GenericOpt
 		return nil, errors.New("pleg: NewGeneric needs a Cache")
 	}
 	wire, _ := lister.(runtime.WireLister)
+	log := o.Logger.WithName("pleg")
 	return &Generic{
 		wire:    wire,
 		lister:  lister,
 		status:  status,
 		cache:   cache,
 		opts:    o,
-		log:     o.Logger.WithName("pleg"),
+		log:     log,
+		errs:    logagg.New(log, logagg.Options{}),
 		events:  make(chan *Event, o.ChannelCapacity),
 		tracker: newTracker(),
 	}, nil
@@ -193,8 +200,9 @@ func (g *Generic) Run(ctx context.Context) error {
 		case <-timer.C:
 		}
 		if err := g.Relist(ctx); err != nil && ctx.Err() == nil {
-			g.log.Error(err, "relist failed")
+			g.errs.Error(err, "relist failed")
 		}
+		g.errs.Flush()
 		timer.Reset(g.opts.RelistPeriod)
 	}
 }
@@ -270,8 +278,8 @@ func (g *Generic) Relist(ctx context.Context) error {
 
 	if dropped > 0 {
 		g.dropped.Add(uint64(dropped))
-		g.log.Error(nil, "event channel full, events dropped; their pods get a PodSync on the next relist",
-			"dropped", dropped, "pods", droppedPods, "capacity", cap(g.events))
+		g.errs.Error(nil, "event channel full, events dropped; their pods get a PodSync on the next relist",
+			"dropped", dropped, "pods", droppedPods, "capacity", cap(g.events), "droppedTotal", g.dropped.Load())
 	}
 	if l := g.log.V(4); l.Enabled() {
 		l.Info("relisted", "sandboxes", nSandboxes, "containers", nContainers,
@@ -340,7 +348,7 @@ func (g *Generic) syncPod(ctx context.Context, pod *podRecord) int {
 	g.cache.Set(pod.uid, status, err, ts)
 	if err != nil {
 		if ctx.Err() == nil {
-			g.log.Error(err, "cannot inspect pod; retrying on the next relist",
+			g.errs.ErrorFor(string(pod.uid), err, "cannot inspect pod; retrying on the next relist",
 				"podUID", pod.uid, "pod", pod.namespace+"/"+pod.name)
 		}
 		// The tracker leaves the records uncommitted: the next relist

@@ -820,3 +820,47 @@ func TestRelistTrustsCacheAsListed(t *testing.T) {
 		}
 	})
 }
+
+// TestRunAggregatesErrorLines: errors that recur on every relist (a full
+// channel nobody reads, a runtime that cannot be listed) are logged once,
+// then at most once a minute with the count of the lines not logged,
+// rather than once per relist.
+func TestRunAggregatesErrorLines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &logSink{}
+		f := newFixture(t, nil, GenericOptions{ChannelCapacity: 1, RelistPeriod: time.Second, Logger: logs.logger()})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- f.g.Run(ctx) }()
+		// Churn: a new pod every second, whose events find the channel
+		// full (nobody reads it), for 150 relists.
+		for i := range 150 {
+			f.runSandbox(fmt.Sprintf("p%d", i))
+			time.Sleep(time.Second)
+			synctest.Wait()
+		}
+		if f.g.DroppedEvents() < 140 {
+			t.Fatalf("DroppedEvents = %d, want a drop on each relist", f.g.DroppedEvents())
+		}
+		// Logged at the first drop, then once a minute (at 60 s and at
+		// 120 s), each with the count of the lines not logged.
+		if n := logs.count("event channel full"); n != 3 {
+			t.Errorf("%d lines of the full channel in 150 relists that dropped, want 3", n)
+		}
+		if n := logs.count(`"suppressed"=59`); n != 2 {
+			t.Errorf("%d lines carry the count of the 59 lines not logged, want 2:\n%s", n, strings.Join(logs.msgs, "\n"))
+		}
+
+		// A runtime that cannot be listed: once, then once a minute.
+		f.rt.InjectError("ListPodSandbox", errors.New("down"))
+		time.Sleep(90 * time.Second)
+		synctest.Wait()
+		if n := logs.count("relist failed"); n != 2 {
+			t.Errorf("%d lines of the failed relist in 90 s, want 2", n)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+}

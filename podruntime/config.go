@@ -255,9 +255,34 @@ type containerSpec struct {
 	targetID string
 }
 
-// expand replaces $(VAR) by the value of VAR when defined; $$ escapes a $.
-func expand(s string, vars map[string]string) string {
-	return expansion.Expand(s, expansion.Map(vars))
+// expandCommand expands the $(VAR) references of the container's command
+// and args against its environment vars; $$ escapes a $. Each element is
+// bounded at expansion.MaxValueBytes and the command line as a whole at
+// expansion.MaxTotalBytes; past either, the error names the element.
+func expandCommand(c *v1.Container, vars map[string]string) (command, args []string, err error) {
+	budget := expansion.NewBudget("the command line", expansion.MaxTotalBytes)
+	lookup := expansion.Map(vars)
+	expand := func(field string, in []string) ([]string, error) {
+		if len(in) == 0 {
+			return nil, nil
+		}
+		out := make([]string, len(in))
+		for i, s := range in {
+			v, err := budget.Expand(s, lookup, expansion.MaxValueBytes, 0)
+			if err != nil {
+				return nil, fmt.Errorf("%s[%d]: %w", field, i, err)
+			}
+			out[i] = v
+		}
+		return out, nil
+	}
+	if command, err = expand("command", c.Command); err != nil {
+		return nil, nil, err
+	}
+	if args, err = expand("args", c.Args); err != nil {
+		return nil, nil, err
+	}
+	return command, args, nil
 }
 
 // containerEnv resolves the container's environment with the Manager's
@@ -394,13 +419,9 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, spec contain
 	if hm != nil {
 		mounts = append(mounts, hm)
 	}
-	command := make([]string, len(c.Command))
-	for i, s := range c.Command {
-		command[i] = expand(s, vars)
-	}
-	args := make([]string, len(c.Args))
-	for i, s := range c.Args {
-		args[i] = expand(s, vars)
+	command, args, err := expandCommand(c, vars)
+	if err != nil {
+		return nil, err
 	}
 	security := m.containerSecurity(pod, c)
 	withTargetNamespace(security, spec.targetID)

@@ -113,6 +113,22 @@
 // the rules this package follows where a reader might expect otherwise:
 //   - Probes are not run here. SyncPodOptions.Unhealthy tells SyncPod which
 //     containers failed their liveness or startup probe.
+//   - A container whose newest instance was created but never started
+//     (the agent stopped between CreateContainer and StartContainer) is
+//     started as the kubelet does, as a new instance, but that instance
+//     takes the never-started one's restart count, attempt and log file,
+//     and the never-started one is removed first: the container never ran,
+//     so it shows no restart. The kubelet (v1.37 startContainer) gives the
+//     new instance the created one's count plus one and leaves the created
+//     one to the container GC, so it reports "restarts: 1" for a container
+//     that never ran. An instance that started and exited counts, as in
+//     the kubelet.
+//   - A container's command and args are expanded within bounds (the
+//     kubelet sets none): 1 MiB for each element and 8 MiB for the command
+//     line, above what the kernel's execve takes. Past either, the start
+//     fails with ErrCreateContainerConfig and a message that names the
+//     element ("command[2]: too long: ..."); the expansion stops as soon as
+//     a bound is crossed, so a $(VAR) bomb never builds its string.
 //   - A grace period override below the minimum (2s) is kept, also when
 //     the termination order made the container wait: the kubelet raises
 //     every grace period to 2s, nodekit lets a caller force a hard kill.

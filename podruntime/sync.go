@@ -505,8 +505,16 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *runti
 	}
 
 	restartCount := 0
+	// A newest instance that was created but never started (the agent
+	// stopped between CreateContainer and StartContainer) never ran: it is
+	// replaced, not restarted. Its replacement takes its restart count
+	// (and so its attempt and log file), once it is removed.
+	var neverStarted *runtime.ContainerStatus
 	if prev := status.FindContainerStatusByName(c.Name); prev != nil {
 		restartCount = prev.RestartCount + 1
+		if prev.State == runtime.ContainerStateCreated && prev.StartedAt.IsZero() {
+			neverStarted, restartCount = prev, prev.RestartCount
+		}
 	} else {
 		restartCount = restartCountFromLogDir(runtime.PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.UID) + "/" + c.Name)
 	}
@@ -529,6 +537,14 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *runti
 		ar.Message = err.Error()
 		ar.Err = fmt.Errorf("%w: %w", ErrCreateContainerConfig, err)
 		return ar, ""
+	}
+	if neverStarted != nil {
+		m.log.V(1).Info("removing a container created but never started", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "containerID", neverStarted.ID)
+		if err := m.rs.RemoveContainer(ctx, neverStarted.ID); err != nil && !runtime.IsNotFound(err) {
+			ar.Message = err.Error()
+			ar.Err = fmt.Errorf("%w: remove container %s, created but never started: %w", ErrCreateContainer, neverStarted.ID, err)
+			return ar, ""
+		}
 	}
 	id, err := m.rs.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
 	if err != nil {

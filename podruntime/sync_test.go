@@ -1,6 +1,7 @@
 package podruntime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -741,5 +742,78 @@ func TestSyncPodPrunesOldInstances(t *testing.T) {
 	}
 	if len(ids) != 2 || ids[1] != "a-old-3" {
 		t.Errorf("instances of a, newest first = %v, want the newest exited instance a-old-3 second", ids)
+	}
+}
+
+// TestSyncPodNeverStartedContainer: an agent stopped between CreateContainer
+// and StartContainer leaves a container that never ran. The next agent
+// replaces it: it removes it and starts a new instance that takes its
+// restart count, attempt and log file, so that the container, which never
+// ran, shows no restart. An app container and an init container alike.
+func TestSyncPodNeverStartedContainer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pod  func() *v1.Pod
+	}{
+		{"app container", func() *v1.Pod { return testPod("never", "a") }},
+		{"init container", func() *v1.Pod {
+			pod := testPod("never-init", "a")
+			pod.Spec.InitContainers = []v1.Container{{Name: "init", Image: "init:v1"}}
+			return pod
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakes(t, Options{})
+			pod := tc.pod()
+			name := "a"
+			if len(pod.Spec.InitContainers) > 0 {
+				name = "init"
+			}
+			// The start never happens: the agent stopped.
+			f.rs.InjectError("StartContainer", context.Canceled)
+			f.sync(t, pod)
+			created := f.container(pod, name)
+			if created == nil || created.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+				t.Fatalf("container after the interrupted start: %+v, want one created", created)
+			}
+			f.calls()
+
+			// The agent starts again: a new manager.
+			m2, err := New(f.rec, f.is, Options{PodLogsDir: f.dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := m2.GetPodStatus(t.Context(), pod.UID, pod.Name, pod.Namespace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := m2.SyncPod(t.Context(), pod, st)
+			if err := res.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{"RemoveContainer", "CreateContainer", "StartContainer"}, f.calls()); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+			if n := f.countContainers(pod, name); n != 1 {
+				t.Errorf("%d instances of %s, want 1 (the never-started one removed)", n, name)
+			}
+			c := f.container(pod, name)
+			if c == created || c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+				t.Errorf("instance %s in state %s, want a new one running", c.Id, c.State)
+			}
+			if got := c.Annotations[runtime.AnnotationRestartCount]; got != "0" {
+				t.Errorf("restart count %s, want 0: the first instance never ran", got)
+			}
+			if got := f.rec.lastContainerConfig(name); got.Metadata.Attempt != 0 || got.LogPath != name+"/0.log" {
+				t.Errorf("attempt %d, log path %s; want 0 and %s/0.log", got.Metadata.Attempt, got.LogPath, name)
+			}
+			st, err = m2.GetPodStatus(t.Context(), pod.UID, pod.Name, pod.Namespace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cs := st.FindContainerStatusByName(name); cs == nil || cs.RestartCount != 0 || cs.State != runtime.ContainerStateRunning {
+				t.Errorf("status of %s: %+v, want running with no restart", name, cs)
+			}
+		})
 	}
 }

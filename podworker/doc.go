@@ -104,6 +104,8 @@
 // # Errors
 //
 // A failed sync is logged with the pod (namespace/name) and its UID, and
-// retried after the back-off period. SyncFuncs implementations return
+// retried after the back-off period. A pod whose syncs keep failing is
+// logged once, then at most once a minute, with the count of the failures
+// not logged ("suppressed"); each pod apart. SyncFuncs implementations return
 // ctx.Err() when their context is cancelled; such a return is not an error.
 package podworker

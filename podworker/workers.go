@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/internal/logagg"
 	"github.com/nodekit/nodekit/pleg"
 )
 
@@ -121,6 +122,10 @@ type Workers struct {
 	sync SyncFuncs
 	opts Options
 	log  logr.Logger
+	// errs aggregates the failed syncs of each pod, which recur on every
+	// retry while the failure lasts: the first logged, then one line a
+	// minute per pod with the count of those not logged.
+	errs *logagg.Aggregator
 
 	mu     sync.Mutex
 	pods   map[types.UID]*worker
@@ -169,6 +174,7 @@ func New(sync SyncFuncs, opts Options) (*Workers, error) {
 		sync: sync,
 		opts: opts,
 		log:  opts.Logger,
+		errs: logagg.New(opts.Logger, logagg.Options{}),
 		pods: map[types.UID]*worker{},
 	}, nil
 }
@@ -382,7 +388,7 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 	case res.cancelled:
 		w.log.V(2).Info("Pod sync cancelled", "pod", podRef, "podUID", uid, "work", wrk.kind)
 	case res.err != nil:
-		w.log.Error(res.err, "Pod sync failed", "pod", podRef, "podUID", uid, "work", wrk.kind)
+		w.errs.ErrorFor(string(uid), res.err, "Pod sync failed", "pod", podRef, "podUID", uid, "work", wrk.kind)
 	case wrk.kind == workTerminating:
 		w.log.V(1).Info("Pod terminated", "pod", podRef, "podUID", uid)
 	case wrk.kind == workTerminated, wrk.kind == workTerminatingRuntime:
@@ -472,6 +478,7 @@ func (w *Workers) releaseLocked(s *podState) {
 // UpdatePod. After the first call, the queries answer for unknown UIDs
 // that nothing runs.
 func (w *Workers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
+	w.errs.Flush() // housekeeping calls this on each pass
 	want := make(map[types.UID]bool, len(desired))
 	for _, pod := range desired {
 		want[pod.UID] = true

@@ -1130,3 +1130,52 @@ func TestWorkersTerminationsFailedKill(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkersAggregateSyncErrors: a pod whose sync fails on every retry is
+// logged once, then once a minute with the count of the failures not
+// logged; another pod's failures are logged apart.
+func TestWorkersAggregateSyncErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var logs []string
+		logger := funcr.New(func(_, args string) {
+			mu.Lock()
+			defer mu.Unlock()
+			logs = append(logs, args)
+		}, funcr.Options{})
+		fs := &fakeSync{SyncPodF: func(context.Context, UpdateType, *v1.Pod, *runtime.PodStatus) (bool, error) {
+			return false, errors.New("boom")
+		}}
+		h := newHarness(t, fs, logger)
+		h.start()
+		defer h.stop()
+		a, b := newPod("a"), newPod("b")
+		h.update(create(a))
+		h.update(create(b))
+		// A sync of each pod every second for 150 s (as PLEG events
+		// would ask), and housekeeping every 2 s.
+		for i := range 150 {
+			h.update(UpdateOptions{UpdateType: SyncPodSync, Pod: a})
+			h.update(UpdateOptions{UpdateType: SyncPodSync, Pod: b})
+			if i%2 == 0 {
+				h.w.SyncKnownPods([]*v1.Pod{a, b})
+			}
+			time.Sleep(time.Second)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		perPod := map[string]int{}
+		for _, l := range logs {
+			if strings.Contains(l, `"msg"="Pod sync failed"`) {
+				for _, uid := range []string{"a", "b"} {
+					if strings.Contains(l, `"podUID"="`+uid+`"`) {
+						perPod[uid]++
+					}
+				}
+			}
+		}
+		if diff := cmp.Diff(map[string]int{"a": 3, "b": 3}, perPod); diff != "" {
+			t.Errorf("lines per pod in 150 s of failing syncs (-want +got):\n%s", diff)
+		}
+	})
+}

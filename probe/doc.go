@@ -68,7 +68,10 @@
 //     succeeds with a warning; at most 10 KiB of the body is read;
 //   - exec: the command, its $(VAR) references to the container's plain
 //     environment expanded, runs through ExecSync with the probe's timeout;
-//     exit code 0 succeeds, another code or the timeout fails;
+//     exit code 0 succeeds, another code or the timeout fails; a command
+//     whose expansion passes 1 MiB for an element or 8 MiB in all is not
+//     run and fails, its output naming the element ("exec probe
+//     command[2]: too long: ..."), where the kubelet sets no bound;
 //   - TCP: a connection within the timeout succeeds; gRPC: Health/Check
 //     with the probe's service in plaintext answers SERVING.
 //

@@ -22,9 +22,11 @@ func (p *DefaultProber) exec(ctx context.Context, req *Request) (Result, string,
 	}
 	cmd := req.Probe.Exec.Command
 	if req.Container != nil && len(req.Container.Env) > 0 {
-		expanded := make([]string, len(cmd))
-		for i, s := range cmd {
-			expanded[i] = expandStatic(s, req.Container.Env)
+		expanded, err := expandStatic(cmd, req.Container.Env)
+		if err != nil {
+			// The command can never run: a failure, with the reason as
+			// its output, as a command missing from the image.
+			return Failure, err.Error(), nil
 		}
 		cmd = expanded
 	}

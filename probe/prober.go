@@ -224,20 +224,28 @@ func withDefaults(p *v1.Probe) *v1.Probe {
 	return &c
 }
 
-// expandStatic replaces $(VAR) references in s by the container's plain
-// environment values (a variable set from a source has the empty value),
-// as the kubelet expands exec probe commands; $$ escapes a $ and an
-// unknown reference is kept.
-func expandStatic(s string, env []v1.EnvVar) string {
-	return expansion.Expand(s, func(name string) (string, bool) {
-		v, ok := "", false
-		for _, e := range env { // the last definition wins
-			if e.Name == name {
-				v, ok = e.Value, true
-			}
+// expandStatic replaces the $(VAR) references of an exec probe's command
+// by the container's plain environment values (a variable set from a
+// source has the empty value), as the kubelet expands exec probe commands;
+// $$ escapes a $ and an unknown reference is kept. Each element is bounded
+// at expansion.MaxValueBytes and the command as a whole at
+// expansion.MaxTotalBytes; past either, the error names the element.
+func expandStatic(cmd []string, env []v1.EnvVar) ([]string, error) {
+	vars := make(map[string]string, len(env))
+	for _, e := range env { // the last definition wins
+		vars[e.Name] = e.Value
+	}
+	lookup := expansion.Map(vars)
+	budget := expansion.NewBudget("the probe's command", expansion.MaxTotalBytes)
+	out := make([]string, len(cmd))
+	for i, s := range cmd {
+		v, err := budget.Expand(s, lookup, expansion.MaxValueBytes, 0)
+		if err != nil {
+			return nil, fmt.Errorf("exec probe command[%d]: %w", i, err)
 		}
-		return v, ok
-	})
+		out[i] = v
+	}
+	return out, nil
 }
 
 // dialer is the dialer of HTTP, TCP and gRPC probes: no TCP keep-alive

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -273,6 +274,31 @@ func TestExecRuntimetest(t *testing.T) {
 		want := [][]string{{"cat", "/tmp/healthy", "x", "$(UNSET)", "$(FILE)"}}
 		if diff := cmp.Diff(want, cmds); diff != "" {
 			t.Errorf("commands (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("command past its bound fails, unrun", func(t *testing.T) {
+		mu.Lock()
+		cmds = nil
+		mu.Unlock()
+		env := []v1.EnvVar{{Name: "K", Value: strings.Repeat("k", 1024)}}
+		tests := []struct {
+			cmd  []string
+			want string
+		}{
+			{[]string{"sh", "-c", strings.Repeat("$(K)", 4096)}, "exec probe command[2]: too long: more than 1048576 bytes after $(VAR) expansion"},
+			{slices.Repeat([]string{strings.Repeat("$(K)", 1000)}, 10), "exec probe command[8]: too long: the probe's command would exceed 8388608 bytes"},
+		}
+		for _, tc := range tests {
+			got := run(t, p, execRequest(id, env, tc.cmd...))
+			if diff := cmp.Diff(outcome{probe.Failure, tc.want, false}, got); diff != "" {
+				t.Errorf("probe (-want +got):\n%s", diff)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(cmds) != 0 {
+			t.Errorf("%d commands ran, want none", len(cmds))
 		}
 	})
 

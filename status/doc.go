@@ -128,5 +128,7 @@
 //
 // API errors are logged and the pod is written again at the next resync;
 // an API server that does not answer ends the writer's run early, leaving
-// the remaining pods to the next resync. Stats counts the requests.
+// the remaining pods to the next resync. While the errors last, each line
+// (the API server's, each pod's) is logged once, then at most once a
+// minute with the count of those not logged ("suppressed"). Stats counts the requests.
 package status

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/internal/logagg"
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/podmodel"
 )
@@ -108,6 +109,10 @@ func (s Stats) Writes() uint64 { return s.Patches + s.Deletes }
 type Manager struct {
 	opts Options
 	log  logr.Logger
+	// errs aggregates the failed writes, which recur on every pass while
+	// the API server is away: logged once, then once a minute with the
+	// count of those not logged.
+	errs *logagg.Aggregator
 
 	mu   sync.Mutex
 	pods map[types.UID]*entry
@@ -158,9 +163,11 @@ type entry struct {
 // goroutine.
 func NewManager(opts Options) *Manager {
 	opts.setDefaults()
+	log := opts.Logger.WithName("status")
 	return &Manager{
 		opts:    opts,
-		log:     opts.Logger.WithName("status"),
+		log:     log,
+		errs:    logagg.New(log, logagg.Options{}),
 		pods:    make(map[types.UID]*entry),
 		stopped: make(map[types.UID]bool),
 		wake:    make(chan struct{}, 1),

@@ -71,6 +71,7 @@ func (m *Manager) Run(ctx context.Context) error {
 // syncBatch writes the dirty pods and, with all, every pod whose status
 // differs from what was written or from what the API server shows.
 func (m *Manager) syncBatch(ctx context.Context, all bool) {
+	defer m.errs.Flush()
 	var uids []types.UID
 	var check []snapshot
 	m.mu.Lock()
@@ -112,10 +113,10 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) {
 		if !isAPIStatus(err) {
 			// The API server does not answer: leave the rest to the next
 			// resync rather than wait for each of them.
-			m.log.Error(err, "Writing pod statuses failed; retrying at the next resync", "pods", len(uids)-i)
+			m.errs.Error(err, "Writing pod statuses failed; retrying at the next resync", "pods", len(uids)-i)
 			return
 		}
-		m.log.Error(err, "Writing pod status failed; retrying at the next resync", "podUID", uid)
+		m.errs.ErrorFor(string(uid), err, "Writing pod status failed; retrying at the next resync", "podUID", uid)
 	}
 }
 

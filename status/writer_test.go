@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -710,6 +712,44 @@ func TestRunWithoutClient(t *testing.T) {
 		stop()
 		if err := m.Run(t.Context()); err == nil {
 			t.Error("second Run() = nil, want an error")
+		}
+	})
+}
+
+// TestAPIServerDownLogsOnceAMinute: while the API server is away, the
+// failed writes of every pass (each status change and each resync) are
+// logged once, then once a minute with the count of those not logged.
+func TestAPIServerDownLogsOnceAMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pod := boundPod("a", "uid-a")
+		f := statustest.NewFakeAPI(pod)
+		f.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, &url.Error{Op: "Get", URL: "https://127.0.0.1:6443", Err: errors.New("connection refused")}
+		})
+		var mu sync.Mutex
+		var lines []string
+		logger := funcr.New(func(_, args string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.Contains(args, "Writing pod status") {
+				lines = append(lines, args)
+			}
+		}, funcr.Options{})
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: logger})
+		defer run(t, m)()
+		// A status change every 2 s for 150 s, and the resyncs: 15 passes at least.
+		for i := range 75 {
+			m.SetPodStatus(pod, podStatus(v1.PodRunning, fmt.Sprintf("running %d", i), true))
+			time.Sleep(2 * time.Second)
+			synctest.Wait()
+		}
+		if s := m.Stats(); s.Failures < 10 {
+			t.Fatalf("stats %+v, want a failed write on each pass (at least each resync)", s)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(lines) != 3 {
+			t.Errorf("%d lines of failed writes in 150 s, want 3 (at 0, 60 and 120 s):\n%s", len(lines), strings.Join(lines, "\n"))
 		}
 	})
 }

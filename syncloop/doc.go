@@ -29,6 +29,10 @@
 // the loop spending most of its time on housekeeping while PLEG events
 // wait.
 //
+// A housekeeping pass that fails, or a runtime that stays unhealthy, is
+// logged once, then at most once a minute with the count of the lines not
+// logged ("suppressed"), rather than on every pass: the kubelet logs each.
+//
 // # Concurrency
 //
 // The handler is called from the loop's goroutine only, one call at a time;

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/internal/logagg"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/sources"
@@ -97,6 +98,10 @@ type Loop struct {
 	h   SyncHandler
 	cfg Config
 	log logr.Logger
+	// errs aggregates the error lines that recur on every iteration or
+	// pass while the runtime or a housekeeping dependency is down: logged
+	// once, then once a minute with the count of those not logged.
+	errs *logagg.Aggregator
 
 	// lastIteration is the unix-nano time of the last completed iteration
 	// (or of the start of Run).
@@ -130,7 +135,8 @@ func New(h SyncHandler, cfg Config) (*Loop, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Loop{h: h, cfg: cfg, log: cfg.Logger.WithName("syncloop")}, nil
+	log := cfg.Logger.WithName("syncloop")
+	return &Loop{h: h, cfg: cfg, log: log, errs: logagg.New(log, logagg.Options{})}, nil
 }
 
 func (c *Config) setDefaults() error {
@@ -219,7 +225,7 @@ func (l *Loop) Run(ctx context.Context) error {
 				// A blip (the first relist not done yet at start-up) is
 				// not worth an error; an outage that lasts is.
 				if backOff >= time.Second {
-					l.log.Error(err, "Runtime not healthy, skipping sync loop iteration", "backOff", backOff)
+					l.errs.Error(err, "Runtime not healthy, skipping sync loop iteration", "backOff", backOff)
 				} else {
 					l.log.V(1).Info("Runtime not healthy, skipping sync loop iteration", "err", err, "backOff", backOff)
 				}
@@ -227,6 +233,7 @@ func (l *Loop) Run(ctx context.Context) error {
 					return nil
 				}
 				backOff = min(2*backOff, backOffMax)
+				l.errs.Flush()
 				continue
 			}
 			backOff = backOffBase
@@ -329,8 +336,9 @@ func (l *Loop) iteration(ctx context.Context, syncCh, housekeepingCh <-chan time
 			break
 		}
 		if err := l.h.HandlePodCleanups(ctx); err != nil {
-			l.log.Error(err, "Housekeeping failed")
+			l.errs.Error(err, "Housekeeping failed")
 		}
+		l.errs.Flush()
 		end := time.Now()
 		d := end.Sub(start)
 		l.restUntil = end.Add(housekeepingRest * d)

@@ -3,11 +3,14 @@ package syncloop
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -302,4 +305,89 @@ func TestLoopHousekeepingRests(t *testing.T) {
 			})
 		})
 	}
+}
+
+// failingCleanups is a recorder whose housekeeping passes fail.
+type failingCleanups struct{ recorder }
+
+func (f *failingCleanups) HandlePodCleanups(context.Context) error {
+	f.add("Cleanup", nil)
+	return errors.New("mirror: listing the pods of node: connection refused")
+}
+
+// countLines is a logger that counts the lines that contain a string.
+type countLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (c *countLines) logger() logr.Logger {
+	return funcr.New(func(_, args string) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.lines = append(c.lines, args)
+	}, funcr.Options{})
+}
+
+func (c *countLines) count(substr string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, l := range c.lines {
+		if strings.Contains(l, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLoopAggregatesErrorLines: a housekeeping that fails on every pass and
+// a runtime that stays unhealthy are logged once, then once a minute with
+// the count of the lines not logged, rather than once per pass.
+func TestLoopAggregatesErrorLines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &countLines{}
+		h := &failingCleanups{}
+		var down sync.Mutex
+		downFor := time.Time{}
+		l, err := New(h, Config{Pods: podMap{}, Logger: logs.logger(), RuntimeHealthy: func(context.Context) error {
+			down.Lock()
+			defer down.Unlock()
+			if time.Now().Before(downFor) {
+				return errors.New("runtime down")
+			}
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- l.Run(ctx) }()
+		// 150 s: 75 failed passes.
+		time.Sleep(150 * time.Second)
+		synctest.Wait()
+		if n := len(h.take()); n < 70 {
+			t.Fatalf("%d housekeeping passes, want 75", n)
+		}
+		if n := logs.count("Housekeeping failed"); n != 3 {
+			t.Errorf("%d lines of the failed housekeeping in 75 passes, want 3 (at 0, 60 and 120 s)", n)
+		}
+		if n := logs.count(`"suppressed"=29`); n != 2 {
+			t.Errorf("%d lines carry the count of the 29 passes not logged, want 2", n)
+		}
+		// A runtime down for 3 minutes: checked every 5 s once backed off.
+		down.Lock()
+		downFor = time.Now().Add(3 * time.Minute)
+		down.Unlock()
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		if n := logs.count("Runtime not healthy"); n > 4 {
+			t.Errorf("%d lines of the unhealthy runtime in 3 minutes, want at most 4", n)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -48,6 +48,11 @@ type ContainerMount struct {
 // redirect it afterwards. The binds stay until the volume is torn down and
 // are reused when the container restarts.
 //
+// A subPathExpr is expanded as the runtime expands commands and environment
+// values ($(VAR) by the value of VAR when defined, $$ an escaped $), up to
+// 4096 bytes (PATH_MAX): a longer one fails with an ErrInvalid error that
+// names the mount, as soon as the expansion crosses that bound.
+//
 // Bidirectional propagation needs a privileged container. Errors wrap
 // ErrInvalid (spec mistakes) or ErrNotAllowed (a subPath leaving its
 // volume).
@@ -94,7 +99,10 @@ func (m *Manager) containerMount(pod *v1.Pod, c *v1.Container, index int, vm *v1
 		if sub != "" {
 			return ContainerMount{}, Mark(errors.New("subPath and subPathExpr are mutually exclusive"), ErrInvalid)
 		}
-		sub = expand(vm.SubPathExpr, env)
+		sub, err = expansion.Expand(vm.SubPathExpr, expansion.Map(env), expansion.MaxPathBytes)
+		if err != nil {
+			return ContainerMount{}, Mark(fmt.Errorf("subPathExpr: %w", err), ErrInvalid)
+		}
 	}
 	if sub != "" {
 		hostPath, err = m.subPath(pod.UID, vm.Name, c.Name, index, vol, sub)
@@ -229,10 +237,4 @@ func (m *Manager) subPath(uid types.UID, volName, container string, index int, v
 		return "", fmt.Errorf("subPath %q: %w", sub, err)
 	}
 	return target, nil
-}
-
-// expand replaces $(VAR) by the value of VAR when defined; $$ escapes a $,
-// as the runtime expands commands and environment values.
-func expand(s string, vars map[string]string) string {
-	return expansion.Expand(s, expansion.Map(vars))
 }

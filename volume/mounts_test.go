@@ -53,6 +53,7 @@ func TestContainerMounts(t *testing.T) {
 		{name: "subPath with dot-dot", vm: v1.VolumeMount{Name: "data", MountPath: "/d", SubPath: "sub/../../etc"}, wantErr: `subPath "sub/../../etc" must not contain '..'`, wantClass: volume.ErrInvalid},
 		{name: "subPathExpr", env: map[string]string{"POD": "web"}, vm: v1.VolumeMount{Name: "data", MountPath: "/d", SubPathExpr: "logs/$(POD)"}, want: volume.ContainerMount{HostPath: filepath.Join(data, "logs/web")}},
 		{name: "subPathExpr with dot-dot", env: map[string]string{"UP": ".."}, vm: v1.VolumeMount{Name: "data", MountPath: "/d", SubPathExpr: "$(UP)/x"}, wantErr: "must not contain '..'", wantClass: volume.ErrInvalid},
+		{name: "subPathExpr bomb", env: map[string]string{"K": strings.Repeat("k", 1024)}, vm: v1.VolumeMount{Name: "data", MountPath: "/d", SubPathExpr: strings.Repeat("$(K)", 1<<14)}, wantErr: "subPathExpr: too long: more than 4096 bytes after $(VAR) expansion", wantClass: volume.ErrInvalid},
 		{name: "subPath and subPathExpr", vm: v1.VolumeMount{Name: "data", MountPath: "/d", SubPath: "a", SubPathExpr: "b"}, wantErr: "mutually exclusive", wantClass: volume.ErrInvalid},
 		{name: "subPath missing in a read-only volume", vm: v1.VolumeMount{Name: "ro", MountPath: "/d", SubPath: "new"}, wantErr: "does not exist and the volume is read-only", wantClass: volume.ErrNotAllowed},
 	} {
