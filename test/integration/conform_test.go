@@ -1,0 +1,145 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/podruntime"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+// envRecorder is the in-memory runtime, recording the environment each
+// container is created with, by container name.
+type envRecorder struct {
+	*runtimetest.Runtime
+	mu   sync.Mutex
+	envs map[string][]string
+}
+
+func (r *envRecorder) CreateContainer(ctx context.Context, sandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	var env []string
+	for _, kv := range config.GetEnvs() {
+		env = append(env, kv.GetKey()+"="+string(kv.GetValue()))
+	}
+	r.mu.Lock()
+	r.envs[config.GetMetadata().GetName()] = env
+	r.mu.Unlock()
+	return r.Runtime.CreateContainer(ctx, sandboxID, config, sandboxConfig)
+}
+
+func (r *envRecorder) env(container string) ([]string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	env, ok := r.envs[container]
+	return slices.Clone(env), ok
+}
+
+// startConformAgent runs an agent on the in-memory runtime (wrapped to
+// record environments), joined to the test API server, and waits for its
+// Node to be Ready.
+func startConformAgent(t *testing.T, nodeName string, tweak func(*nodekit.Options)) *envRecorder {
+	t.Helper()
+	c := client(t)
+	cleanupNode(t, c, nodeName)
+	rt := &envRecorder{
+		Runtime: runtimetest.New(runtimetest.Options{Images: []string{"registry.example/busybox:1"}}),
+		envs:    map[string][]string{},
+	}
+	t.Cleanup(rt.Close)
+	opts := nodekit.Options{
+		NodeName:       nodeName,
+		KubeClient:     newAgentClient(t, kubeconfig(t)),
+		Runtime:        rt,
+		Images:         rt.Runtime,
+		RootDir:        t.TempDir(),
+		RuntimeManager: podruntime.Options{PodLogsDir: t.TempDir()},
+		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
+		Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 0}).WithName("agent"),
+		Node:           node.Options{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")}},
+	}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	agent, err := nodekit.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runInBackground(t, "agent", agent.Run)
+	eventually(t, 30*time.Second, "the Node Ready", func() error { return nodeReady(t.Context(), c, nodeName) })
+	return rt
+}
+
+// TestEnvFromAPIServer is the upstream "Secrets/ConfigMap should be
+// consumable via the environment": a pod from the API server whose
+// container takes every key of a Secret and of a ConfigMap through envFrom
+// (with and without a prefix) starts with each key in its environment,
+// beside a secretKeyRef variable.
+func TestEnvFromAPIServer(t *testing.T) {
+	c := client(t)
+	nodeName := uniqueName("envfrom")
+	rt := startConformAgent(t, nodeName, nil)
+
+	name := uniqueName("envfrom")
+	secret := &v1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: name},
+		Data:       map[string][]byte{"data-1": []byte("value-1")},
+	}
+	if _, err := c.CoreV1().Secrets(secret.Namespace).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cm := &v1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: name},
+		Data:       map[string]string{"data-2": "value-2"},
+	}
+	if _, err := c.CoreV1().ConfigMaps(cm.Namespace).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.CoreV1().Secrets(secret.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		_ = c.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	})
+
+	pod := newPod(name, nodeName)
+	pod.Spec.Containers[0].Command = []string{"sleep", "3600"}
+	ref := v1.LocalObjectReference{Name: name}
+	pod.Spec.Containers[0].EnvFrom = []v1.EnvFromSource{
+		{SecretRef: &v1.SecretEnvSource{LocalObjectReference: ref}},
+		{Prefix: "p-", SecretRef: &v1.SecretEnvSource{LocalObjectReference: ref}},
+		{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: ref}},
+		{Prefix: "q-", ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: ref}},
+	}
+	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "KEYREF", ValueFrom: &v1.EnvVarSource{
+		SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: ref, Key: "data-1"},
+	}}}
+	createPod(t, c, pod)
+
+	var env []string
+	eventually(t, 30*time.Second, "the container created", func() error {
+		var ok bool
+		if env, ok = rt.env("c"); !ok {
+			return fmt.Errorf("no container created yet")
+		}
+		return nil
+	})
+	for _, want := range []string{"data-1=value-1", "p-data-1=value-1", "data-2=value-2", "q-data-2=value-2", "KEYREF=value-1"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("the container's environment lacks %s: %s", want, strings.Join(env, " "))
+		}
+	}
+}
