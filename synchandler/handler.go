@@ -410,7 +410,9 @@ func (h *Handler) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 }
 
 // HandlePodReconcile records pods whose status alone changed at their
-// source; a pod its source says is terminal is synced so that it stops.
+// source; a pod its source says is terminal is synced so that it stops,
+// and so is a pod whose Ready condition its readiness gates contradict
+// (podmodel.ReadinessNeedsReconcile).
 func (h *Handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
 	pods = h.c.Pods.SplitMirrors(pods, false)
 	h.activeMu.Lock()
@@ -420,7 +422,9 @@ func (h *Handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
 	h.activeMu.Unlock()
 	for _, pod := range pods {
 		h.c.Pods.AddOrUpdate(pod)
-		if !h.isRejected(pod.UID) && podmodel.IsTerminal(pod.Status.Phase) {
+		// A terminal phase, or readiness gates whose conditions another
+		// writer changed, is acted on at once, as the kubelet does.
+		if !h.isRejected(pod.UID) && (podmodel.IsTerminal(pod.Status.Phase) || podmodel.ReadinessNeedsReconcile(pod)) {
 			h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodSync, Pod: pod})
 		}
 	}

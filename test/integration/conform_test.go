@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
@@ -21,6 +22,9 @@ import (
 	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
+
+// conformVerbosity is the agent log verbosity of these tests.
+var conformVerbosity = 0
 
 // envRecorder is the in-memory runtime, recording the environment each
 // container is created with, by container name.
@@ -68,7 +72,7 @@ func startConformAgent(t *testing.T, nodeName string, tweak func(*nodekit.Option
 		RootDir:        t.TempDir(),
 		RuntimeManager: podruntime.Options{PodLogsDir: t.TempDir()},
 		Cgroups:        cgroup.PodManagerOptions{Disabled: true},
-		Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 0}).WithName("agent"),
+		Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: conformVerbosity}).WithName("agent"),
 		Node:           node.Options{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")}},
 	}
 	if tweak != nil {
@@ -142,4 +146,63 @@ func TestEnvFromAPIServer(t *testing.T) {
 			t.Errorf("the container's environment lacks %s: %s", want, strings.Join(env, " "))
 		}
 	}
+}
+
+// TestReadinessGatesFromAPIServer is the upstream "Pods should support pod
+// readiness gates": the pod is not Ready while its gates' conditions are
+// missing or False, and Ready soon after another writer patches them True
+// in the pod's status in the API server.
+func TestReadinessGatesFromAPIServer(t *testing.T) {
+	c := client(t)
+	nodeName := uniqueName("gates")
+	startConformAgent(t, nodeName, nil)
+
+	const gate1, gate2 = "k8s.io/test-condition1", "k8s.io/test-condition2"
+	pod := newPod(uniqueName("gates"), nodeName)
+	pod.Spec.Containers[0].Command = []string{"sleep", "3600"}
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: gate1}, {ConditionType: gate2}}
+	createPod(t, c, pod)
+
+	ready := func(want v1.ConditionStatus) func() error {
+		return func() error {
+			got, err := c.CoreV1().Pods(pod.Namespace).Get(t.Context(), pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if got.Status.Phase != v1.PodRunning {
+				return fmt.Errorf("phase %q", got.Status.Phase)
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == v1.PodReady {
+					if cond.Status != want {
+						return fmt.Errorf("Ready %s (%s: %s), want %s", cond.Status, cond.Reason, cond.Message, want)
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("no Ready condition")
+		}
+	}
+	eventually(t, 30*time.Second, "the pod Running, not Ready", ready(v1.ConditionFalse))
+
+	patch := func(gate string, status v1.ConditionStatus) {
+		t.Helper()
+		body := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":%q,"lastProbeTime":null,"lastTransitionTime":%q}]}}`,
+			gate, status, time.Now().UTC().Format(time.RFC3339))
+		if _, err := c.CoreV1().Pods(pod.Namespace).Patch(t.Context(), pod.Name, types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatalf("patching %s: %v", gate, err)
+		}
+	}
+	patch(gate1, v1.ConditionTrue)
+	time.Sleep(2 * time.Second) // one gate of two: the pod must stay unready
+	if err := ready(v1.ConditionFalse)(); err != nil {
+		t.Fatalf("with one gate True: %v", err)
+	}
+	patch(gate2, v1.ConditionTrue)
+	begin := time.Now()
+	eventually(t, 10*time.Second, "the pod Ready once both gates are True", ready(v1.ConditionTrue))
+	t.Logf("Ready %v after the second gate's patch", time.Since(begin).Round(10*time.Millisecond))
+
+	patch(gate1, v1.ConditionFalse)
+	eventually(t, 10*time.Second, "the pod unready once a gate is False", ready(v1.ConditionFalse))
 }
