@@ -206,3 +206,44 @@ func TestReadinessGatesFromAPIServer(t *testing.T) {
 	patch(gate1, v1.ConditionFalse)
 	eventually(t, 10*time.Second, "the pod unready once a gate is False", ready(v1.ConditionFalse))
 }
+
+// TestHostNetworkPodIPs is the upstream "Downward API should provide host
+// IP and pod IP as an env var if pod uses host network": a hostNetwork
+// pod's podIP and podIPs are the node's, in its API status and in its
+// container's status.podIP and status.hostIP variables.
+func TestHostNetworkPodIPs(t *testing.T) {
+	c := client(t)
+	nodeName := uniqueName("hostnet")
+	rt := startConformAgent(t, nodeName, nil)
+
+	pod := newPod(uniqueName("hostnet"), nodeName)
+	pod.Spec.HostNetwork = true
+	pod.Spec.Containers[0].Command = []string{"sleep", "3600"}
+	field := func(name, path string) v1.EnvVar {
+		return v1.EnvVar{Name: name, ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	pod.Spec.Containers[0].Env = []v1.EnvVar{field("POD_IP", "status.podIP"), field("POD_IPS", "status.podIPs"), field("HOST_IP", "status.hostIP")}
+	createPod(t, c, pod)
+
+	var got *v1.Pod
+	eventually(t, 30*time.Second, "the pod Running with a pod IP", func() error {
+		var err error
+		if got, err = c.CoreV1().Pods(pod.Namespace).Get(t.Context(), pod.Name, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if got.Status.Phase != v1.PodRunning || got.Status.PodIP == "" {
+			return fmt.Errorf("phase %q, podIP %q, podIPs %v", got.Status.Phase, got.Status.PodIP, got.Status.PodIPs)
+		}
+		return nil
+	})
+	s := got.Status
+	if s.HostIP == "" || s.PodIP != s.HostIP || len(s.PodIPs) == 0 || s.PodIPs[0].IP != s.HostIP {
+		t.Errorf("podIP %q, podIPs %v, want the node's IP %q (hostIPs %v)", s.PodIP, s.PodIPs, s.HostIP, s.HostIPs)
+	}
+	env, _ := rt.env("c")
+	for _, want := range []string{"POD_IP=" + s.HostIP, "POD_IPS=" + s.HostIP, "HOST_IP=" + s.HostIP} {
+		if !slices.Contains(env, want) {
+			t.Errorf("the container's environment lacks %s: %s", want, strings.Join(env, " "))
+		}
+	}
+}
