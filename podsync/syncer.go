@@ -275,8 +275,12 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 			s.unsettle(pod.UID)
 		}
 	}()
-	apiStatus := s.setStatusMerged(pod, podStatus, false, s.activeDeadline(pod))
+	var pastDeadline bool
+	apiStatus := s.setStatusMerged(pod, podStatus, false, s.activeDeadline(pod, &pastDeadline))
 	if podmodel.IsTerminal(apiStatus.Phase) {
+		if pastDeadline {
+			s.killAtDeadline(ctx, pod, podStatus)
+		}
 		return true, nil
 	}
 	mounts, err := s.c.Volumes.WaitForPodVolumes(ctx, pod)
