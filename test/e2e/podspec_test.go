@@ -439,6 +439,16 @@ func TestActiveDeadline(t *testing.T) {
 		}
 		return true
 	})
+	// How long after the deadline the container stopped (the kubelet
+	// takes about 1 s): from the pod's start time, as the agent holds it.
+	s, _ := a.status(pod)
+	if _, cs := podObjects(t, f.cri, uid); len(cs) == 1 && s.StartTime != nil {
+		st, err := f.cri.ContainerStatus(t.Context(), cs[0].Id, false)
+		if err == nil && st.GetStatus().GetFinishedAt() != 0 {
+			deadline := s.StartTime.Add(3 * time.Second)
+			t.Logf("container stopped %v after the deadline", time.Unix(0, st.GetStatus().GetFinishedAt()).Sub(deadline).Round(time.Millisecond))
+		}
+	}
 }
 
 const dnsPod = `apiVersion: v1
