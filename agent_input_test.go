@@ -33,7 +33,8 @@ spec:
 }
 
 // TestAgentBadManifests: bad files are logged with their path and reason;
-// the good pods run and nothing panics.
+// the good pods run and nothing panics. A file of two pods runs the first,
+// as the kubelet, and reports the second as ignored.
 func TestAgentBadManifests(t *testing.T) {
 	checkLeaks(t)
 	dir := t.TempDir()
@@ -54,23 +55,23 @@ func TestAgentBadManifests(t *testing.T) {
 	defer rt.Close()
 	logs := &logBuffer{}
 	h := startAgentWithLogs(t, rt, logs, nodekit.Options{Sources: []nodekit.NamedSource{fileSource(t, dir, logs.logger(t))}})
-	eventually(t, waitTimeout, "good and dup Running", func() bool {
-		return h.running("default/good-node1") && h.running("default/dup-node1")
+	eventually(t, waitTimeout, "good, dup and one Running", func() bool {
+		return h.running("default/good-node1") && h.running("default/dup-node1") && h.running("default/one-node1")
 	})
 	for name := range bad {
 		if !h.logs.contains(filepath.Join(dir, name)) {
 			t.Errorf("no log line names %s", name)
 		}
 	}
-	if !h.logs.contains("more than one pod") {
-		t.Error("no log line says a file holds more than one pod")
+	if !h.logs.contains("document 2 of 2 ignored", "two.yaml") {
+		t.Error("no log line says the second document of a file was ignored")
 	}
 	if !h.logs.contains("dup-node1") {
 		t.Error("no log line names the duplicate pod")
 	}
 	time.Sleep(500 * time.Millisecond)
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 2 {
-		t.Errorf("%d containers running, want 2 (good and one dup)", n)
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 3 {
+		t.Errorf("%d containers running, want 3 (good, one dup, and the first pod of two.yaml)", n)
 	}
 
 	// A file that breaks after it was good keeps its pod running.

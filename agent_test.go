@@ -101,7 +101,10 @@ func startAgentWithLogs(t *testing.T, rt *runtimetest.Runtime, logs *logBuffer, 
 	if opts.NodeName == "" {
 		opts.NodeName = "node1"
 	}
-	opts.Runtime = rt
+	if opts.Runtime == nil {
+		// A test may give a wrapper of rt.
+		opts.Runtime = rt
+	}
 	opts.RuntimeManager.PodLogsDir = t.TempDir()
 	if opts.RootDir == "" {
 		opts.RootDir = t.TempDir()

@@ -134,12 +134,12 @@ func nodeCredentials(o Options, base credentials.Provider, log logr.Logger) (cre
 }
 
 // admissionChecks are the agent's admission checks, in the kubelet's
-// order (resources the API server would have refused, sysctls, OS, pod
-// count, resources, node affinity, node name, host ports, NoExecute
+// order (resources the API server would have refused, sysctls, OS, the
+// supplemental groups policy, pod count, resources, node affinity, node name, host ports, NoExecute
 // taints, AppArmor), the RuntimeClass check, then Options.Admit; the
 // first rejection wins and records a Warning event on the pod with its
 // reason and message, as the kubelet's rejectPod.
-func admissionChecks(o Options, classes *runtimeclass.Resolver, node func() *v1.Node, recorder *events.Recorder) ([]admission.Handler, error) {
+func admissionChecks(o Options, classes *runtimeclass.Resolver, node func() *v1.Node, runtimeSGP func() bool, recorder *events.Recorder) ([]admission.Handler, error) {
 	sysctls, err := admission.Sysctls(admission.SysctlOptions{AllowedUnsafe: o.AllowedUnsafeSysctls})
 	if err != nil {
 		return nil, err
@@ -148,6 +148,7 @@ func admissionChecks(o Options, classes *runtimeclass.Resolver, node func() *v1.
 		admission.InvalidResources(),
 		sysctls,
 		admission.OS(),
+		admission.SupplementalGroupsPolicy(withRuntimeFeatures(node, runtimeSGP)),
 		admission.PodCount(o.Node.MaxPods),
 		admission.ResourceFit(node),
 		admission.NodeAffinity(node),
@@ -165,6 +166,22 @@ func admissionChecks(o Options, classes *runtimeclass.Resolver, node func() *v1.
 		}
 		return r
 	})}, nil
+}
+
+// withRuntimeFeatures is node with, when its status has no features, the
+// runtime's support of the Strict supplemental groups policy, as the
+// kubelet's Node reports it (status.features) from the runtime's Status.
+func withRuntimeFeatures(node func() *v1.Node, sgp func() bool) func() *v1.Node {
+	return func() *v1.Node {
+		n := node()
+		if n == nil || n.Status.Features != nil {
+			return n
+		}
+		cp := *n
+		supported := sgp()
+		cp.Status.Features = &v1.NodeFeatures{SupplementalGroupsPolicy: &supported}
+		return &cp
+	}
 }
 
 // localNode is the Node admission checks pods against when none is

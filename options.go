@@ -123,7 +123,11 @@ type Options struct {
 	// *synchandler.Handler, wrapped by the allocation manager's triggers):
 	// use it to observe or change how the loop's work is handled. The
 	// pods it is given are shared with the agent's parts and with other
-	// pods (see package sources): DeepCopy a pod before changing it.
+	// pods (see package sources): DeepCopy a pod before changing it. A
+	// wrapper that drops a pod's addition leaves it unknown: the default
+	// handler takes the pod's next update as an addition, through
+	// admission; to keep a pod out for good, drop its updates too, or
+	// refuse it with an Admit handler, whose rejections stick.
 	WrapHandler func(syncloop.SyncHandler) syncloop.SyncHandler
 	// WrapPodSyncer, when set, wraps or replaces the per-pod sync the pod
 	// workers call (a *podsync.Syncer: the kubelet's SyncPod,

@@ -102,6 +102,9 @@ func wire(o Options) (*parts, error) {
 				return nil, fmt.Errorf("nodekit: source %q: %w", s.Name, err)
 			}
 		}
+		if l, ok := s.Source.(sources.LoggerSetter); ok {
+			l.SetLogger(log.WithName("sources").WithValues("source", s.Name))
+		}
 		if err := p.config.Add(s.Name, s.Source); err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)
 		}
@@ -426,7 +429,7 @@ func wire(o Options) (*parts, error) {
 
 	// The sync loop's handler, with the admission checks: the eviction
 	// manager's first, as the kubelet's, seen through the allocations.
-	admit, err := admissionChecks(o, classes, admissionNode, recorder)
+	admit, err := admissionChecks(o, classes, admissionNode, handlers.SupplementalGroupsPolicy, recorder)
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}

@@ -80,6 +80,9 @@ const (
 	// ReasonPodOSSelectorNodeLabelDoesNotMatch: the pod's kubernetes.io/os
 	// label is not the node's.
 	ReasonPodOSSelectorNodeLabelDoesNotMatch = "PodOSSelectorNodeLabelDoesNotMatch"
+	// ReasonSupplementalGroupsPolicyNotSupported: the pod's
+	// supplementalGroupsPolicy is Strict and the node does not support it.
+	ReasonSupplementalGroupsPolicyNotSupported = "SupplementalGroupsPolicyNotSupported"
 	// ReasonSysctlForbidden: a sysctl is neither safe nor allowed.
 	ReasonSysctlForbidden = "SysctlForbidden"
 	// ReasonAppArmor: an AppArmor profile cannot be enforced.

@@ -246,6 +246,52 @@ func TestOS(t *testing.T) {
 	})
 }
 
+// TestSupplementalGroupsPolicy: a pod asking for the Strict policy is
+// admitted only by a node whose status says it supports it, with the
+// kubelet's reason and message otherwise; Merge, or no policy, always.
+func TestSupplementalGroupsPolicy(t *testing.T) {
+	policy := func(p v1.SupplementalGroupsPolicy) func(*v1.Pod) {
+		return func(pod *v1.Pod) {
+			pod.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: &p}
+		}
+	}
+	nodeWith := func(f *v1.NodeFeatures) NodeFunc {
+		return func() *v1.Node { return &v1.Node{Status: v1.NodeStatus{Features: f}} }
+	}
+	notSupported := rejected("SupplementalGroupsPolicyNotSupported", "SupplementalGroupsPolicy=Strict is not supported in this node")
+	for _, tc := range []struct {
+		name string
+		node NodeFunc
+		want map[string]Result // by pod
+	}{
+		{"supported", nodeWith(&v1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(true)}), nil},
+		{"not supported", nodeWith(&v1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(false)}), map[string]Result{"strict": notSupported}},
+		{"no feature field", nodeWith(&v1.NodeFeatures{}), map[string]Result{"strict": notSupported}},
+		{"no features", nodeWith(nil), map[string]Result{"strict": notSupported}},
+		{"no node", func() *v1.Node { return nil }, map[string]Result{"strict": notSupported}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cases []admitCase
+			for _, pc := range []struct {
+				name string
+				pod  *v1.Pod
+			}{
+				{"none", pod("a")},
+				{"no policy", pod("a", func(p *v1.Pod) { p.Spec.SecurityContext = &v1.PodSecurityContext{} })},
+				{"merge", pod("a", policy(v1.SupplementalGroupsPolicyMerge))},
+				{"strict", pod("a", policy(v1.SupplementalGroupsPolicyStrict))},
+			} {
+				want, ok := tc.want[pc.name]
+				if !ok {
+					want = Admitted()
+				}
+				cases = append(cases, admitCase{name: pc.name, pod: pc.pod, want: want})
+			}
+			runCases(t, SupplementalGroupsPolicy(tc.node), cases)
+		})
+	}
+}
+
 func sysctlPod(hostNet, hostIPC bool, names ...string) *v1.Pod {
 	return pod("a", func(p *v1.Pod) {
 		p.Spec.HostNetwork, p.Spec.HostIPC = hostNet, hostIPC

@@ -18,6 +18,7 @@
 //		admission.InvalidResources(),
 //		sysctls,
 //		admission.OS(),
+//		admission.SupplementalGroupsPolicy(node),
 //		admission.PodCount(110),
 //		admission.ResourceFit(node),
 //		admission.NodeAffinity(node),
@@ -39,6 +40,10 @@
 //   - OS: the pod's kubernetes.io/os label
 //     (PodOSSelectorNodeLabelDoesNotMatch) and spec.os.name
 //     (PodOSNotSupported) against GOOS.
+//   - SupplementalGroupsPolicy: a pod asking for the Strict policy on a
+//     node whose status.features do not support it
+//     (SupplementalGroupsPolicyNotSupported). The agent gives it the
+//     runtime's features when the Node has none.
 //   - PodCount (OutOfpods) and ResourceFit (OutOfcpu, OutOfmemory,
 //     OutOfephemeral-storage, OutOf<extended resource>): the pod's
 //     requests against the node's allocatable resources less those of the

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"fmt"
 	goruntime "runtime"
 	"sync"
 
@@ -214,5 +215,29 @@ func osCheck(goos string) Handler {
 			}
 		}
 		return Admitted()
+	})
+}
+
+// SupplementalGroupsPolicy is the kubelet's check of a pod whose
+// securityContext.supplementalGroupsPolicy is Strict: the node must
+// support it (its status.features.supplementalGroupsPolicy, which the
+// kubelet takes from the runtime's features), else the pod is rejected
+// with reason SupplementalGroupsPolicyNotSupported and
+// "SupplementalGroupsPolicy=Strict is not supported in this node", rather
+// than run with the Merge policy. A pod with Merge, or without a policy,
+// is admitted. The kubelet runs it after the OS checks.
+func SupplementalGroupsPolicy(node NodeFunc) Handler {
+	return Func(func(pod *v1.Pod, _ []*v1.Pod) Result {
+		sc := pod.Spec.SecurityContext
+		if sc == nil || sc.SupplementalGroupsPolicy == nil || *sc.SupplementalGroupsPolicy != v1.SupplementalGroupsPolicyStrict {
+			return Admitted()
+		}
+		if n := node(); n != nil && n.Status.Features != nil && n.Status.Features.SupplementalGroupsPolicy != nil && *n.Status.Features.SupplementalGroupsPolicy {
+			return Admitted()
+		}
+		return Result{
+			Reason:  ReasonSupplementalGroupsPolicyNotSupported,
+			Message: fmt.Sprintf("SupplementalGroupsPolicy=%s is not supported in this node", v1.SupplementalGroupsPolicyStrict),
+		}
 	})
 }

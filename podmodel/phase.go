@@ -2,6 +2,7 @@ package podmodel
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -224,6 +225,31 @@ func ReadyCondition(pod *v1.Pod, conditions []v1.PodCondition, statuses []v1.Con
 		return v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: ReasonReadinessGatesNotReady, Message: strings.Join(msgs, ", ")}
 	}
 	return v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue}
+}
+
+// ReadinessNeedsReconcile reports whether the Ready condition of pod, as
+// its source holds it (the API server's copy), disagrees in status or
+// message with what the pod's own conditions make it: the pod has
+// readiness gates and another writer changed their conditions. The
+// kubelet syncs such a pod when its source reports the status change
+// (NeedToReconcilePodReadiness), so that Ready follows the gates at once
+// rather than at the next periodic sync.
+func ReadinessNeedsReconcile(pod *v1.Pod) bool {
+	if len(pod.Spec.ReadinessGates) == 0 {
+		return false
+	}
+	var cur *v1.PodCondition
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == v1.PodReady {
+			cur = &pod.Status.Conditions[i]
+		}
+	}
+	if cur == nil {
+		return false
+	}
+	all := append(slices.Clip(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...)
+	want := ReadyCondition(pod, pod.Status.Conditions, all, pod.Status.Phase)
+	return cur.Status != want.Status || cur.Message != want.Message
 }
 
 // InitializedCondition is the kubelet's Initialized condition: every

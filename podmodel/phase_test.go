@@ -130,3 +130,40 @@ func TestPhase(t *testing.T) {
 		})
 	}
 }
+
+func TestReadinessNeedsReconcile(t *testing.T) {
+	running := []v1.ContainerStatus{{Name: "c", Ready: true, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}
+	pod := func(gates bool, conds ...v1.PodCondition) *v1.Pod {
+		p := &v1.Pod{
+			Spec:   v1.PodSpec{Containers: []v1.Container{{Name: "c"}}},
+			Status: v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: running, Conditions: conds},
+		}
+		if gates {
+			p.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/gate"}}
+		}
+		return p
+	}
+	gate := func(s v1.ConditionStatus) v1.PodCondition {
+		return v1.PodCondition{Type: "example.com/gate", Status: s}
+	}
+	missing := `corresponding condition of pod readiness gate "example.com/gate" does not exist.`
+	notReady := v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: ReasonReadinessGatesNotReady, Message: missing}
+	ready := v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want bool
+	}{
+		{"no gates", pod(false, ready), false},
+		{"no Ready condition yet", pod(true, gate(v1.ConditionTrue)), false},
+		{"gate missing, not Ready", pod(true, notReady), false},
+		{"gate set True by another writer", pod(true, notReady, gate(v1.ConditionTrue)), true},
+		{"gate set False while Ready", pod(true, ready, gate(v1.ConditionFalse)), true},
+		{"gate True and Ready", pod(true, ready, gate(v1.ConditionTrue)), false},
+		{"gate False, message differs", pod(true, notReady, gate(v1.ConditionFalse)), true},
+	} {
+		if got := ReadinessNeedsReconcile(tc.pod); got != tc.want {
+			t.Errorf("%s: ReadinessNeedsReconcile = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

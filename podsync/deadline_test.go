@@ -60,7 +60,8 @@ func TestActiveDeadline(t *testing.T) {
 			s := &Syncer{c: Config{Statuses: deadlineStatuses{start: tc.managed}, Queue: q, Events: ev}}
 			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1"}, Spec: v1.PodSpec{ActiveDeadlineSeconds: tc.deadline}}
 			pod.Status.StartTime = tc.podStart
-			edit := s.activeDeadline(pod)
+			var exceeded bool
+			edit := s.activeDeadline(pod, &exceeded)
 			if tc.deadline == nil {
 				if edit != nil {
 					t.Error("an edit for a pod without a deadline")
@@ -72,6 +73,9 @@ func TestActiveDeadline(t *testing.T) {
 			if tc.wantPhase == v1.PodFailed {
 				if st.Phase != v1.PodFailed || st.Reason != "DeadlineExceeded" || st.Message != "Pod was active on the node longer than the specified deadline" {
 					t.Errorf("status = %s %q %q, want Failed DeadlineExceeded", st.Phase, st.Reason, st.Message)
+				}
+				if !exceeded {
+					t.Error("the deadline passed, but the edit did not say so")
 				}
 				if len(ev.got) != 1 || ev.got[0] != "Normal DeadlineExceeded Pod was active on the node longer than the specified deadline" {
 					t.Errorf("events = %q", ev.got)

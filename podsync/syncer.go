@@ -275,8 +275,12 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 			s.unsettle(pod.UID)
 		}
 	}()
-	apiStatus := s.setStatusMerged(pod, podStatus, false, s.activeDeadline(pod))
+	var pastDeadline bool
+	apiStatus := s.setStatusMerged(pod, podStatus, false, s.activeDeadline(pod, &pastDeadline))
 	if podmodel.IsTerminal(apiStatus.Phase) {
+		if pastDeadline {
+			s.killAtDeadline(ctx, pod, podStatus)
+		}
 		return true, nil
 	}
 	mounts, err := s.c.Volumes.WaitForPodVolumes(ctx, pod)
@@ -301,7 +305,7 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 		return false, err
 	}
 	restartAll := podmodel.AllContainersRestarting(apiStatus)
-	result := s.c.Runtime.SyncPodWithOptions(ctx, pod, podStatus, podruntime.SyncPodOptions{
+	result := s.c.Runtime.SyncPodWithOptions(ctx, pod, withStatusIPs(pod, podStatus, apiStatus), podruntime.SyncPodOptions{
 		CgroupParent:         cgroupParent,
 		Unhealthy:            s.c.Probes.Unhealthy,
 		HostIPs:              s.c.HostIPs,
@@ -338,6 +342,22 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 	}
 	settled = len(result.Results) == 0 && !restartAll
 	return false, s.syncError(pod, result)
+}
+
+// withStatusIPs returns podStatus, or for a hostNetwork pod the runtime
+// gives no IP, a copy of it with the pod IPs of the API status (the
+// node's), as the kubelet's SyncPod: its containers' status.podIP and
+// status.podIPs are the node's addresses.
+func withStatusIPs(pod *v1.Pod, podStatus *runtime.PodStatus, apiStatus v1.PodStatus) *runtime.PodStatus {
+	if !pod.Spec.HostNetwork || podStatus == nil || len(podStatus.IPs) > 0 || len(apiStatus.PodIPs) == 0 {
+		return podStatus
+	}
+	cp := *podStatus
+	cp.IPs = make([]string, len(apiStatus.PodIPs))
+	for i, ip := range apiStatus.PodIPs {
+		cp.IPs[i] = ip.IP
+	}
+	return &cp
 }
 
 // cfsPeriod is the pod cgroups' CFS period, 0 (the runtime manager's

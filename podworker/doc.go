@@ -63,7 +63,10 @@
 // reads the pod's status with Cache.GetNewerThan(ctx, uid, lastSync), where
 // lastSync is when the worker's previous sync of the pod returned (zero at
 // first), as in the kubelet: a status the worker acts on was read after
-// everything its previous sync did.
+// everything its previous sync did. A SyncPod due because a Queue.Wake
+// fired (a pod's active deadline) takes the status held at once: what is
+// due is a matter of time, and the status is as new as the worker's last
+// action.
 //
 // After a successful SyncPod the pod is due in the Queue after
 // ResyncInterval, after a failed sync after BackOffPeriod, each plus a

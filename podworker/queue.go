@@ -11,8 +11,9 @@ import (
 // Queue records when each pod is next due for a sync, the kubelet's work
 // queue. The pod workers put a pod in it after every sync (the resync
 // interval after a success, the back-off period after an error); the sync
-// loop calls GetWork every second and sends a SyncPodSync update for each
-// pod it returns.
+// loop calls GetWork every second, and at once when Woken signals (a pod
+// queued with Wake is due), and sends a SyncPodSync update for each pod it
+// returns.
 //
 // A pod is in the queue at most once, due at the earliest time anyone
 // asked for: a resync requested in a minute does not postpone a retry
@@ -27,6 +28,16 @@ import (
 // poll. (The kubelet's queue walks every pod on each GetWork.)
 type Queue struct {
 	mu sync.Mutex
+	// woken is signalled (without blocking) when a pod queued with Wake
+	// comes due: wakes holds each such pod's time, and wakeTimer fires at
+	// the earliest, wakeAt.
+	woken     chan struct{}
+	wakes     map[types.UID]time.Time
+	wakeAt    time.Time
+	wakeTimer *time.Timer
+	// fired are the pods whose wake-up fired and whose worker has not
+	// synced them since (see takeFired).
+	fired map[types.UID]bool
 	// base is the time due times are counted from, set by the first
 	// Enqueue; an entry holds an offset from it, which is smaller than a
 	// time.Time and compares with the monotonic clock.
@@ -71,6 +82,110 @@ func (q *Queue) Enqueue(uid types.UID, delay time.Duration) {
 	q.heap = append(q.heap, queueEntry{uid: uid, at: at})
 	q.index[uid] = len(q.heap) - 1
 	q.up(len(q.heap) - 1)
+}
+
+// Wake makes the pod due after delay, as Enqueue does, and signals Woken
+// when that time comes, so that the sync loop takes the pod at once rather
+// than at its next tick: for a time that matters to the second, such as a
+// pod's active deadline. A pod has at most one wake-up, the earliest asked
+// for; it is dropped once it fired.
+func (q *Queue) Wake(uid types.UID, delay time.Duration) {
+	q.Enqueue(uid, delay)
+	delay = max(delay, 0)
+	at := time.Now().Add(delay)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.wakes == nil {
+		q.wakes = map[types.UID]time.Time{}
+	}
+	if old, ok := q.wakes[uid]; ok && !at.Before(old) {
+		return
+	}
+	q.wakes[uid] = at
+	if q.wakeTimer == nil || at.Before(q.wakeAt) {
+		q.armLocked(at)
+	}
+}
+
+// armLocked sets the wake-up timer to fire at at.
+func (q *Queue) armLocked(at time.Time) {
+	if q.wakeTimer != nil {
+		q.wakeTimer.Stop()
+	}
+	q.wakeAt = at
+	q.wakeTimer = time.AfterFunc(time.Until(at), q.fire)
+}
+
+// fire signals Woken, drops the wake-ups that came due and arms the timer
+// for the next one.
+func (q *Queue) fire() {
+	now := time.Now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.wakeTimer = nil
+	var next time.Time
+	for uid, at := range q.wakes {
+		switch {
+		case !at.After(now):
+			delete(q.wakes, uid)
+			if q.fired == nil {
+				q.fired = map[types.UID]bool{}
+			}
+			q.fired[uid] = true
+		case next.IsZero() || at.Before(next):
+			next = at
+		}
+	}
+	if len(q.wakes) == 0 {
+		q.wakes = nil
+	}
+	if !next.IsZero() {
+		q.armLocked(next)
+	}
+	select {
+	case q.wokenLocked() <- struct{}{}:
+	default: // a signal is already pending
+	}
+}
+
+// takeFired reports whether the pod's wake-up fired since its worker last
+// asked, and forgets it: the worker syncs such a pod on the status it
+// holds rather than waiting for a newer one, since what is due is a
+// matter of time, not of the runtime.
+func (q *Queue) takeFired(uid types.UID) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.fired[uid] {
+		return false
+	}
+	delete(q.fired, uid)
+	if len(q.fired) == 0 {
+		q.fired = nil
+	}
+	return true
+}
+
+// forget drops the pod's wake-up, fired or not, when its worker is gone.
+func (q *Queue) forget(uid types.UID) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.wakes, uid)
+	delete(q.fired, uid)
+}
+
+// Woken receives a value when a pod queued with Wake is due; the sync loop
+// then calls GetWork. It is never closed.
+func (q *Queue) Woken() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.wokenLocked()
+}
+
+func (q *Queue) wokenLocked() chan struct{} {
+	if q.woken == nil {
+		q.woken = make(chan struct{}, 1)
+	}
+	return q.woken
 }
 
 // GetWork removes and returns, sorted, the pods whose due time has come.

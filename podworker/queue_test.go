@@ -161,3 +161,49 @@ func BenchmarkQueueGetWork(b *testing.B) {
 		}
 	}
 }
+
+// TestQueueWake: a pod queued with Wake signals Woken when it is due, to
+// the fake clock's instant, each pod at its own time, the earliest asked
+// for; its worker then learns that the wake-up fired, once.
+func TestQueueWake(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := NewQueue()
+		start := time.Now()
+		q.Wake("b", 3200*time.Millisecond)
+		q.Wake("a", 5*time.Second)
+		q.Wake("a", 1500*time.Millisecond) // earlier: kept
+		q.Wake("b", 4*time.Second)         // later: ignored
+		q.Enqueue("c", time.Second)        // no wake-up
+		woken := q.Woken()
+		var at []time.Duration
+		var work [][]types.UID
+		for range 2 {
+			<-woken
+			at = append(at, time.Since(start))
+			work = append(work, q.GetWork())
+		}
+		if want := []time.Duration{1500 * time.Millisecond, 3200 * time.Millisecond}; !slices.Equal(at, want) {
+			t.Errorf("woken at %v, want %v", at, want)
+		}
+		if want := [][]types.UID{{"a", "c"}, {"b"}}; !cmp.Equal(work, want) {
+			t.Errorf("work %v, want %v", work, want)
+		}
+		if !q.takeFired("a") || q.takeFired("a") || !q.takeFired("b") || q.takeFired("c") {
+			t.Error("takeFired: want true once for a and b, never for c")
+		}
+		time.Sleep(time.Minute)
+		select {
+		case <-woken:
+			t.Error("woken again with no wake-up left")
+		default:
+		}
+
+		// A worker gone: its wake-up goes too.
+		q.Wake("d", time.Second)
+		q.forget("d")
+		time.Sleep(2 * time.Second)
+		if q.takeFired("d") {
+			t.Error("a forgotten pod's wake-up fired")
+		}
+	})
+}

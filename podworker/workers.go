@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/logagg"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // PodWorkerState is a pod's state as its worker sees it.
@@ -373,6 +374,7 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 	}
 	if c.forget {
 		delete(w.pods, uid)
+		w.opts.Queue.forget(uid)
 	}
 	if c.wake {
 		notify(wk)
@@ -416,7 +418,16 @@ func (w *Workers) call(ctx context.Context, uid types.UID, wrk work, lastSync *t
 		w.observe(SyncPodKill.String(), start, *lastSync)
 		return result{err: err}
 	}
-	status, err := w.opts.Cache.GetNewerThan(ctx, uid, *lastSync)
+	var status *runtime.PodStatus
+	var err error
+	if wrk.kind == workSync && w.opts.Queue.takeFired(uid) {
+		// A sync due at a time (a deadline), not because the runtime
+		// changed: the status held is as new as the worker's last
+		// action, and waiting for the next refresh would act late.
+		status, err = w.opts.Cache.Get(uid)
+	} else {
+		status, err = w.opts.Cache.GetNewerThan(ctx, uid, *lastSync)
+	}
 	if err != nil {
 		return result{err: err}
 	}
@@ -497,6 +508,7 @@ func (w *Workers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
 			// A goroutine still running sees the UID gone in step
 			// and exits.
 			delete(w.pods, uid)
+			w.opts.Queue.forget(uid)
 			w.releaseLocked(&wk.state)
 			w.log.V(4).Info("Pod worker forgotten", "pod", wk.state.name(), "podUID", uid)
 			continue

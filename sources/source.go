@@ -3,6 +3,7 @@ package sources
 import (
 	"context"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/podmodel"
@@ -91,6 +92,14 @@ type Source interface {
 // once. SetNodeName fails when the source was made for another node.
 type NodeNamer interface {
 	SetNodeName(name string) error
+}
+
+// LoggerSetter is the optional capability of a Source that logs (the
+// manifests it rejects, say): the agent calls SetLogger with its own
+// logger before the source runs, so that a source made without a logger
+// of its own reports through the agent's rather than into the void.
+type LoggerSetter interface {
+	SetLogger(log logr.Logger)
 }
 
 // Chan is a Source fed through a channel: each slice of pods sent on it is

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -105,6 +106,10 @@ type ResizeErrors interface {
 // runtime no longer knows. Merging with the status reported before (start
 // time, transition times) is the Manager's (SetPodStatus).
 //
+// A hostNetwork pod, which the runtime gives no address of its own, has
+// the node's: the first host IP, and the second when it is of the other
+// family, as the kubelet's.
+//
 // Generate is a pure function of its input but for in.Probes, which may
 // trigger a readiness probe whose result is not known yet.
 func Generate(in Input) v1.PodStatus {
@@ -129,6 +134,9 @@ func Generate(in Input) v1.PodStatus {
 	}
 	if len(s.HostIPs) > 0 {
 		s.HostIP = s.HostIPs[0].IP
+	}
+	if pod.Spec.HostNetwork {
+		s.PodIP, s.PodIPs = hostNetworkPodIPs(s.PodIP, s.PodIPs, in.HostIPs)
 	}
 	// The class never changes (a resize keeps it): the one given before,
 	// as the kubelet takes the pod's status's, else computed.
@@ -488,4 +496,26 @@ func setFlags(st *v1.ContainerStatus, c *v1.Container, isInit bool) {
 	if st.Started == nil || !running {
 		st.Started = boolPtr(running && c.StartupProbe == nil)
 	}
+}
+
+// hostNetworkPodIPs returns the pod IPs of a hostNetwork pod as the
+// kubelet gives them: the node's first IP when the runtime gave none, and
+// its second when the node has one of the other family.
+func hostNetworkPodIPs(podIP string, podIPs []v1.PodIP, hostIPs []string) (string, []v1.PodIP) {
+	if len(hostIPs) == 0 {
+		return podIP, podIPs
+	}
+	if podIP == "" {
+		podIP = hostIPs[0]
+		podIPs = []v1.PodIP{{IP: podIP}}
+	}
+	if len(hostIPs) > 1 && len(podIPs) == 1 && isIPv4(podIPs[0].IP) != isIPv4(hostIPs[1]) {
+		podIPs = append(podIPs, v1.PodIP{IP: hostIPs[1]})
+	}
+	return podIP, podIPs
+}
+
+func isIPv4(ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	return err == nil && a.Unmap().Is4()
 }

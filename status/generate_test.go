@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -360,6 +361,43 @@ func TestGenerateIPsAndQOS(t *testing.T) {
 	}
 	if got.ContainerStatuses[0].State.Running.StartedAt.Unix() != 100 {
 		t.Errorf("startedAt = %v", got.ContainerStatuses[0].State.Running.StartedAt)
+	}
+}
+
+// TestGenerateHostNetworkPodIPs: a hostNetwork pod, which the runtime
+// gives no IP, has the node's, one per family, as the kubelet's.
+func TestGenerateHostNetworkPodIPs(t *testing.T) {
+	pod := testPod("p", "a")
+	pod.Spec.HostNetwork = true
+	rs := readyPodStatus(running("a", 0))
+	rs.IPs = nil
+	for _, tc := range []struct {
+		hostIPs []string
+		want    []string
+	}{
+		{nil, nil},
+		{[]string{"192.168.1.2"}, []string{"192.168.1.2"}},
+		{[]string{"192.168.1.2", "fd01::2"}, []string{"192.168.1.2", "fd01::2"}},
+		{[]string{"fd01::2", "192.168.1.2"}, []string{"fd01::2", "192.168.1.2"}},
+		{[]string{"192.168.1.2", "192.168.1.3"}, []string{"192.168.1.2"}},
+	} {
+		got := Generate(Input{Pod: pod, Runtime: rs, HostIPs: tc.hostIPs})
+		var ips []string
+		for _, ip := range got.PodIPs {
+			ips = append(ips, ip.IP)
+		}
+		wantIP := ""
+		if len(tc.want) > 0 {
+			wantIP = tc.want[0]
+		}
+		if got.PodIP != wantIP || !slices.Equal(ips, tc.want) {
+			t.Errorf("host IPs %v: podIP %q, podIPs %v, want %q, %v", tc.hostIPs, got.PodIP, ips, wantIP, tc.want)
+		}
+	}
+	// A pod on its own network keeps the runtime's IPs.
+	pod.Spec.HostNetwork = false
+	if got := Generate(Input{Pod: pod, Runtime: rs, HostIPs: []string{"192.168.1.2"}}); got.PodIP != "" || len(got.PodIPs) != 0 {
+		t.Errorf("a pod on its own network without IPs: podIP %q, podIPs %v", got.PodIP, got.PodIPs)
 	}
 }
 

@@ -366,9 +366,24 @@ func (h *Handler) reject(pod *v1.Pod, r admission.Result) {
 	})
 }
 
-// HandlePodUpdates records the new pods and syncs them.
-func (h *Handler) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
+// HandlePodUpdates records the new pods and syncs them. A pod the handler
+// was never given to add (a wrapper of the handler dropped its ADD: the
+// pods manager does not hold it) is an addition: it goes through admission
+// as HandlePodAdditions would take it, so that a wrapper's veto is not
+// undone by the pod's next update.
+func (h *Handler) HandlePodUpdates(ctx context.Context, pods []*v1.Pod) {
 	pods = h.c.Pods.SplitMirrors(pods, false)
+	var added []*v1.Pod
+	pods = slices.DeleteFunc(slices.Clone(pods), func(p *v1.Pod) bool {
+		if _, known := h.c.Pods.GetPodByUID(p.UID); known {
+			return false
+		}
+		added = append(added, p)
+		return true
+	})
+	if len(added) > 0 {
+		h.HandlePodAdditions(ctx, added)
+	}
 	h.activeMu.Lock()
 	for _, pod := range pods {
 		h.active.update(pod)
@@ -410,9 +425,17 @@ func (h *Handler) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 }
 
 // HandlePodReconcile records pods whose status alone changed at their
-// source; a pod its source says is terminal is synced so that it stops.
+// source; a pod its source says is terminal is synced so that it stops,
+// and so is a pod whose Ready condition its readiness gates contradict
+// (podmodel.ReadinessNeedsReconcile).
 func (h *Handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
 	pods = h.c.Pods.SplitMirrors(pods, false)
+	// A pod never added (its ADD was dropped) stays unknown: its next
+	// update goes through admission (see HandlePodUpdates).
+	pods = slices.DeleteFunc(slices.Clone(pods), func(p *v1.Pod) bool {
+		_, known := h.c.Pods.GetPodByUID(p.UID)
+		return !known
+	})
 	h.activeMu.Lock()
 	for _, pod := range pods {
 		h.active.update(pod)
@@ -420,7 +443,9 @@ func (h *Handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
 	h.activeMu.Unlock()
 	for _, pod := range pods {
 		h.c.Pods.AddOrUpdate(pod)
-		if !h.isRejected(pod.UID) && podmodel.IsTerminal(pod.Status.Phase) {
+		// A terminal phase, or readiness gates whose conditions another
+		// writer changed, is acted on at once, as the kubelet does.
+		if !h.isRejected(pod.UID) && (podmodel.IsTerminal(pod.Status.Phase) || podmodel.ReadinessNeedsReconcile(pod)) {
 			h.c.Workers.UpdatePod(podworker.UpdateOptions{UpdateType: podworker.SyncPodSync, Pod: pod})
 		}
 	}

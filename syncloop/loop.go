@@ -50,6 +50,13 @@ type WorkQueue interface {
 	GetWork() []types.UID
 }
 
+// WokenQueue is the optional capability of a WorkQueue that signals when a
+// pod must be synced before the next tick (podworker.Queue has it, for
+// pods' active deadlines): the loop then takes the work at once.
+type WokenQueue interface {
+	Woken() <-chan struct{}
+}
+
 // Channel is an extra channel a user registers: each value received names
 // pods to sync.
 type Channel struct {
@@ -206,6 +213,10 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 	}
 
+	var woken <-chan struct{}
+	if w, ok := l.cfg.Work.(WokenQueue); ok {
+		woken = w.Woken()
+	}
 	syncTicker := time.NewTicker(l.cfg.SyncPeriod)
 	defer syncTicker.Stop()
 	housekeeping := time.NewTicker(l.cfg.HousekeepingPeriod)
@@ -238,7 +249,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 			backOff = backOffBase
 		}
-		cont, err := l.iteration(ctx, syncTicker.C, housekeeping.C, extra)
+		cont, err := l.iteration(ctx, syncTicker.C, woken, housekeeping.C, extra)
 		if err != nil {
 			return err
 		}
@@ -280,7 +291,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // iteration waits for one message and handles it. It reports false when
 // ctx ended.
-func (l *Loop) iteration(ctx context.Context, syncCh, housekeepingCh <-chan time.Time, extra <-chan extraMsg) (bool, error) {
+func (l *Loop) iteration(ctx context.Context, syncCh <-chan time.Time, woken <-chan struct{}, housekeepingCh <-chan time.Time, extra <-chan extraMsg) (bool, error) {
 	select {
 	case <-ctx.Done():
 		return false, nil
@@ -302,12 +313,9 @@ func (l *Loop) iteration(ctx context.Context, syncCh, housekeepingCh <-chan time
 		}
 
 	case <-syncCh:
-		if l.cfg.Work == nil {
-			break
-		}
-		if pods := l.pods(l.cfg.Work.GetWork()); len(pods) > 0 {
-			l.h.HandlePodSyncs(ctx, pods)
-		}
+		l.syncWork(ctx)
+	case <-woken:
+		l.syncWork(ctx)
 
 	case u := <-l.cfg.Liveness:
 		// Only a failure needs the pod synced (to restart the container).
@@ -362,6 +370,16 @@ func (l *Loop) handleUpdate(ctx context.Context, u sources.PodUpdate) {
 		l.h.HandlePodReconcile(ctx, u.Pods)
 	default:
 		l.log.Error(fmt.Errorf("syncloop: unknown operation %d", int(u.Op)), "Ignoring pod configuration update", "source", u.Source)
+	}
+}
+
+// syncWork syncs the pods whose work is due.
+func (l *Loop) syncWork(ctx context.Context) {
+	if l.cfg.Work == nil {
+		return
+	}
+	if pods := l.pods(l.cfg.Work.GetWork()); len(pods) > 0 {
+		l.h.HandlePodSyncs(ctx, pods)
 	}
 }
 

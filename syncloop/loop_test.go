@@ -391,3 +391,41 @@ func TestLoopAggregatesErrorLines(t *testing.T) {
 		}
 	})
 }
+
+// wokenQueue is a queue that can wake the loop between ticks.
+type wokenQueue struct {
+	queue
+	woken chan struct{}
+}
+
+func (q *wokenQueue) Woken() <-chan struct{} { return q.woken }
+
+// TestLoopWokenQueue: a queue that signals Woken has its due work synced
+// at once, not at the next tick.
+func TestLoopWokenQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &wokenQueue{woken: make(chan struct{}, 1)}
+		h := &recorder{}
+		l, err := New(h, Config{Pods: podMap{"a": pod("a")}, Work: q, SyncPeriod: time.Hour, HousekeepingPeriod: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- l.Run(ctx) }()
+		time.Sleep(1300 * time.Millisecond)
+		q.mu.Lock()
+		q.uids = []types.UID{"a"}
+		q.mu.Unlock()
+		start := time.Now()
+		q.woken <- struct{}{}
+		synctest.Wait()
+		if got := h.take(); !cmp.Equal(got, []string{"Sync:a"}) || time.Since(start) != 0 {
+			t.Errorf("after Woken: calls %v after %v, want Sync:a at once", got, time.Since(start))
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+	})
+}

@@ -174,12 +174,14 @@ func (m *Manager) subPath(uid types.UID, volName, container string, index int, v
 			return "", Mark(fmt.Errorf("subPath %q does not exist and the volume is read-only", sub), ErrNotAllowed)
 		}
 		// Create it, as the kubelet does, with the mode of the volume's root
-		// so that the containers can use it as they use the volume.
+		// (its setgid and sticky bits too: an emptyDir with an FSGroup is
+		// dgtrwxrwxrwx) so that the containers can use it as they use the
+		// volume.
 		existing, missing, err := hostfs.ExistingPrefix(path)
 		if err != nil {
 			return "", fmt.Errorf("creating subPath %q: %w", sub, err)
 		}
-		if err := hostfs.MkdirNoFollow(existing, missing, baseInfo.Mode().Perm()); err != nil {
+		if err := hostfs.MkdirNoFollow(existing, missing, baseInfo.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)); err != nil {
 			return "", fmt.Errorf("creating subPath %q: %w", sub, err)
 		}
 	} else if err != nil {

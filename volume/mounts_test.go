@@ -2,6 +2,7 @@ package volume_test
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -158,6 +159,40 @@ func TestSubPathConfinement(t *testing.T) {
 	}
 	if fi.Mode().Perm() != 0o771 {
 		t.Errorf("created subPath has mode %v, want the volume's 0771", fi.Mode().Perm())
+	}
+}
+
+// TestSubPathModeOfVolumeRoot: a missing subPath is created with the mode
+// of the volume's root, setgid and sticky bits included, as the kubelet
+// creates it: an emptyDir with an FSGroup (dgtrwxrwxrwx) gives its
+// subPaths the same mode.
+func TestSubPathModeOfVolumeRoot(t *testing.T) {
+	e := newEnv(t, func(o *volume.Options) { o.NoSubPathBind = true })
+	vol := filepath.Join(e.host, "vol")
+	if err := os.Mkdir(vol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := fs.ModeDir | fs.ModeSetgid | fs.ModeSticky | 0o777
+	if err := os.Chmod(vol, want); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(vol); err != nil || fi.Mode() != want {
+		t.Skipf("this file system does not keep the mode %v on a directory: %v, %v", want, fi.Mode(), err)
+	}
+	mounts := map[string]volume.Mount{"v": {Name: "v", HostPath: vol}}
+	pod := newPod("uid-web", hostVol("v", vol, ""))
+	c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{{Name: "v", MountPath: "/m", SubPath: "new/deep"}}}
+	if _, err := e.m.ContainerMounts(pod, c, mounts, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"new", "new/deep"} {
+		fi, err := os.Stat(filepath.Join(vol, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != want {
+			t.Errorf("created subPath directory %s has mode %v, want the volume's %v", d, fi.Mode(), want)
+		}
 	}
 }
 

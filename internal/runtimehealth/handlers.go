@@ -15,13 +15,15 @@ import (
 // kubelet's updateRuntimeUp keeps them (setRuntimeHandlers) from the
 // Status it reads for the runtime's health: the Node's
 // status.runtimeHandlers (node.Options.RuntimeHandlers: Handlers) then
-// cost no call of their own. Set its RuntimeService before its first
+// cost no call of their own. It keeps the runtime's features too
+// (SupplementalGroupsPolicy). Set its RuntimeService before its first
 // Status; it is safe for concurrent use.
 type HandlerCache struct {
 	runtime.RuntimeService
 
 	mu       sync.Mutex
 	handlers []*runtimeapi.RuntimeHandler
+	features *runtimeapi.RuntimeFeatures
 	known    bool
 }
 
@@ -33,7 +35,7 @@ func (c *HandlerCache) Status(ctx context.Context, verbose bool) (*runtimeapi.St
 		return resp, err
 	}
 	c.mu.Lock()
-	c.handlers, c.known = resp.GetRuntimeHandlers(), true
+	c.handlers, c.features, c.known = resp.GetRuntimeHandlers(), resp.GetFeatures(), true
 	c.mu.Unlock()
 	return resp, err
 }
@@ -50,6 +52,16 @@ func (c *HandlerCache) Handlers(context.Context) ([]*runtimeapi.RuntimeHandler, 
 		return nil, errNoRuntimeHandlers
 	}
 	return c.handlers, nil
+}
+
+// SupplementalGroupsPolicy reports whether the runtime, as its last
+// ready Status said, supports the Strict supplemental groups policy: the
+// Node's status.features.supplementalGroupsPolicy, as the kubelet sets it
+// from the runtime's features. False until a ready Status was read.
+func (c *HandlerCache) SupplementalGroupsPolicy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.features.GetSupplementalGroupsPolicy()
 }
 
 func runtimeReady(resp *runtimeapi.StatusResponse) bool {

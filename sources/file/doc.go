@@ -2,7 +2,10 @@
 // directory or a single file, the kubelet's file source (--pod-manifest-path).
 //
 // Each file holds one pod, YAML or JSON (kind Pod and apiVersion v1 when they
-// are given); a file with a second YAML document or a PodList is rejected.
+// are given); a PodList is rejected. A file of several YAML documents gives
+// the pod of its first (empty documents aside), as the kubelet reads it;
+// unlike the kubelet, which ignores them silently, each later document is
+// reported as ignored.
 // Dotfiles and subdirectories are skipped. Every pod gets
 // sources.StaticPodDefaults with the file's path, so its UID changes with
 // its content, and must pass sources.ValidateStatic (the API server's
@@ -15,7 +18,8 @@
 //	cfg.Add(sources.FileSource, src)
 //
 // Given to an agent (nodekit.Options.Sources), the Source takes the
-// agent's node name (sources.NodeNamer): leave NodeName empty.
+// agent's node name (sources.NodeNamer): leave NodeName empty; without a
+// Logger of its own, it logs through the agent's (sources.LoggerSetter).
 //
 // # Watching
 //

@@ -54,7 +54,11 @@ type Options struct {
 	// longer (a file system that hangs) is given up with an error naming
 	// the file, and the other files are read. Defaults to 10s.
 	ReadTimeout time.Duration
-	// Logger receives the source's logs. Defaults to discarding them.
+	// Logger receives the source's logs: every manifest, and every
+	// document of one, that gives no pod, with the reason. Defaults to the
+	// agent's logger when the Source is given to an agent
+	// (sources.LoggerSetter), else to discarding them (a logr.Discard()
+	// Logger counts as none).
 	Logger logr.Logger
 }
 
@@ -85,16 +89,33 @@ func (o *Options) setDefaults() error {
 type Source struct {
 	opts Options
 	log  logr.Logger
+	// ownLogger: Options.Logger was given, and SetLogger keeps it.
+	ownLogger bool
 }
 
-var _ sources.Source = (*Source)(nil)
+var (
+	_ sources.Source       = (*Source)(nil)
+	_ sources.NodeNamer    = (*Source)(nil)
+	_ sources.LoggerSetter = (*Source)(nil)
+)
 
 // New returns a Source for opts. It does no I/O.
 func New(opts Options) (*Source, error) {
+	own := opts.Logger.GetSink() != nil
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Source{opts: opts, log: opts.Logger.WithValues("path", opts.Path)}, nil
+	return &Source{opts: opts, log: opts.Logger.WithValues("path", opts.Path), ownLogger: own}, nil
+}
+
+// SetLogger implements sources.LoggerSetter: the agent's logger, unless
+// Options.Logger was given.
+func (s *Source) SetLogger(log logr.Logger) {
+	if s.ownLogger {
+		return
+	}
+	s.opts.Logger = log.WithName("file")
+	s.log = s.opts.Logger.WithValues("path", s.opts.Path)
 }
 
 // SetNodeName implements sources.NodeNamer: the agent's name, unless
@@ -428,7 +449,10 @@ func (l *lister) readFile(ctx context.Context, name string) *v1.Pod {
 		return st.good
 	}
 	st.sum, st.decoded = sum, true
-	pod, err := decode(data, name, l.nodeName)
+	pod, ignored, err := decode(data, name, l.nodeName)
+	for _, e := range ignored {
+		l.log.Error(e, "manifest document ignored", "file", name)
+	}
 	if err != nil {
 		st.pod = nil
 		if st.good != nil {
@@ -543,19 +567,26 @@ func notRegular(name string, mode fs.FileMode) error {
 }
 
 // decode turns the content of manifest file name into its pod: one Pod,
-// defaulted with sources.StaticPodDefaults and valid.
-func decode(data []byte, name, nodeName string) (*v1.Pod, error) {
-	pods, kind, err := manifest.Decode(data)
-	switch {
-	case errors.Is(err, manifest.ErrMultipleDocuments) || (err == nil && kind != manifest.KindPod):
-		return nil, fmt.Errorf("file: %s: file holds more than one pod", name)
-	case err != nil:
-		return nil, fmt.Errorf("file: %s: %w", name, err)
+// its first YAML document, defaulted with sources.StaticPodDefaults and
+// valid. ignored are the errors of the documents after the first, which
+// the kubelet ignores without a word: one for each, for the caller to
+// report.
+func decode(data []byte, name, nodeName string) (pod *v1.Pod, ignored []error, err error) {
+	pods, kind, extra, err := manifest.DecodeFirst(data)
+	for i := range extra {
+		ignored = append(ignored, fmt.Errorf("file: %s: document %d of %d ignored: a manifest file gives one pod, from its first document, as the kubelet reads it (put each pod in a file of its own)",
+			name, i+2, extra+1))
 	}
-	pod := pods[0]
+	switch {
+	case err == nil && kind != manifest.KindPod:
+		return nil, ignored, fmt.Errorf("file: %s: file holds a %s, not a Pod: a manifest file gives one pod", name, kind)
+	case err != nil:
+		return nil, ignored, fmt.Errorf("file: %s: %w", name, err)
+	}
+	pod = pods[0]
 	sources.StaticPodDefaults(pod, name, nodeName)
 	if err := sources.ValidateStatic(pod); err != nil {
-		return nil, fmt.Errorf("file: %s: %w", name, err)
+		return nil, ignored, fmt.Errorf("file: %s: %w", name, err)
 	}
-	return pod, nil
+	return pod, ignored, nil
 }

@@ -316,8 +316,8 @@ func TestBadManifests(t *testing.T) {
 		wantErr string
 	}{
 		{name: "unparsable", file: "bad.yaml", content: "metadata: {name: x\n", wantErr: "not YAML or JSON"},
-		{name: "two pods in one file", file: "two.yaml", content: podYAML("x", "i:1") + "---\n" + podYAML("y", "i:1"), wantErr: "file holds more than one pod"},
-		{name: "pod list", file: "list.json", content: `{"kind":"PodList","apiVersion":"v1","items":[]}`, wantErr: "file holds more than one pod"},
+		{name: "pod list", file: "list.json", content: `{"kind":"PodList","apiVersion":"v1","items":[]}`, wantErr: "file holds a PodList, not a Pod"},
+		{name: "second document bad too", file: "two.yaml", content: "metadata: {name: x\n---\n" + podYAML("y", "i:1"), wantErr: "not YAML or JSON"},
 		{name: "no containers", file: "empty.yaml", content: "kind: Pod\nmetadata:\n  name: x\n", wantErr: "spec.containers: Required value"},
 		{name: "other kind", file: "svc.yaml", content: "kind: Service\napiVersion: v1\n", wantErr: `kind \"Service\" is not Pod`},
 		{name: "empty file", file: "nothing.yaml", content: "", wantErr: "no object"},
@@ -342,6 +342,27 @@ func TestBadManifests(t *testing.T) {
 				t.Errorf("log lines naming %s and %q = %q, want one", bad, tt.wantErr, lines)
 			}
 		})
+	}
+}
+
+// TestMultiDocumentManifest: a file of several YAML documents gives the
+// pod of its first, as the kubelet reads it, and each later document is
+// reported as ignored, with the reason, once.
+func TestMultiDocumentManifest(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "three.yaml")
+	write(t, path, "---\n"+podYAML("x", "i:1")+"---\n"+podYAML("y", "i:1")+"---\n# nothing\n---\n"+podYAML("z", "i:1"))
+	h := start(t, Options{Path: dir, Period: 20 * time.Millisecond})
+	h.expect("x-node-1 i:1")
+	time.Sleep(quiet)
+	for _, doc := range []string{"document 2 of 3", "document 3 of 3"} {
+		lines := h.logs.find(`"msg"="manifest document ignored"`, `"file"="`+path+`"`, doc, "a manifest file gives one pod, from its first document")
+		if len(lines) != 1 {
+			t.Errorf("log lines for %s = %q, want one", doc, lines)
+		}
+	}
+	if lines := h.logs.find("document 4"); len(lines) != 0 {
+		t.Errorf("an empty document was reported: %q", lines)
 	}
 }
 
@@ -498,7 +519,12 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		pod, err := decode(data, "/etc/manifests/x.yaml", node)
+		pod, ignored, err := decode(data, "/etc/manifests/x.yaml", node)
+		for _, e := range ignored {
+			if !strings.HasPrefix(e.Error(), "file: /etc/manifests/x.yaml: document ") {
+				t.Errorf("decode() ignored document error %q does not name the file and document", e)
+			}
+		}
 		if err != nil {
 			if pod != nil {
 				t.Errorf("decode() returned a pod and the error %v", err)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -140,7 +141,7 @@ spec:
 func TestEnvFromObjects(t *testing.T) {
 	f := newFixture(t, envEndpoint)
 	objs := &mapObjects{
-		configMaps: map[string]*v1.ConfigMap{f.ns + "/settings": {Data: map[string]string{"host": "db.local", "mode": "fast"}}},
+		configMaps: map[string]*v1.ConfigMap{f.ns + "/settings": {Data: map[string]string{"host": "db.local", "mode": "fast", "data-1": "value-1"}}},
 		secrets:    map[string]*v1.Secret{f.ns + "/db": {Data: map[string][]byte{"password": []byte("s3cret")}}},
 	}
 	a := f.agentWith(nil, "env", func(o *nodekit.Options) { o.Objects = objs.getter() })
@@ -161,9 +162,17 @@ func TestEnvFromObjects(t *testing.T) {
 			got[k] = v
 		}
 	}
+	// A key that is not a shell identifier (the upstream "consumable via
+	// the environment" specs use data-1) is in the container's
+	// environment as the runtime gives it; a shell may drop it from what
+	// it passes on (Debian's busybox 1.35 ash does), which "sh -c env"
+	// then shows.
 	want := map[string]string{
 		"DB_PASSWORD": "s3cret", "CFG_host": "db.local", "CFG_mode": "fast", "DSN": "user:s3cret@db.local",
-		"APP": "envtest", "MEM_MI": "64",
+		"APP": "envtest", "MEM_MI": "64", "CFG_data-1": "value-1",
+	}
+	if out, _, err := execIn(t, f, id, "sh", "-c", "env"); err == nil && !strings.Contains(out, "CFG_data-1=") {
+		t.Logf("the image's shell drops CFG_data-1 from the environment it passes on (sh -c env does not show it)")
 	}
 	if len(s.PodIPs) > 0 {
 		want["POD_IP"] = s.PodIPs[0].IP
@@ -431,6 +440,16 @@ func TestActiveDeadline(t *testing.T) {
 		}
 		return true
 	})
+	// How long after the deadline the container stopped (the kubelet
+	// takes about 1 s): from the pod's start time, as the agent holds it.
+	s, _ := a.status(pod)
+	if _, cs := podObjects(t, f.cri, uid); len(cs) == 1 && s.StartTime != nil {
+		st, err := f.cri.ContainerStatus(t.Context(), cs[0].Id, false)
+		if err == nil && st.GetStatus().GetFinishedAt() != 0 {
+			deadline := s.StartTime.Add(3 * time.Second)
+			t.Logf("container stopped %v after the deadline", time.Unix(0, st.GetStatus().GetFinishedAt()).Sub(deadline).Round(time.Millisecond))
+		}
+	}
 }
 
 const dnsPod = `apiVersion: v1
@@ -574,4 +593,60 @@ func TestSecurityContext(t *testing.T) {
 	if _, stderr, err := execIn(t, f, id, "touch", "/x"); err == nil || !strings.Contains(stderr, "Read-only file system") {
 		t.Errorf("touch /x: err %v, stderr %q; want a read-only root", err, stderr)
 	}
+}
+
+const hostNetEnvPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: hostnet-env
+  namespace: $NS
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: ` + busyboxImage + `
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait; done"]
+    env:
+    - name: POD_IP
+      valueFrom:
+        fieldRef:
+          fieldPath: status.podIP
+    - name: HOST_IP
+      valueFrom:
+        fieldRef:
+          fieldPath: status.hostIP
+`
+
+// TestHostNetworkPodIP, on containerd: a hostNetwork pod's podIP is the
+// node's (its host IP), in its status and in its container's POD_IP, as
+// the upstream "Downward API should provide host IP and pod IP as an env
+// var if pod uses host network" spec wants. The agent is standalone: the
+// node's IP is the one it is given (node.Options.InternalIP).
+func TestHostNetworkPodIP(t *testing.T) {
+	f := newFixture(t, envEndpoint)
+	a := f.agentWith(nil, "hostnet-env", func(o *nodekit.Options) { o.Node.InternalIP = net.ParseIP("192.0.2.10") })
+	f.writeYAML("hostnet-env", hostNetEnvPod)
+	pod := f.pod("hostnet-env")
+	eventually(t, 60*time.Second, pod+" Running", func() bool { return a.running(pod) })
+	s, _ := a.status(pod)
+	if s.HostIP != "192.0.2.10" || s.PodIP != s.HostIP || len(s.PodIPs) == 0 || s.PodIPs[0].IP != s.HostIP {
+		t.Errorf("podIP %q, podIPs %v, want the host IP %q", s.PodIP, s.PodIPs, s.HostIP)
+	}
+	id := strings.TrimPrefix(s.ContainerStatuses[0].ContainerID, "containerd://")
+	out, _, err := execIn(t, f, id, "env")
+	if err != nil {
+		t.Fatalf("exec env: %v", err)
+	}
+	for _, want := range []string{"POD_IP=" + s.HostIP, "HOST_IP=" + s.HostIP} {
+		if !slices.Contains(strings.Split(out, "\n"), want) {
+			t.Errorf("the container's environment lacks %s:\n%s", want, out)
+		}
+	}
+	f.remove("hostnet-env")
+	eventually(t, 60*time.Second, "the agent to remove the pod", func() bool {
+		sbs, cs := inNamespace(t, f.cri, f.ns)
+		return len(sbs) == 0 && len(cs) == 0
+	})
 }

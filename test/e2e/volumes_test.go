@@ -235,3 +235,58 @@ func TestVolumes(t *testing.T) {
 		}
 	})
 }
+
+// fsGroupSubPathPod mounts a subPath of an emptyDir that does not exist
+// yet, with an fsGroup, as the upstream "nonexistent volume subPath should
+// have the correct mode and owner using FSGroup" spec does.
+const fsGroupSubPathPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: fsgroup-subpath
+  namespace: $NS
+spec:
+  terminationGracePeriodSeconds: 2
+  securityContext:
+    fsGroup: 123
+  volumes:
+  - name: test-volume
+    emptyDir: {}
+  containers:
+  - name: main
+    image: ` + busyboxImage + `
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait; done"]
+    volumeMounts:
+    - name: test-volume
+      mountPath: /test-volume
+      subPath: test-sub
+`
+
+// TestEmptyDirFSGroupSubPath: a subPath of an emptyDir with an fsGroup,
+// created by the agent, has the volume root's mode (group-writable,
+// setgid) and group in the container.
+func TestEmptyDirFSGroupSubPath(t *testing.T) {
+	f := newFixture(t, envEndpoint)
+	a := f.agentWith(nil, "fsgroup", nil)
+	f.writeYAML("fsgroup-subpath", fsGroupSubPathPod)
+	pod := f.pod("fsgroup-subpath")
+	eventually(t, 30*time.Second, pod+" Running", func() bool { return a.running(pod) })
+	s, _ := a.status(pod)
+	id := strings.TrimPrefix(s.ContainerStatuses[0].ContainerID, "containerd://")
+	out, stderr, err := execIn(t, f, id, "stat", "-c", "%A %g", "/test-volume")
+	if err != nil {
+		t.Fatalf("stat /test-volume: %v (%s)", err, stderr)
+	}
+	root := filepath.Join(f.rootDir, "pods", string(a.podUID(pod)), "volumes", "kubernetes.io~empty-dir", "test-volume")
+	fi, err := os.Stat(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("volume root %v; subPath in the container: %s", fi.Mode(), strings.TrimSpace(out))
+	if got, want := strings.TrimSpace(out), "drwxrwsrwx 123"; got != want {
+		t.Errorf("subPath /test-volume: %q, want %q (the volume root's mode, group 123)", got, want)
+	}
+	f.remove("fsgroup-subpath")
+	pods := filepath.Join(f.rootDir, "pods")
+	eventually(t, 30*time.Second, "the pod directory removed from "+pods, func() bool { return len(dirEntries(pods)) == 0 })
+}

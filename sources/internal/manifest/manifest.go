@@ -45,6 +45,27 @@ func Decode(data []byte) (pods []*v1.Pod, kind string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
+	return decodeDoc(doc)
+}
+
+// DecodeFirst is Decode of the first YAML document that is not empty, as
+// the kubelet's file source reads a manifest (its YAML-to-JSON conversion
+// keeps the first document): the later documents are not decoded, and
+// ignored counts those that are not empty, for the caller to report.
+func DecodeFirst(data []byte) (pods []*v1.Pod, kind string, ignored int, err error) {
+	docs, err := documents(data, 0)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	if len(docs) == 0 {
+		return nil, "", 0, ErrEmpty
+	}
+	pods, kind, err = decodeDoc(docs[0])
+	return pods, kind, len(docs) - 1, err
+}
+
+// decodeDoc decodes one document, a Pod or a PodList.
+func decodeDoc(doc []byte) (pods []*v1.Pod, kind string, err error) {
 	var tm struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
@@ -81,9 +102,24 @@ func Decode(data []byte) (pods []*v1.Pod, kind string, err error) {
 
 // single returns the one non-empty YAML document data holds.
 func single(data []byte) ([]byte, error) {
+	docs, err := documents(data, 2)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(docs) == 0:
+		return nil, ErrEmpty
+	case len(docs) > 1:
+		return nil, ErrMultipleDocuments
+	}
+	return docs[0], nil
+}
+
+// documents returns the YAML documents of data that are not empty (only
+// blanks, comments or null), the first max of them when max > 0.
+func documents(data []byte, max int) ([][]byte, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var found []byte
-	for {
+	var docs [][]byte
+	for max <= 0 || len(docs) < max {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
 			break
@@ -93,18 +129,18 @@ func single(data []byte) ([]byte, error) {
 		}
 		j, err := yaml.YAMLToJSON(doc)
 		if err != nil {
+			if len(docs) > 0 {
+				// A later document that is not YAML is still one the
+				// caller ignores.
+				docs = append(docs, doc)
+				continue
+			}
 			return nil, fmt.Errorf("not YAML or JSON: %w", err)
 		}
 		if string(bytes.TrimSpace(j)) == "null" {
 			continue
 		}
-		if found != nil {
-			return nil, ErrMultipleDocuments
-		}
-		found = doc
+		docs = append(docs, doc)
 	}
-	if found == nil {
-		return nil, ErrEmpty
-	}
-	return found, nil
+	return docs, nil
 }

@@ -21,7 +21,8 @@ const dirFlags = syscall.O_RDONLY | syscall.O_DIRECTORY | syscall.O_NOFOLLOW | s
 // MkdirNoFollow creates the directories missing below the existing
 // directory dir, one by one with mkdirat and openat(O_NOFOLLOW), so that
 // nobody can turn a created directory into a symlink on the way. Each one
-// it creates gets mode perm (not masked by the umask). A component that
+// it creates gets mode perm (not masked by the umask), with its setuid,
+// setgid and sticky bits, as the kubelet's doSafeMakeDir. A component that
 // appears meanwhile as a directory is used as it is; as anything else, it is
 // an error.
 func MkdirNoFollow(dir string, missing []string, perm fs.FileMode) error {
@@ -33,7 +34,7 @@ func MkdirNoFollow(dir string, missing []string, perm fs.FileMode) error {
 	for _, name := range missing {
 		cur = filepath.Join(cur, name)
 		created := true
-		if err := syscall.Mkdirat(fd, name, uint32(perm.Perm())); err != nil {
+		if err := syscall.Mkdirat(fd, name, kernelMode(perm)); err != nil {
 			if !errors.Is(err, syscall.EEXIST) {
 				syscall.Close(fd)
 				return &fs.PathError{Op: "mkdir", Path: cur, Err: err}
@@ -47,13 +48,29 @@ func MkdirNoFollow(dir string, missing []string, perm fs.FileMode) error {
 		}
 		fd = child
 		if created {
-			if err := syscall.Fchmod(fd, uint32(perm.Perm())); err != nil {
+			if err := syscall.Fchmod(fd, kernelMode(perm)); err != nil {
 				syscall.Close(fd)
 				return &fs.PathError{Op: "chmod", Path: cur, Err: err}
 			}
 		}
 	}
 	return syscall.Close(fd)
+}
+
+// kernelMode is perm as chmod(2) takes it: the permission bits and the
+// setuid, setgid and sticky bits.
+func kernelMode(perm fs.FileMode) uint32 {
+	m := uint32(perm.Perm())
+	if perm&fs.ModeSetuid != 0 {
+		m |= syscall.S_ISUID
+	}
+	if perm&fs.ModeSetgid != 0 {
+		m |= syscall.S_ISGID
+	}
+	if perm&fs.ModeSticky != 0 {
+		m |= syscall.S_ISVTX
+	}
+	return m
 }
 
 // CreateFileNoFollow creates the empty file path with mode perm (not masked
