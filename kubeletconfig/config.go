@@ -60,6 +60,7 @@ type Configuration struct {
 	MaxPods                          int32               `json:"maxPods,omitempty"`
 	PodPidsLimit                     *int64              `json:"podPidsLimit,omitempty"`
 	ResolverConfig                   *string             `json:"resolvConf,omitempty"`
+	CgroupRoot                       string              `json:"cgroupRoot,omitempty"`
 	CPUCFSQuota                      *bool               `json:"cpuCFSQuota,omitempty"`
 	CPUCFSQuotaPeriod                *metav1.Duration    `json:"cpuCFSQuotaPeriod,omitempty"`
 	ContentType                      string              `json:"contentType,omitempty"`

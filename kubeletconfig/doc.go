@@ -24,7 +24,7 @@
 //
 // Settings.Options carries the fields nodekit acts on: the pod and node
 // settings (syncFrequency, maxPods, podPidsLimit, cpuCFSQuota and its
-// period, registerWithTaints, node status and Lease frequencies), DNS
+// period, cgroupRoot, registerWithTaints, node status and Lease frequencies), DNS
 // (clusterDNS, clusterDomain, resolvConf), eviction (evictionHard, Soft,
 // SoftGracePeriod, MinimumReclaim, PressureTransitionPeriod,
 // MaxPodGracePeriod, mergeDefaultEvictionSettings,

@@ -212,7 +212,14 @@ func (s *Settings) options(fl *Flags) error {
 	}
 	o.Node.LeaseDuration = time.Duration(c.NodeLeaseDurationSeconds) * time.Second
 
-	// Cgroups.
+	// Cgroups: the pods' under <cgroupRoot>/kubepods, as the kubelet's
+	// with cgroupsPerQOS.
+	if r := strings.Trim(c.CgroupRoot, "/"); r != "" {
+		if strings.Contains(r, "..") {
+			return fmt.Errorf("cgroupRoot: %q climbs out of the cgroup root", c.CgroupRoot)
+		}
+		o.Cgroups.Root = r + "/kubepods"
+	}
 	o.Cgroups.DisableCPUQuota = !*c.CPUCFSQuota
 	if p := c.CPUCFSQuotaPeriod.Duration; p < time.Millisecond || p > time.Second {
 		return fmt.Errorf("cpuCFSQuotaPeriod: %v is not between 1ms and 1s", p)

@@ -40,6 +40,7 @@ func fullConfig() *kubeletv1beta1.KubeletConfiguration {
 	return &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:           metav1.TypeMeta{Kind: "KubeletConfiguration", APIVersion: "kubelet.config.k8s.io/v1beta1"},
 		StaticPodPath:      "/etc/kubernetes/manifests",
+		CgroupRoot:         "/nodekit",
 		PodLogsDir:         "/var/log/mypods",
 		SyncFrequency:      d("30s"),
 		FileCheckFrequency: d("5s"),
@@ -137,6 +138,7 @@ func TestSettingsFullConfiguration(t *testing.T) {
 	rm.MaxParallelImagePulls = 3
 	rm.BackOff.Max = time.Minute
 	rm.DNS.ClusterDNS, rm.DNS.ClusterDomain, rm.DNS.ResolvConf = []string{"10.96.0.10"}, "cluster.local", "/run/systemd/resolve/resolv.conf"
+	want.Cgroups.Root = "nodekit/kubepods"
 	want.Cgroups.DisableCPUQuota = true
 	want.Cgroups.CPUCFSQuotaPeriod = 50 * time.Millisecond
 	want.Cgroups.PodPidsLimit = 4096

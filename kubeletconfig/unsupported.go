@@ -50,7 +50,7 @@ evictionPressureTransitionPeriod evictionMaxPodGracePeriod evictionMinimumReclai
 mergeDefaultEvictionSettings containerLogMaxSize containerLogMaxFiles containerLogMonitorInterval
 systemReserved kubeReserved enforceNodeAllocatable allowedUnsafeSysctls registerWithTaints
 localStorageCapacityIsolation containerRuntimeEndpoint crashLoopBackOff.maxContainerRestartPeriod
-userNamespaces.idsPerPod logging.verbosity`)
+userNamespaces.idsPerPod logging.verbosity cgroupRoot`)
 
 // byDefault are fields nodekit does not configure but behaves as the
 // kubelet does at the value given (its default): set to it they are not
