@@ -350,14 +350,16 @@ featureGates: {NodeSwap: true}
 				User                    struct{ Username string }
 				ResponseStatus          *struct{ Code int }
 			}
-			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.Stage != "ResponseComplete" {
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 				continue
 			}
 			u := ev.User.Username
 			if u != "system:node:"+nodeName && u != "system:bootstrap:"+joinTokenID {
 				continue
 			}
-			users[u]++
+			if ev.Stage == "ResponseComplete" {
+				users[u]++
+			}
 			if ev.ResponseStatus != nil && (ev.ResponseStatus.Code == 401 || ev.ResponseStatus.Code == 403) {
 				t.Errorf("%s denied (%d): %s %s", u, ev.ResponseStatus.Code, ev.Verb, ev.RequestURI)
 			}
