@@ -322,6 +322,7 @@ func (s *Settings) options(fl *Flags) error {
 	sv.ServerTLSBootstrap = c.ServerTLSBootstrap
 	sv.CertDir = s.CertDir
 	sv.ClientCAFile = c.Authentication.X509.ClientCAFile
+	sv.NoClusterClientCA = true // the kubelet's: no clientCAFile, no client certificates
 	sv.Anonymous = *c.Authentication.Anonymous.Enabled
 	if *c.KubeAPIQPS < 0 || c.KubeAPIBurst < 0 {
 		return errors.New("kubeAPIQPS, kubeAPIBurst: negative")

@@ -165,7 +165,7 @@ func TestSettingsFullConfiguration(t *testing.T) {
 		t.Errorf("Options (-want +got):\n%s", d)
 	}
 	wantServer := nodeserver.Options{Address: "10.0.0.5", Port: 10260, ServerTLSBootstrap: true,
-		CertDir: "/var/lib/nodekit/pki", ClientCAFile: "/etc/kubernetes/pki/ca.crt"}
+		CertDir: "/var/lib/nodekit/pki", ClientCAFile: "/etc/kubernetes/pki/ca.crt", NoClusterClientCA: true}
 	if d := cmp.Diff(wantServer, s.Server, cmpopts.IgnoreUnexported()); d != "" {
 		t.Errorf("Server (-want +got):\n%s", d)
 	}

@@ -65,6 +65,12 @@ type Options struct {
 	// by kubeadm; the kubelet has no such default. When it cannot be read,
 	// only bearer tokens authenticate, and the server logs why.
 	ClientCAFile string
+	// NoClusterClientCA turns ClientCAFile's default off: without a
+	// ClientCAFile only bearer tokens authenticate, as the kubelet's
+	// without authentication.x509.clientCAFile, and the server reads no
+	// ConfigMap (a node identity under the Node authorizer may not read
+	// that one). Defaults to false.
+	NoClusterClientCA bool
 	// Anonymous lets requests without credentials in as
 	// system:anonymous, still subject to authorization. Defaults to false.
 	Anonymous bool
@@ -312,7 +318,9 @@ const (
 // bearer tokens authenticate.
 func (s *Server) setupAuth(ctx context.Context) error {
 	ao := nodeapi.AuthOptions{ClientCAFile: s.opts.ClientCAFile, Anonymous: s.opts.Anonymous}
-	if ao.ClientCAFile == "" {
+	if ao.ClientCAFile == "" && s.opts.NoClusterClientCA {
+		s.log.Info("No client CA for the node API: only bearer tokens authenticate (no ClientCAFile)")
+	} else if ao.ClientCAFile == "" {
 		cm, err := s.client.CoreV1().ConfigMaps(authConfigMapNamespace).Get(ctx, authConfigMapName, metav1.GetOptions{})
 		pool := x509.NewCertPool()
 		switch {
