@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -174,7 +175,24 @@ cgroupRoot: /%s
 nodeStatusUpdateFrequency: 2s
 cgroupDriver: cgroupfs
 featureGates: {NodeSwap: true}
-`, port, filepath.Join(pki, "ca.crt"), endpoint, filepath.Join(tmp, "logs"), nodeName))
+staticPodPath: %s
+# The host's disk is shared: its pressure must not evict the test's pods
+# nor reclaim the images containerd cannot pull offline.
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%}
+imageGCHighThresholdPercent: 100
+`, port, filepath.Join(pki, "ca.crt"), endpoint, filepath.Join(tmp, "logs"), nodeName, filepath.Join(tmp, "manifests")))
+	// A static pod, whose mirror pod the node creates.
+	if err := os.Mkdir(filepath.Join(tmp, "manifests"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(tmp, "manifests", "static.yaml"), `apiVersion: v1
+kind: Pod
+metadata: {name: static, namespace: default}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: main, image: busybox:1.36, imagePullPolicy: IfNotPresent, command: [sh, -c, "sleep 3600"]}
+`)
 
 	// The node's cgroups: a root of the test's own, removed (with what is
 	// left below it) once the agent stopped.
@@ -198,9 +216,11 @@ featureGates: {NodeSwap: true}
 	nodeKubeconfig := filepath.Join(tmp, "kubelet.conf")
 	certDir := filepath.Join(tmp, "root", "pki")
 	agentLog := filepath.Join(tmp, "agent.log")
-	startJoinAgent(t, bin, agentLog, "--config="+config, "--bootstrap-kubeconfig="+bootKubeconfig,
-		"--kubeconfig="+nodeKubeconfig, "--root-dir="+filepath.Join(tmp, "root"), "--hostname-override="+nodeName,
-		"--node-labels=nodekit.io/pool=edge,nodekit.io/join=yes", "--v=1")
+	args := []string{"--config=" + config, "--bootstrap-kubeconfig=" + bootKubeconfig,
+		"--kubeconfig=" + nodeKubeconfig, "--root-dir=" + filepath.Join(tmp, "root"), "--hostname-override=" + nodeName,
+		"--node-labels=nodekit.io/pool=edge,nodekit.io/join=yes", "--v=1"}
+	stopAgent := startJoinAgent(t, bin, agentLog, args...)
+	t.Cleanup(func() { stopAgent() })
 
 	t.Run("registers", func(t *testing.T) {
 		eventually(t, 2*time.Minute, "the Node registered with the file's taint and the flags' labels", func() error {
@@ -234,6 +254,18 @@ featureGates: {NodeSwap: true}
 			t.Errorf("cgroupDriver: cgroupfs, nodekit's, reported as unsupported")
 		}
 	})
+	t.Run("mirror pod", func(t *testing.T) {
+		eventually(t, 2*time.Minute, "the static pod's mirror pod running", func() error {
+			p, err := admin.CoreV1().Pods("default").Get(ctx, "static-"+nodeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Annotations[v1.MirrorPodAnnotationKey] == "" || p.Status.Phase != v1.PodRunning {
+				return fmt.Errorf("annotations %v, phase %s", p.Annotations, p.Status.Phase)
+			}
+			return nil
+		})
+	})
 	first := clientCert(t, certDir)
 	if first.Subject.CommonName != "system:node:"+nodeName || len(first.Subject.Organization) != 1 || first.Subject.Organization[0] != "system:nodes" {
 		t.Fatalf("client certificate subject %v", first.Subject)
@@ -246,22 +278,32 @@ featureGates: {NodeSwap: true}
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Before the agent stops: its pods go, the agent unmounting their
-	// volumes; what is left of them goes through CRI.
+	// Before the agent stops: its pods go, the agent stopping them and
+	// tearing their volumes down; what is left goes through CRI.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		_ = os.Remove(filepath.Join(tmp, "manifests", "static.yaml"))
+		var podDir string
+		if p, err := admin.CoreV1().Pods(ns).Get(ctx, "reader", metav1.GetOptions{}); err == nil {
+			podDir = filepath.Join(tmp, "root", "pods", string(p.UID))
+		}
 		_ = admin.CoreV1().Pods(ns).Delete(ctx, "reader", metav1.DeleteOptions{})
-		for ctx.Err() == nil {
-			if _, err := admin.CoreV1().Pods(ns).Get(ctx, "reader", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		for {
+			_, err := admin.CoreV1().Pods(ns).Get(ctx, "reader", metav1.GetOptions{})
+			_, errMirror := admin.CoreV1().Pods("default").Get(ctx, "static-"+nodeName, metav1.GetOptions{})
+			_, errDir := os.Stat(podDir)
+			if apierrors.IsNotFound(err) && apierrors.IsNotFound(errMirror) && (podDir == "" || os.IsNotExist(errDir)) {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Errorf("the agent did not remove its pods within a minute: reader %v, mirror pod %v, pod directory %v", err, errMirror, errDir)
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		if ctx.Err() != nil {
-			t.Errorf("the agent did not remove pod %s/reader within a minute", ns)
-		}
-		removeSandboxes(t, endpoint, ns)
+		removeSandboxes(t, endpoint, map[string]string{runtime.LabelPodNamespace: ns})
+		removeSandboxes(t, endpoint, map[string]string{runtime.LabelPodNamespace: "default", runtime.LabelPodName: "static-" + nodeName})
 	})
 
 	t.Run("pod with configMap, secret and token", func(t *testing.T) {
@@ -333,6 +375,38 @@ featureGates: {NodeSwap: true}
 			}
 			return nil
 		})
+	})
+
+	t.Run("restart reuses the certificate", func(t *testing.T) {
+		stopAgent()
+		before := clientCert(t, certDir)
+		stopAgent = startJoinAgent(t, bin, agentLog, args...)
+		eventually(t, time.Minute, "a Lease renewal after the restart", func() error {
+			l, err := admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > 5*time.Second {
+				return fmt.Errorf("renewed at %v", l.Spec.RenewTime)
+			}
+			return nil
+		})
+		csrs, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		byToken := 0
+		for _, c := range csrs.Items {
+			if c.Spec.Username == "system:bootstrap:"+joinTokenID {
+				byToken++
+			}
+		}
+		if byToken != 1 {
+			t.Errorf("%d CertificateSigningRequests made with the bootstrap token, want the first start's only", byToken)
+		}
+		if after := clientCert(t, certDir); after.NotAfter.Before(before.NotAfter) {
+			t.Errorf("the certificate went back to an older one")
+		}
 	})
 
 	t.Run("no request denied", func(t *testing.T) {
@@ -455,12 +529,12 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// startJoinAgent starts the agent binary, logging to logPath, stopped
-// (SIGTERM, then SIGKILL after 30 s) when the test ends; the end of its
-// log is shown when the test failed.
-func startJoinAgent(t *testing.T, bin, logPath string, args ...string) {
+// startJoinAgent starts the agent binary, appending to logPath, and
+// returns what stops it (SIGTERM, then SIGKILL after 30 s; the end of its
+// log shown when the test failed). Stopping twice does nothing.
+func startJoinAgent(t *testing.T, bin, logPath string, args ...string) (stop func()) {
 	t.Helper()
-	f, err := os.Create(logPath)
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +543,13 @@ func startJoinAgent(t *testing.T, bin, logPath string, args ...string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stopProcess(t, cmd, "nodekit-agent", logPath) })
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			stopProcess(t, cmd, "nodekit-agent", logPath)
+			f.Close()
+		})
+	}
 }
 
 // stopProcess stops cmd with SIGTERM (SIGKILL after 30 s) and shows the
@@ -518,20 +598,20 @@ func clientCert(t *testing.T, certDir string) *x509.Certificate {
 	}
 }
 
-// removeSandboxes stops and removes, through CRI, the sandboxes of
-// namespace ns.
-func removeSandboxes(t *testing.T, endpoint, ns string) {
+// removeSandboxes stops and removes, through CRI, the sandboxes with the
+// labels given.
+func removeSandboxes(t *testing.T, endpoint string, labels map[string]string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rs, err := cri.New(ctx, endpoint)
 	if err != nil {
-		t.Errorf("removing the pods of %s: %v", ns, err)
+		t.Errorf("removing the pods %v: %v", labels, err)
 		return
 	}
 	defer rs.Close()
-	sbs, err := rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{runtime.LabelPodNamespace: ns}})
+	sbs, err := rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: labels})
 	if err != nil {
-		t.Errorf("removing the pods of %s: %v", ns, err)
+		t.Errorf("removing the pods %v: %v", labels, err)
 		return
 	}
 	for _, sb := range sbs {
