@@ -11,7 +11,9 @@
 # start wipes DIR and starts an empty cluster on fresh random ports; with
 # --reuse it starts a stopped instance of DIR again, with its data, ports and
 # credentials (an API-server outage, for tests). NODEKIT_APISERVER_FLAGS adds
-# flags to kube-apiserver.
+# flags to kube-apiserver; NODEKIT_APISERVER_AUTHORIZATION_MODE replaces its
+# --authorization-mode, RBAC (e.g. Node,RBAC as kubeadm's: a list flag given
+# twice would name RBAC twice).
 #
 # Both are built from the Go module proxy in a scratch module under the cache
 # directory (${NODEKIT_CACHE:-$HOME/.cache/nodekit}), outside the project's own
@@ -189,7 +191,7 @@ start_apiserver() {
 		--endpoint-reconciler-type=none \
 		--tls-cert-file="$DIR/pki/serving.crt" --tls-private-key-file="$DIR/pki/serving.key" \
 		--client-ca-file="$DIR/pki/ca.crt" --token-auth-file="$DIR/tokens.csv" \
-		--authorization-mode=RBAC \
+		--authorization-mode="${NODEKIT_APISERVER_AUTHORIZATION_MODE:-RBAC}" \
 		--service-account-issuer=https://kubernetes.default.svc \
 		--service-account-key-file="$DIR/pki/sa.pub" --service-account-signing-key-file="$DIR/pki/sa.key" \
 		--service-cluster-ip-range=10.0.0.0/24 \

@@ -10,7 +10,9 @@
 #
 # It also builds (once, cached: about 10 minutes cold) and starts a real
 # kube-apiserver and etcd with hack/apiserver.sh and exports
-# NODEKIT_KUBECONFIG for the integration tests in test/integration.
+# NODEKIT_KUBECONFIG for the integration tests in test/integration, and
+# builds (cached) kube-controller-manager, which the TLS bootstrap test
+# (TestJoinAsNode) starts with an API server of its own.
 #
 # NODEKIT_E2E=0 skips the containerds and the API server even as root;
 # NODEKIT_CONTAINERD2=0 skips only the 2.x containerd (its first build takes
@@ -65,6 +67,9 @@ if [ "$(id -u)" -eq 0 ] && [ "$(uname -s)" = Linux ] && [ "${NODEKIT_E2E:-1}" !=
 		# kubectl for the node API's end-to-end test (cached; it shares
 		# most of kube-apiserver's build cache).
 		t=$(now); hack/kubectl.sh build >/dev/null; step "$t" "build kubectl"
+		# kube-controller-manager for the TLS bootstrap integration test
+		# (its CSR approver and signer; cached, sharing the build cache).
+		t=$(now); hack/controller-manager.sh build >/dev/null; step "$t" "build kube-controller-manager"
 		t=$(now)
 		apiserver_dir=$(mktemp -d)/apiserver
 		hack/apiserver.sh start --dir "$apiserver_dir" >&2

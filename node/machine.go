@@ -166,7 +166,7 @@ func ReadMachine(ephemeralStoragePath string) (Machine, error) {
 	}
 	m.HugePages, _ = ReadHugePages("")
 	m.MachineID = readTrimmed(fileMachineID)
-	m.SystemUUID = readTrimmed(fileSystemUUID)
+	m.SystemUUID = systemUUID(systemUUIDFiles, m.MachineID)
 	m.BootID = readTrimmed(fileBootID)
 	m.KernelVersion = readTrimmed(fileKernel)
 	if b, err := os.ReadFile(fileOSRelease); err == nil {
@@ -176,6 +176,28 @@ func ReadMachine(ephemeralStoragePath string) (Machine, error) {
 		m.OSImage = sysruntime.GOOS
 	}
 	return m, nil
+}
+
+// systemUUIDFiles hold the hardware's UUID, in the order cAdvisor (the
+// kubelet's) reads them: DMI (x86, arm64 with UEFI), then the device
+// tree of POWER and s390x machines.
+var systemUUIDFiles = []string{fileSystemUUID, "/proc/device-tree/system-id", "/proc/device-tree/vm,uuid"}
+
+// systemUUID is the hardware's UUID; on a machine that exposes none (a
+// container, a VM without DMI) the machine ID written as a UUID, where
+// the kubelet reports none: an ID that stays with the machine across
+// restarts beats an empty systemUUID for the tools that read it.
+func systemUUID(files []string, machineID string) string {
+	for _, f := range files {
+		if u := strings.TrimRight(readTrimmed(f), "\x00"); u != "" {
+			return u
+		}
+	}
+	if len(machineID) == 32 {
+		id := strings.ToUpper(machineID)
+		return id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:]
+	}
+	return ""
 }
 
 func readTrimmed(path string) string {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -55,5 +56,41 @@ func TestReadMachine(t *testing.T) {
 	}
 	if m.OperatingSystem == "" || m.Architecture == "" || m.OSImage == "" {
 		t.Errorf("ReadMachine() = %+v: want OS, architecture and OS image", m)
+	}
+}
+
+func TestSystemUUID(t *testing.T) {
+	dir := t.TempDir()
+	dmi, tree := dir+"/product_uuid", dir+"/system-id"
+	files := []string{dmi, tree}
+	if got := systemUUID(files, "3d1219c7c4c5404aaa1f6d2a48adfda4"); got != "3D1219C7-C4C5-404A-AA1F-6D2A48ADFDA4" {
+		t.Errorf("no hardware UUID: %q, want the machine ID as a UUID", got)
+	}
+	if got := systemUUID(files, ""); got != "" {
+		t.Errorf("nothing known: %q", got)
+	}
+	if err := os.WriteFile(tree, []byte("IBM,0123456789\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := systemUUID(files, "3d1219c7c4c5404aaa1f6d2a48adfda4"); got != "IBM,0123456789" {
+		t.Errorf("device tree: %q", got)
+	}
+	if err := os.WriteFile(dmi, []byte("4C4C4544-0042-3510-8057-B7C04F563732\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := systemUUID(files, "3d1219c7c4c5404aaa1f6d2a48adfda4"); got != "4C4C4544-0042-3510-8057-B7C04F563732" {
+		t.Errorf("DMI: %q", got)
+	}
+}
+
+// TestReadMachineSystemUUID: the Node's systemUUID is never empty on a
+// machine with a machine ID.
+func TestReadMachineSystemUUID(t *testing.T) {
+	m, err := ReadMachine("")
+	if err != nil {
+		t.Skip("not a Linux host:", err)
+	}
+	if m.MachineID != "" && m.SystemUUID == "" {
+		t.Errorf("machine ID %q but no system UUID", m.MachineID)
 	}
 }

@@ -3,33 +3,24 @@ package nodeapi
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
-	"os"
-	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	certificatesv1 "k8s.io/api/certificates/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/certificate"
 )
 
 // CSRClient is the part of the API server's CertificateSigningRequest
 // client a ServingCertificate calls: it creates its requests, and reads
 // and watches each one until it is issued. client-go's
 // CertificatesV1().CertificateSigningRequests() satisfies it.
-type CSRClient interface {
-	Create(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, opts metav1.CreateOptions) (*certificatesv1.CertificateSigningRequest, error)
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (*certificatesv1.CertificateSigningRequest, error)
-	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-}
+type CSRClient = certificate.CSRClient
 
 // ServingCertificateOptions configure a ServingCertificate.
 type ServingCertificateOptions struct {
@@ -75,14 +66,16 @@ type ServingCertificateOptions struct {
 // (ServerOptions.GetCertificate). It is safe for concurrent use; Run is
 // called once.
 type ServingCertificate struct {
-	opts ServingCertificateOptions
-	log  logr.Logger
-	tmpl *x509.CertificateRequest
-
-	store *pairStore // set by Run
-
-	cert atomic.Pointer[tls.Certificate] // nil until one is loaded or issued
+	m *certificate.Manager
 }
+
+// The kubelet's name of the key pair in CertDir.
+const servingPairName = "kubelet-server"
+
+// The kubelet's serving usages for an ECDSA key
+// (DefaultKubeletServingGetUsages of client-go's certificate manager: key
+// encipherment only for RSA keys).
+var servingUsages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
 
 // NewServingCertificate checks the options. It does no I/O.
 func NewServingCertificate(opts ServingCertificateOptions) (*ServingCertificate, error) {
@@ -96,39 +89,32 @@ func NewServingCertificate(opts ServingCertificateOptions) (*ServingCertificate,
 	case len(opts.Hostnames) == 0 && len(opts.IPs) == 0:
 		return nil, errors.New("nodeapi: a serving certificate needs a host name or an IP")
 	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
+	m, err := certificate.New(certificate.Options{
+		Client:     opts.Client,
+		Subject:    pkix.Name{CommonName: "system:node:" + opts.NodeName, Organization: []string{"system:nodes"}},
+		Hostnames:  opts.Hostnames,
+		IPs:        opts.IPs,
+		SignerName: certificatesv1.KubeletServingSignerName,
+		Usages:     servingUsages,
+		CertDir:    opts.CertDir,
+		PairName:   servingPairName,
+		What:       "serving",
+		Clock:      opts.Clock,
+		Logger:     opts.Logger.WithName("servingcert"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nodeapi: %w", err)
 	}
-	c := &ServingCertificate{opts: opts, log: opts.Logger.WithName("servingcert")}
-	c.tmpl = &x509.CertificateRequest{
-		Subject: pkix.Name{
-			CommonName:   "system:node:" + opts.NodeName,
-			Organization: []string{"system:nodes"},
-		},
-		DNSNames:    slices.Clone(opts.Hostnames),
-		IPAddresses: slices.Clone(opts.IPs),
-	}
-	return c, nil
+	return &ServingCertificate{m: m}, nil
 }
-
-// The kubelet's name of the key pair in CertDir.
-const servingPairName = "kubelet-server"
-
-// The kubelet's serving usages for an ECDSA key
-// (DefaultKubeletServingGetUsages of client-go's certificate manager: key
-// encipherment only for RSA keys).
-var servingUsages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
 
 // GetCertificate returns the current certificate, for
 // tls.Config.GetCertificate; an error while there is none (not issued yet,
 // or expired).
-func (c *ServingCertificate) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	cert := c.cert.Load()
-	if cert == nil {
-		return nil, errors.New("nodeapi: no serving certificate is available yet: the node's CertificateSigningRequest waits for approval")
-	}
-	if c.opts.Clock.Now().After(cert.Leaf.NotAfter) {
-		return nil, fmt.Errorf("nodeapi: the serving certificate expired at %s and no new one is issued yet", cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+func (c *ServingCertificate) GetCertificate(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	cert, err := c.m.GetCertificate(h)
+	if err != nil {
+		return nil, fmt.Errorf("nodeapi: %w", err)
 	}
 	return cert, nil
 }
@@ -141,144 +127,15 @@ func (c *ServingCertificate) GetCertificate(*tls.ClientHelloInfo) (*tls.Certific
 // It returns nil when ctx ends, once the request in flight was given up;
 // an error only when CertDir cannot be made.
 func (c *ServingCertificate) Run(ctx context.Context) error {
-	if err := os.MkdirAll(c.opts.CertDir, 0o700); err != nil {
-		return fmt.Errorf("nodeapi: certificate directory: %w", err)
-	}
-	clk := c.opts.Clock
-	st := &pairStore{dir: c.opts.CertDir, prefix: servingPairName, now: clk.Now}
-	c.store = st
-	if err := st.recover(); err != nil {
-		c.log.Error(err, "Cannot recover the serving certificate's link")
-	}
-	switch cert, err := st.current(); {
-	case errors.Is(err, os.ErrNotExist):
-		c.log.V(2).Info("No serving certificate kept yet", "dir", c.opts.CertDir)
-	case err != nil:
-		c.log.Error(err, "Ignoring the kept serving certificate: requesting a new one")
-	case !clk.Now().Before(cert.Leaf.NotAfter):
-		c.log.Info("The kept serving certificate has expired: requesting a new one", "expiration", cert.Leaf.NotAfter)
-	default:
-		c.log.V(2).Info("Loaded the kept serving certificate", "expiration", cert.Leaf.NotAfter)
-		c.cert.Store(cert)
-	}
-
-	for {
-		if !sleep(ctx, clk, c.untilRotation()) {
-			return nil
-		}
-		// Until a usable certificate is issued: the deadline is not drawn
-		// again meanwhile.
-		var bo backoff
-		for {
-			err := c.rotate(ctx)
-			if ctx.Err() != nil {
-				return nil
-			}
-			if err == nil {
-				break
-			}
-			d := bo.next()
-			c.log.Error(err, "No usable serving certificate issued; retrying", "after", d)
-			if !sleep(ctx, clk, d) {
-				return nil
-			}
-		}
-	}
-}
-
-// untilRotation is how long the current certificate is kept: until its
-// rotation deadline, none when there is none or it lacks a name.
-func (c *ServingCertificate) untilRotation() time.Duration {
-	cur := c.cert.Load()
-	if cur == nil {
-		return 0
-	}
-	if missing := c.missingNames(cur.Leaf); missing != "" {
-		c.log.Info("The serving certificate lacks a name of the request: requesting a new one", "missing", missing)
-		return 0
-	}
-	deadline := RotationDeadline(cur.Leaf.NotBefore, cur.Leaf.NotAfter, rand.Float64())
-	c.log.V(2).Info("Next serving certificate rotation", "deadline", deadline, "expiration", cur.Leaf.NotAfter)
-	return deadline.Sub(c.opts.Clock.Now())
-}
-
-// rotate requests a certificate and, once issued, keeps and serves it. An
-// issued certificate that lacks a name of the request, or is due for
-// rotation at once, is served but is an error, so that the next request
-// waits for the back-off rather than following at once.
-func (c *ServingCertificate) rotate(ctx context.Context) error {
-	c.log.V(0).Info("Requesting a serving certificate", "signer", certificatesv1.KubeletServingSignerName)
-	cert, err := c.request(ctx)
-	if err != nil {
-		return err
-	}
-	c.cert.Store(cert)
-	c.log.V(0).Info("Serving certificate issued", "expiration", cert.Leaf.NotAfter)
-	if missing := c.missingNames(cert.Leaf); missing != "" {
-		return fmt.Errorf("nodeapi: the issued serving certificate lacks the %s", missing)
-	}
-	if !c.opts.Clock.Now().Before(RotationDeadline(cert.Leaf.NotBefore, cert.Leaf.NotAfter, 0)) {
-		return fmt.Errorf("nodeapi: the issued serving certificate, valid from %s to %s, is due for rotation at once", cert.Leaf.NotBefore, cert.Leaf.NotAfter)
+	if err := c.m.Run(ctx); err != nil {
+		return fmt.Errorf("nodeapi: %w", err)
 	}
 	return nil
-}
-
-// sleep waits d on clk; false when ctx ended first.
-func sleep(ctx context.Context, clk clock.WithTicker, d time.Duration) bool {
-	if d > 0 {
-		t := clk.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-		case <-t.C():
-		}
-	}
-	return ctx.Err() == nil
-}
-
-// backoff is the certificate manager's: 2 s doubling for 4 retries with
-// up to 10 % jitter, then 32 s.
-type backoff struct{ step int }
-
-func (b *backoff) next() time.Duration {
-	if b.step >= 4 {
-		return 32 * time.Second
-	}
-	d := (2 * time.Second) << b.step
-	b.step++
-	return d + time.Duration(rand.Float64()*0.1*float64(d))
-}
-
-// missingNames describes what of the request's subject and names cert
-// lacks (common name, organization, DNS names, IPs), as the certificate
-// manager checks before it waits for the deadline; "" when none.
-func (c *ServingCertificate) missingNames(cert *x509.Certificate) string {
-	t := c.tmpl
-	if cert.Subject.CommonName != t.Subject.CommonName {
-		return "common name " + t.Subject.CommonName
-	}
-	for _, o := range t.Subject.Organization {
-		if !slices.Contains(cert.Subject.Organization, o) {
-			return "organization " + o
-		}
-	}
-	for _, h := range t.DNSNames {
-		if !slices.Contains(cert.DNSNames, h) {
-			return "DNS name " + h
-		}
-	}
-	for _, ip := range t.IPAddresses {
-		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
-			return "IP " + ip.String()
-		}
-	}
-	return ""
 }
 
 // RotationDeadline is when a certificate valid from notBefore to notAfter
 // is renewed: at 70 % of its lifetime plus up to 20 % (r in [0, 1)), as
 // the kubelet's certificate manager computes it.
 func RotationDeadline(notBefore, notAfter time.Time, r float64) time.Time {
-	total := notAfter.Sub(notBefore)
-	return notBefore.Add(time.Duration(float64(total) * (0.7 + 0.2*r)))
+	return certificate.RotationDeadline(notBefore, notAfter, r)
 }

@@ -80,10 +80,13 @@
 //
 // # Differences from the kubelet
 //
-//   - No /metrics/cadvisor, /logs (node log query), /checkpoint, /configz,
-//     /debug/pprof or /stats/{container}: nodekit has no cAdvisor, no
-//     node log files of its own and no configuration file; those paths
-//     answer 404 (after authorization, as the kubelet's do).
+//   - No /metrics/cadvisor, /logs (node log query), /checkpoint,
+//     /debug/pprof or /stats/{container}: nodekit has no cAdvisor and no
+//     node log files of its own; those paths answer 404 (after
+//     authorization, as the kubelet's do). /configz is served when the
+//     agent has a configuration to show (Options.Configz: a
+//     KubeletConfiguration, package kubeletconfig); /spec serves the
+//     fields of cAdvisor's MachineInfo nodekit reads.
 //   - The delegating authentication and authorization are written here on
 //     kubeclient's TokenReview and SubjectAccessReview clients rather than
 //     taken from k8s.io/apiserver's delegating authenticator and

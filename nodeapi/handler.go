@@ -115,6 +115,14 @@ type Options struct {
 	ResourceMetrics prometheus.Gatherer
 	// ProbeMetrics serves /metrics/probes.
 	ProbeMetrics prometheus.Gatherer
+	// Configz serves /configz: the agent's effective configuration as
+	// JSON, in the kubelet's form {"kubeletconfig": {...}}
+	// (kubeletconfig.Settings.Configz). Called once per request.
+	Configz func() ([]byte, error)
+	// Spec serves /spec: the machine's description as JSON (the
+	// kubelet's cAdvisor MachineInfo fields nodekit knows). Called once
+	// per request.
+	Spec func() ([]byte, error)
 	// Health are the checks of /healthz beside "ping" and "log", which
 	// always pass: the kubelet's are "syncloop" (and, here, "pleg").
 	Health []HealthCheck
@@ -193,6 +201,12 @@ func (h *Handler) routes() {
 		m.HandleFunc("GET /stats/summary", h.summary)
 		m.HandleFunc("POST /stats/summary", h.summary)
 	}
+	for path, f := range map[string]func() ([]byte, error){"/configz": h.opts.Configz, "/spec": h.opts.Spec} {
+		if f != nil {
+			m.HandleFunc("GET "+path+"/{$}", h.json(f))
+			m.HandleFunc("GET "+path, h.json(f))
+		}
+	}
 	for path, g := range map[string]prometheus.Gatherer{
 		"/metrics":          h.opts.Metrics,
 		"/metrics/resource": h.opts.ResourceMetrics,
@@ -201,6 +215,20 @@ func (h *Handler) routes() {
 		if g != nil {
 			m.Handle("GET "+path, promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 		}
+	}
+}
+
+// json serves the JSON document f returns.
+func (h *Handler) json(f func() ([]byte, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, err := f()
+		if err != nil {
+			h.log.Error(err, "Cannot serve", "path", r.URL.Path)
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
 	}
 }
 

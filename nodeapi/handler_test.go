@@ -366,3 +366,40 @@ func TestConcurrentExec(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestConfigzAndSpec: /configz and /spec serve the JSON their functions
+// return, 404 without them.
+func TestConfigzAndSpec(t *testing.T) {
+	h, err := nodeapi.New(nodeapi.Options{NodeName: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/configz", "/spec/"} {
+		if rec := serve(t, h, "GET", p); rec.Code != http.StatusNotFound {
+			t.Errorf("GET %s without a function: %d", p, rec.Code)
+		}
+	}
+	fail := false
+	h, err = nodeapi.New(nodeapi.Options{NodeName: "n",
+		Configz: func() ([]byte, error) {
+			if fail {
+				return nil, errors.New("broken")
+			}
+			return []byte(`{"kubeletconfig":{"maxPods":20}}`), nil
+		},
+		Spec: func() ([]byte, error) { return []byte(`{"num_cores":2}`), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{"/configz": `{"kubeletconfig":{"maxPods":20}}`, "/spec/": `{"num_cores":2}`, "/spec": `{"num_cores":2}`} {
+		rec := serve(t, h, "GET", p)
+		if rec.Code != http.StatusOK || rec.Body.String() != want || rec.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("GET %s: %d %q %q", p, rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+		}
+	}
+	fail = true
+	if rec := serve(t, h, "GET", "/configz"); rec.Code != http.StatusInternalServerError || strings.Contains(rec.Body.String(), "broken") {
+		t.Errorf("failing configz: %d %q", rec.Code, rec.Body)
+	}
+}

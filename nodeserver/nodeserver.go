@@ -1,13 +1,16 @@
 package nodeserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/metrics"
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/nodeapi"
 	"github.com/nodekit/nodekit/nodeapi/logs"
 	"github.com/nodekit/nodekit/nodeserver/hook"
@@ -61,6 +65,12 @@ type Options struct {
 	// by kubeadm; the kubelet has no such default. When it cannot be read,
 	// only bearer tokens authenticate, and the server logs why.
 	ClientCAFile string
+	// NoClusterClientCA turns ClientCAFile's default off: without a
+	// ClientCAFile only bearer tokens authenticate, as the kubelet's
+	// without authentication.x509.clientCAFile, and the server reads no
+	// ConfigMap (a node identity under the Node authorizer may not read
+	// that one). Defaults to false.
+	NoClusterClientCA bool
 	// Anonymous lets requests without credentials in as
 	// system:anonymous, still subject to authorization. Defaults to false.
 	Anonymous bool
@@ -75,6 +85,11 @@ type Options struct {
 	// stats.Provider over the runtime's CRI client when it has one, else
 	// none (404).
 	Stats stats.Summarizer
+	// Configz serves /configz, the agent's effective configuration in
+	// the kubelet's form {"kubeletconfig": {...}}: an agent configured
+	// by a KubeletConfiguration passes kubeletconfig.Settings.Configz.
+	// Defaults to nil: /configz answers 404.
+	Configz func() ([]byte, error)
 	// Registry is the agent's own Prometheus registry, served at
 	// /metrics; the server adds its collectors to it: the kubelet's
 	// metrics of package metrics, kubelet_running_pods and
@@ -251,6 +266,8 @@ func (s *Server) Attach(p hook.Parts) error {
 		ResourceMetrics: resourceMetrics,
 		ProbeMetrics:    s.probes,
 		Health:          health,
+		Configz:         o.Configz,
+		Spec:            spec,
 		Auth:            s.auth,
 		Logger:          p.Logger,
 	})
@@ -301,7 +318,9 @@ const (
 // bearer tokens authenticate.
 func (s *Server) setupAuth(ctx context.Context) error {
 	ao := nodeapi.AuthOptions{ClientCAFile: s.opts.ClientCAFile, Anonymous: s.opts.Anonymous}
-	if ao.ClientCAFile == "" {
+	if ao.ClientCAFile == "" && s.opts.NoClusterClientCA {
+		s.log.Info("No client CA for the node API: only bearer tokens authenticate (no ClientCAFile)")
+	} else if ao.ClientCAFile == "" {
 		cm, err := s.client.CoreV1().ConfigMaps(authConfigMapNamespace).Get(ctx, authConfigMapName, metav1.GetOptions{})
 		pool := x509.NewCertPool()
 		switch {
@@ -356,4 +375,33 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return s.server.Run(ctx) })
 	return g.Wait()
+}
+
+// spec is /spec: the machine as the kubelet's cAdvisor MachineInfo
+// names it, the fields nodekit reads (cores, memory, hugepages, the
+// machine, system and boot IDs), read at each request.
+func spec() ([]byte, error) {
+	m, err := node.ReadMachine("")
+	if err != nil {
+		return nil, err
+	}
+	type hugePages struct {
+		PageSize uint64 `json:"page_size"` // KiB, as cAdvisor
+		NumPages uint64 `json:"num_pages"`
+	}
+	var hp []hugePages
+	for size, bytes := range m.HugePages {
+		if size > 0 {
+			hp = append(hp, hugePages{PageSize: uint64(size) / 1024, NumPages: uint64(bytes / size)})
+		}
+	}
+	slices.SortFunc(hp, func(a, b hugePages) int { return cmp.Compare(a.PageSize, b.PageSize) })
+	return json.Marshal(struct {
+		NumCores       int64       `json:"num_cores"`
+		MemoryCapacity int64       `json:"memory_capacity"`
+		HugePages      []hugePages `json:"hugepages"`
+		MachineID      string      `json:"machine_id"`
+		SystemUUID     string      `json:"system_uuid"`
+		BootID         string      `json:"boot_id"`
+	}{m.CPUs, m.MemoryBytes, hp, m.MachineID, m.SystemUUID, m.BootID})
 }

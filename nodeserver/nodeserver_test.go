@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -99,6 +100,12 @@ func TestLifecycleOrder(t *testing.T) {
 // and a fake API client that allows every SubjectAccessReview, and reads
 // its API over TLS as an anonymous caller.
 func TestServe(t *testing.T) {
+	for _, noClusterCA := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoClusterClientCA=%t", noClusterCA), func(t *testing.T) { testServe(t, noClusterCA) })
+	}
+}
+
+func testServe(t *testing.T, noClusterCA bool) {
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { leakcheck.VerifyNone(t, ignore) })
 	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
@@ -114,7 +121,8 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	srv, err := nodeserver.New(nodeserver.Options{Listener: ln, Port: port, Anonymous: true})
+	srv, err := nodeserver.New(nodeserver.Options{Listener: ln, Port: port, Anonymous: true, NoClusterClientCA: noClusterCA,
+		Configz: func() ([]byte, error) { return []byte(`{"kubeletconfig":{"maxPods":110}}`), nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,6 +220,26 @@ func TestServe(t *testing.T) {
 	}
 	if got := n.Status.DaemonEndpoints.KubeletEndpoint.Port; got != int32(port) {
 		t.Errorf("Node advertises port %d, want %d", got, port)
+	}
+	if code, body := get("/configz"); code != http.StatusOK || body != `{"kubeletconfig":{"maxPods":110}}` {
+		t.Errorf("/configz: %d %q", code, body)
+	}
+	var spec struct {
+		NumCores       int   `json:"num_cores"`
+		MemoryCapacity int64 `json:"memory_capacity"`
+	}
+	if code, body := get("/spec/"); code != http.StatusOK || json.Unmarshal([]byte(body), &spec) != nil || spec.NumCores < 1 || spec.MemoryCapacity <= 0 {
+		t.Errorf("/spec/: %d %q", code, body)
+	}
+	// The published client CA is read unless NoClusterClientCA.
+	reads := 0
+	for _, a := range client.Actions() {
+		if g, ok := a.(k8stesting.GetAction); ok && a.GetResource().Resource == "configmaps" && g.GetName() == "extension-apiserver-authentication" {
+			reads++
+		}
+	}
+	if want := map[bool]int{false: 1, true: 0}[noClusterCA]; reads != want {
+		t.Errorf("reads of the published client CA: %d, want %d", reads, want)
 	}
 }
 

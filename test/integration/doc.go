@@ -15,6 +15,12 @@
 // does the same around an agent's restart, to check the API source's
 // checkpoint.
 //
+// TestJoinAsNode starts an API server of its own with the Node authorizer,
+// NodeRestriction and bootstrap tokens, kube-controller-manager (built by
+// hack/controller-manager.sh, cached) and cmd/nodekit-agent on containerd
+// (NODEKIT_CRI_ENDPOINT, as root); it takes about five minutes, waiting for
+// a client certificate to expire, and -short skips it.
+//
 // Every test uses node and pod names of its own, so the tests can share one
 // API server and run again against it.
 package integration

@@ -1,4 +1,4 @@
-package nodeapi
+package certificate
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func (s *pairStore) recover() error {
 	case err != nil:
 		return err
 	case fi.Mode()&os.ModeSymlink == 0:
-		return fmt.Errorf("nodeapi: %s is not a symbolic link", updated)
+		return fmt.Errorf("certificate: %s is not a symbolic link", updated)
 	}
 	return os.Rename(updated, current)
 }
@@ -64,18 +64,18 @@ func (s *pairStore) current() (*tls.Certificate, error) {
 	if errC == nil && errK == nil {
 		return loadPair(crt, key)
 	}
-	return nil, fmt.Errorf("nodeapi: no certificate and key at %s or %s and %s: %w", current, crt, key, os.ErrNotExist)
+	return nil, fmt.Errorf("certificate: no certificate and key at %s or %s and %s: %w", current, crt, key, os.ErrNotExist)
 }
 
 func loadPair(crt, key string) (*tls.Certificate, error) {
 	cert, err := tls.LoadX509KeyPair(crt, key)
 	if err != nil {
-		return nil, fmt.Errorf("nodeapi: loading %s: %w", crt, err)
+		return nil, fmt.Errorf("certificate: loading %s: %w", crt, err)
 	}
 	// tls.LoadX509KeyPair fills Leaf (Go 1.23 and later).
 	if cert.Leaf == nil {
 		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("nodeapi: loading %s: %w", crt, err)
+			return nil, fmt.Errorf("certificate: loading %s: %w", crt, err)
 		}
 	}
 	return &cert, nil

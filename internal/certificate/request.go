@@ -1,4 +1,4 @@
-package nodeapi
+package certificate
 
 import (
 	"context"
@@ -28,31 +28,31 @@ const certificateWaitTimeout = 15 * time.Minute
 // request makes a new key and a CertificateSigningRequest for it, waits
 // until the request is issued (or denied, failed, gone, or
 // certificateWaitTimeout passed), and keeps the pair in the store.
-func (c *ServingCertificate) request(ctx context.Context) (*tls.Certificate, error) {
+func (c *Manager) request(ctx context.Context) (*tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("nodeapi: generating a key: %w", err)
+		return nil, fmt.Errorf("certificate: generating a key: %w", err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("nodeapi: encoding the key: %w", err)
+		return nil, fmt.Errorf("certificate: encoding the key: %w", err)
 	}
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 	reqDER, err := x509.CreateCertificateRequest(rand.Reader, c.tmpl, key)
 	if err != nil {
-		return nil, fmt.Errorf("nodeapi: making the certificate request: %w", err)
+		return nil, fmt.Errorf("certificate: making the certificate request: %w", err)
 	}
 	csr := &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "csr-"},
 		Spec: certificatesv1.CertificateSigningRequestSpec{
 			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: reqDER}),
-			SignerName: certificatesv1.KubeletServingSignerName,
-			Usages:     servingUsages,
+			SignerName: c.opts.SignerName,
+			Usages:     c.opts.Usages,
 		},
 	}
 	created, err := c.opts.Client.Create(ctx, csr, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("nodeapi: creating the CertificateSigningRequest: %w", err)
+		return nil, fmt.Errorf("certificate: creating the CertificateSigningRequest: %w", err)
 	}
 	c.log.V(2).Info("CertificateSigningRequest created, waiting for approval and issuance", "csr", created.Name)
 
@@ -60,14 +60,14 @@ func (c *ServingCertificate) request(ctx context.Context) (*tls.Certificate, err
 	defer timeout.Stop()
 	crtPEM, err := c.waitIssued(ctx, timeout.C(), created.Name, created.UID)
 	if errors.Is(err, errWaitTimeout) {
-		return nil, fmt.Errorf("nodeapi: CertificateSigningRequest %s was not issued within %s", created.Name, certificateWaitTimeout)
+		return nil, fmt.Errorf("certificate: CertificateSigningRequest %s was not issued within %s", created.Name, certificateWaitTimeout)
 	}
 	if err != nil {
 		return nil, err
 	}
 	cert, err := c.store.update(crtPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("nodeapi: CertificateSigningRequest %s: %w", created.Name, err)
+		return nil, fmt.Errorf("certificate: CertificateSigningRequest %s: %w", created.Name, err)
 	}
 	return cert, nil
 }
@@ -84,7 +84,7 @@ var errWatchEnded = errors.New("watch ended")
 // returns the issued certificate, or an error when the request is denied,
 // failed, deleted, or replaced (another UID), ctx ends, or timeout fires
 // (errWaitTimeout).
-func (c *ServingCertificate) waitIssued(ctx context.Context, timeout <-chan time.Time, name string, uid types.UID) ([]byte, error) {
+func (c *Manager) waitIssued(ctx context.Context, timeout <-chan time.Time, name string, uid types.UID) ([]byte, error) {
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	retry := func() error {
 		t := c.opts.Clock.NewTimer(time.Second)
@@ -104,7 +104,7 @@ func (c *ServingCertificate) waitIssued(ctx context.Context, timeout <-chan time
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("nodeapi: CertificateSigningRequest %s was deleted", name)
+			return nil, fmt.Errorf("certificate: CertificateSigningRequest %s was deleted", name)
 		case err != nil:
 			c.log.V(2).Info("Cannot read the CertificateSigningRequest; trying again", "csr", name, "err", err.Error())
 			if err := retry(); err != nil {
@@ -136,7 +136,7 @@ func (c *ServingCertificate) waitIssued(ctx context.Context, timeout <-chan time
 
 // watchIssued follows the watch of request name until it is issued, fails,
 // the watch ends (errWatchEnded), ctx ends, or timeout fires.
-func (c *ServingCertificate) watchIssued(ctx context.Context, timeout <-chan time.Time, w watch.Interface, name string, uid types.UID) ([]byte, error) {
+func (c *Manager) watchIssued(ctx context.Context, timeout <-chan time.Time, w watch.Interface, name string, uid types.UID) ([]byte, error) {
 	for {
 		var ev watch.Event
 		var ok bool
@@ -160,7 +160,7 @@ func (c *ServingCertificate) watchIssued(ctx context.Context, timeout <-chan tim
 		}
 		switch ev.Type {
 		case watch.Deleted:
-			return nil, fmt.Errorf("nodeapi: CertificateSigningRequest %s was deleted", name)
+			return nil, fmt.Errorf("certificate: CertificateSigningRequest %s was deleted", name)
 		case watch.Added, watch.Modified:
 			if crt, err := issued(csr, uid); crt != nil || err != nil {
 				return crt, err
@@ -177,14 +177,14 @@ func (c *ServingCertificate) watchIssued(ctx context.Context, timeout <-chan tim
 // another request of the same name, as client-go's WaitForCertificate.
 func issued(csr *certificatesv1.CertificateSigningRequest, uid types.UID) ([]byte, error) {
 	if csr.UID != uid {
-		return nil, fmt.Errorf("nodeapi: CertificateSigningRequest %s changed UIDs", csr.Name)
+		return nil, fmt.Errorf("certificate: CertificateSigningRequest %s changed UIDs", csr.Name)
 	}
 	for _, cond := range csr.Status.Conditions {
 		switch cond.Type {
 		case certificatesv1.CertificateDenied:
-			return nil, fmt.Errorf("nodeapi: CertificateSigningRequest %s is denied, reason: %s, message: %s", csr.Name, cond.Reason, cond.Message)
+			return nil, fmt.Errorf("certificate: CertificateSigningRequest %s is denied, reason: %s, message: %s", csr.Name, cond.Reason, cond.Message)
 		case certificatesv1.CertificateFailed:
-			return nil, fmt.Errorf("nodeapi: CertificateSigningRequest %s failed, reason: %s, message: %s", csr.Name, cond.Reason, cond.Message)
+			return nil, fmt.Errorf("certificate: CertificateSigningRequest %s failed, reason: %s, message: %s", csr.Name, cond.Reason, cond.Message)
 		}
 	}
 	if approved(csr) && len(csr.Status.Certificate) > 0 {
