@@ -88,7 +88,7 @@ const (
 	// server unreachable, before a Sync sends requests again; it doubles
 	// at each failed attempt up to awayRetryMax.
 	awayRetryInitial = 2 * time.Second
-	awayRetryMax     = 16 * time.Second
+	awayRetryMax     = 8 * time.Second
 )
 
 // Manager keeps a mirror pod in the API server for each static pod of the
@@ -195,7 +195,7 @@ func (m *Manager) Waiting() bool { return m.waiting.Load() }
 // that failed; the next Sync tries again. A request that finds the API
 // server unreachable (no reply, a timeout, 429, 500 or 503) is not
 // returned: Sync logs one error when the API server goes away and one
-// line when it is back, and backs off meanwhile (2s doubling to 16s,
+// line when it is back, and backs off meanwhile (2s doubling to 8s,
 // returning nil at once until then), so that housekeeping neither sends
 // requests to nor logs an error at every pass for an API server that is
 // down.

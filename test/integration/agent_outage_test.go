@@ -98,7 +98,7 @@ func (l *lineLog) between(from, to time.Time, s string) []string {
 // housekeeping logs no error, and the mirror pod manager one line when it
 // goes away, although the static pods changed and their mirror pods wait
 // for it. The new static pod's mirror pod must exist within a minute of
-// the return (the mirror pod manager backs off up to 16 s).
+// the return (the mirror pod manager backs off up to 8 s).
 //
 // By default it runs 3 outages of 10 s; NODEKIT_OUTAGE_CYCLES=10 runs 10
 // outages of 10–40 s each, up 30 s in between, and logs each cycle's
