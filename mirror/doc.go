@@ -64,5 +64,13 @@
 // # Errors
 //
 // Sync returns the errors of the requests that failed, joined; what failed
-// is tried again at the next Sync.
+// is tried again at the next Sync. A request that finds the API server
+// unreachable (no reply, a timeout, 429, 500 or 503) is the exception: it
+// is not returned, the manager logs one error when the API server goes
+// away and one line when it is back, and Syncs meanwhile send nothing
+// until the back-off (2s doubling to 8s) ends, so that housekeeping
+// neither logs an error nor sends a request at every pass while the API
+// server is down. Manager.Waiting reports that work was put off; the
+// agent's housekeeping then calls Sync at every pass even when nothing
+// changed.
 package mirror

@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -80,6 +81,16 @@ type Stats struct {
 // Writes is the number of requests that change the API server's state.
 func (s Stats) Writes() uint64 { return s.Creates + s.Deletes }
 
+func (s Stats) total() uint64 { return s.Lists + s.Gets + s.Creates + s.Deletes }
+
+const (
+	// awayRetryInitial is the first wait, after a Sync found the API
+	// server unreachable, before a Sync sends requests again; it doubles
+	// at each failed attempt up to awayRetryMax.
+	awayRetryInitial = 2 * time.Second
+	awayRetryMax     = 8 * time.Second
+)
+
 // Manager keeps a mirror pod in the API server for each static pod of the
 // node. Build it with New; the agent's housekeeping calls Sync. Its
 // methods are safe for concurrent use; calls of Sync are serialised.
@@ -106,6 +117,13 @@ type Manager struct {
 	// blocked are the static pods whose name a pod that is not a mirror
 	// holds, already logged. Only Sync touches it.
 	blocked map[string]bool
+	// awaySince is when a Sync first found the API server unreachable,
+	// zero while it is reachable; retryAt and retryDelay are the back-off
+	// of the Syncs meanwhile. Only Sync touches them.
+	awaySince, retryAt time.Time
+	retryDelay         time.Duration
+	// waiting is set while Sync has work it put off (see Waiting).
+	waiting atomic.Bool
 
 	mu sync.Mutex
 	// mirrors are the node's mirror pods by full name, as last read,
@@ -153,6 +171,12 @@ func (m *Manager) Stats() Stats {
 	return Stats{Lists: m.lists.Load(), Gets: m.gets.Load(), Creates: m.creates.Load(), Deletes: m.deletes.Load()}
 }
 
+// Waiting reports whether the last Sync put off work that a later Sync must
+// do even though nothing changes meanwhile: it found the API server
+// unreachable and backs off, or it waits for Options.Pods' first list.
+// The agent's housekeeping calls Sync at every pass while it is set.
+func (m *Manager) Waiting() bool { return m.waiting.Load() }
+
 // Sync makes the node's mirror pods match staticPods, the static pods the
 // agent runs: it reads the pods bound to the node (from Options.Pods while
 // that is synced and shows the mirror pods as the manager last created,
@@ -165,12 +189,25 @@ func (m *Manager) Stats() Stats {
 // not a mirror pod is never touched.
 //
 // While there are no static pods and the last read found no mirror pods,
-// Sync reads nothing and sends no request. It returns the errors of the
-// requests that failed; the next Sync tries again.
+// Sync reads nothing and sends no request; nor does it list the node's
+// pods while there are no static pods and Options.Pods has not completed
+// its first list: it waits for it. It returns the errors of the requests
+// that failed; the next Sync tries again. A request that finds the API
+// server unreachable (no reply, a timeout, 429, 500 or 503) is not
+// returned: Sync logs one error when the API server goes away and one
+// line when it is back, and backs off meanwhile (2s doubling to 8s,
+// returning nil at once until then), so that housekeeping neither sends
+// requests to nor logs an error at every pass for an API server that is
+// down.
 func (m *Manager) Sync(ctx context.Context, staticPods []*v1.Pod) error {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
+	err := m.sync(ctx, staticPods)
+	m.waiting.Store(!m.awaySince.IsZero() || !m.listed)
+	return err
+}
 
+func (m *Manager) sync(ctx context.Context, staticPods []*v1.Pod) error {
 	want := make(map[string]*v1.Pod, len(staticPods))
 	for _, p := range staticPods {
 		if podmodel.IsStatic(p) {
@@ -181,9 +218,83 @@ func (m *Manager) Sync(ctx context.Context, staticPods []*v1.Pod) error {
 	known := len(m.mirrors)
 	m.mu.Unlock()
 	if m.listed && len(want) == 0 && known == 0 {
+		if !m.awaySince.IsZero() {
+			m.log.V(1).Info("No mirror pods left to keep; no longer waiting for the API server")
+			m.awaySince = time.Time{}
+		}
 		return nil
 	}
+	if !m.listed && len(want) == 0 && m.opts.Pods != nil {
+		if _, synced := m.opts.Pods(); !synced {
+			// Only orphans to look for: they can wait for the cache.
+			m.log.V(4).Info("No static pods and the pod cache not synced; waiting for it")
+			return nil
+		}
+	}
+	now := time.Now()
+	if !m.awaySince.IsZero() && now.Before(m.retryAt) {
+		m.log.V(4).Info("API server unreachable; backing off", "retryAt", m.retryAt)
+		return nil
+	}
+	sent := m.Stats().total()
+	err := m.reconcile(ctx, want)
+	var errs []error
+	var away error
+	for _, e := range joined(err) {
+		if ctx.Err() == nil && unreachable(e) {
+			away = cmp.Or(away, e)
+			continue
+		}
+		errs = append(errs, e)
+	}
+	switch {
+	case away != nil && m.awaySince.IsZero():
+		m.awaySince, m.retryDelay = now, awayRetryInitial
+		m.log.Error(away, "API server unreachable; mirror pods wait for it, retrying with back-off")
+	case away != nil:
+		m.retryDelay = min(2*m.retryDelay, awayRetryMax)
+		m.log.V(4).Info("API server still unreachable", "err", away.Error(), "retryIn", m.retryDelay)
+	case !m.awaySince.IsZero() && m.Stats().total() > sent:
+		m.log.Info("API server reachable again; mirror pods reconciled", "awayFor", time.Since(m.awaySince).Round(time.Millisecond))
+		m.awaySince = time.Time{}
+	case !m.awaySince.IsZero():
+		m.log.V(1).Info("Mirror pods up to date without a request; no longer waiting for the API server")
+		m.awaySince = time.Time{}
+	}
+	if away != nil {
+		m.retryAt = time.Now().Add(m.retryDelay)
+	}
+	return errors.Join(errs...)
+}
 
+// joined returns the errors err joins, or err alone.
+func joined(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// unreachable reports whether err says the API server could not be
+// reached or could not serve the request for now, rather than refused it.
+func unreachable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return true // no reply: connection refused or reset, TLS, DNS
+	}
+	return apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsInternalError(err)
+}
+
+// reconcile reads the node's pods and creates and deletes mirror pods so
+// that they match want, the static pods by full name.
+func (m *Manager) reconcile(ctx context.Context, want map[string]*v1.Pod) error {
 	mirrors, others, err := m.pods(ctx)
 	if err != nil {
 		return err

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // BackOffOptions shape an exponential back-off: Initial, doubled at each
@@ -97,6 +99,53 @@ func (b *backOff) next(uid types.UID, key string, event time.Time, reset bool) {
 		e.delay = min(2*e.delay, b.opts.Max)
 	}
 	e.last = event
+}
+
+// seed gives the container a back-off entry, when it has none, from what
+// the runtime records of it, so that a manager that starts over a crash
+// loop (an agent restarted) keeps its back-off instead of restarting the
+// container at once. exited is the newest exited instance, prev the one
+// before it (nil when the runtime no longer holds it).
+//
+// The entry is the one a manager that had run all along would hold: the
+// instance with restart count n started after a back-off of
+// Initial·2^(n-1), capped at Max, none for n = 0. There is nothing to seed
+// when the back-off would have been reset: the instance ran for Reset or
+// longer, or exited more than Reset after the one before it. When the one
+// before ran for Reset or longer, its restart started again from Initial.
+// The entry's last step is the previous exit, or this instance's start
+// when the runtime no longer holds the previous one (the previous exit was
+// before it).
+func (b *backOff) seed(uid types.UID, key string, exited, prev *runtime.ContainerStatus) {
+	if b.get(uid, key) != nil || exited.RestartCount <= 0 || exited.FinishedAt.IsZero() {
+		return
+	}
+	last := exited.StartedAt
+	if last.IsZero() {
+		last = exited.FinishedAt
+	}
+	if exited.FinishedAt.Sub(last) >= b.opts.Reset {
+		return
+	}
+	delay := b.opts.Initial
+	for i := 1; i < exited.RestartCount && delay < b.opts.Max; i++ {
+		delay *= 2
+	}
+	if prev != nil && !prev.FinishedAt.IsZero() && !prev.FinishedAt.After(exited.FinishedAt) {
+		last = prev.FinishedAt
+		if exited.FinishedAt.Sub(last) > b.opts.Reset {
+			return
+		}
+		if !prev.StartedAt.IsZero() && prev.FinishedAt.Sub(prev.StartedAt) >= b.opts.Reset {
+			delay = b.opts.Initial
+		}
+	}
+	m := b.entries[uid]
+	if m == nil {
+		m = map[string]*backOffEntry{}
+		b.entries[uid] = m
+	}
+	m[key] = &backOffEntry{delay: min(delay, b.opts.Max), last: last}
 }
 
 func (b *backOff) remove(uid types.UID, key string) {

@@ -65,7 +65,12 @@
 // Each container start waits out the restart back-off (10s doubling to
 // 300s, reset after 10m; key: pod UID and container name), ensures the image per imagePullPolicy (failed pulls back
 // off 10s to 300s per pod and image), and records the restart count in the
-// container's annotations so it survives a restart of the agent. At most
+// container's annotations so it survives a restart of the agent. The
+// restart back-off survives it too: a Manager that finds an exited
+// container it holds no back-off for takes it from what the runtime
+// records (the restart count and the exit times of the two newest
+// instances), so a container at 300s waits out its 300s after a restart;
+// the kubelet forgets it and restarts the container at once. At most
 // the two newest instances of each container are kept (the current one and
 // the previous one shown as lastState). Pass SyncPod a status read after the
 // previous SyncPod of the pod returned: it is then idempotent.

@@ -463,6 +463,17 @@ func newestExited(status *runtime.PodStatus, name string) *runtime.ContainerStat
 	return nil
 }
 
+// previousExited returns the exited instance of the container that came
+// before exited, nil when the runtime holds none.
+func previousExited(status *runtime.PodStatus, exited *runtime.ContainerStatus) *runtime.ContainerStatus {
+	for _, cs := range status.ContainerStatuses { // newest first
+		if cs != exited && cs.Name == exited.Name && cs.State == runtime.ContainerStateExited && cs.RestartCount < exited.RestartCount {
+			return cs
+		}
+	}
+	return nil
+}
+
 // startContainer checks the restart back-off, ensures the image, and
 // creates and starts one container instance. It returns the container's
 // ID once the runtime created it.
@@ -473,6 +484,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *runti
 		key := c.Name
 		now := m.now()
 		m.mu.Lock()
+		m.containerBO.seed(pod.UID, key, exited, previousExited(status, exited))
 		in, delay := m.containerBO.inBackOffSince(pod.UID, key, exited.FinishedAt, now)
 		if !in {
 			ran := !exited.StartedAt.IsZero() && exited.FinishedAt.Sub(exited.StartedAt) >= m.opts.BackOff.Reset

@@ -401,6 +401,7 @@ func TestSyncPodRestartCountSurvivesManagerRestart(t *testing.T) {
 	f.exit(pod, "a", 1)
 	f.sync(t, pod) // restart 1
 	f.exit(pod, "a", 1)
+	f.age(pod, "a", 10*time.Second) // past the back-off the new manager gives it
 
 	m2, err := New(f.rec, f.is, Options{PodLogsDir: f.dir})
 	if err != nil {

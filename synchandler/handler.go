@@ -93,7 +93,10 @@ type (
 	}
 	// CacheDeleter forgets a pod's cached runtime status.
 	CacheDeleter interface{ Delete(uid types.UID) }
-	// MirrorPods keeps the mirror pods of the static pods.
+	// MirrorPods keeps the mirror pods of the static pods. One that has a
+	// method Waiting() bool (mirror.Manager) reports with it that it put
+	// off work (the API server is away): housekeeping then calls Sync at
+	// every pass, as after a failed one, without an error to log.
 	MirrorPods interface {
 		Sync(ctx context.Context, staticPods []*v1.Pod) error
 	}
@@ -482,8 +485,10 @@ func (h *Handler) HandlePodCleanups(ctx context.Context) error {
 		return nil
 	}
 	err := h.cleanup(ctx)
+	w, ok := h.c.Mirrors.(interface{ Waiting() bool })
+	waiting := ok && w.Waiting()
 	h.mu.Lock()
-	h.cleaned.ok = comparable && err == nil
+	h.cleaned.ok = comparable && err == nil && !waiting
 	h.cleaned.key, h.cleaned.at = key, now
 	h.mu.Unlock()
 	return err

@@ -42,11 +42,17 @@
 //
 // # Errors
 //
-// The source never gives up: a list or watch that fails (the API server is
-// down, a watch expired with "too old resource version") is logged by the
-// reflector, which backs off (0.8 s doubling up to Options.MaxRetryInterval,
-// 30 s, each wait stretched by up to 2x) and lists again; the pods of the
-// last snapshot stand meanwhile. A relist that finds the pods
+// The source never gives up: after a list or watch that fails (the API
+// server is down, a watch expired with "too old resource version") the
+// reflector backs off (0.8 s doubling up to Options.MaxRetryInterval, 2 s,
+// each wait stretched by up to 1.5x) and lists again; the pods of the last
+// snapshot stand meanwhile. So after an outage the source sees the API
+// server again within 3 s of its return, where client-go's default back-off
+// (30 s, stretched by up to 2x, and not reset between outages less than 2
+// minutes apart) left the kubelet's pod watch blind for up to a minute. The
+// first failed request of an outage is logged, as an error, and the first
+// list that completes after it, with how long the requests failed; the
+// attempts between are logged at V(4). A relist that finds the pods
 // unchanged sends nothing new to the merge, which ignores identical
 // snapshots anyway.
 //
