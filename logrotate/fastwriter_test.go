@@ -4,7 +4,6 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -285,8 +284,9 @@ func TestRotatorKeepsTheBytesOfMaxFiles(t *testing.T) {
 }
 
 // TestRotatorDropsWaitingCompressionAndWarns: a rotated file still waiting
-// for the compressor when a newer one comes is dropped, and the agent
-// warns once a minute at most, with the count since the last warning.
+// for the compressor when a newer one of the same log comes is dropped
+// (another log's waits on), and the agent warns once a minute at most,
+// with the count since the last warning.
 func TestRotatorDropsWaitingCompressionAndWarns(t *testing.T) {
 	d := t.TempDir()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -297,23 +297,24 @@ func TestRotatorDropsWaitingCompressionAndWarns(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.compressing = true // no compressor runs: every file waits
+	log, other := filepath.Join(d, "0.log"), filepath.Join(d, "1.log")
 	var files []string
-	for i := range 4 {
-		f := filepath.Join(d, fmt.Sprintf("0.log.20260101-00000%d", i))
+	for _, f := range []string{other + ".20260101-000000", log + ".20260101-000000", log + ".20260101-000001", log + ".20260101-000002", log + ".20260101-000003"} {
 		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		files = append(files, f)
 	}
-	r.enqueue("c1", files[0])
-	r.enqueue("c1", files[1]) // drops files[0], warns
-	r.enqueue("c1", files[2]) // drops files[1], within the minute
+	r.enqueue("c2", other, files[0])
+	r.enqueue("c1", log, files[1])
+	r.enqueue("c1", log, files[2]) // drops files[1], warns
+	r.enqueue("c1", log, files[3]) // drops files[2], within the minute
 	clk.Step(time.Minute)
-	r.enqueue("c1", files[3]) // drops files[2], warns with 2
-	if diff := cmp.Diff([]string{filepath.Base(files[3])}, dir(t, d)); diff != "" {
+	r.enqueue("c1", log, files[4]) // drops files[3], warns with 2
+	if diff := cmp.Diff([]string{filepath.Base(files[4]), filepath.Base(files[0])}, dir(t, d)); diff != "" {
 		t.Errorf("files left (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{files[3]}, r.queue); diff != "" {
+	if diff := cmp.Diff([]queued{{other, files[0]}, {log, files[4]}}, r.queue, cmp.AllowUnexported(queued{})); diff != "" {
 		t.Errorf("queue (-want +got):\n%s", diff)
 	}
 	if len(warnings) != 2 || !strings.Contains(warnings[0], `"droppedUncompressed"=1`) || !strings.Contains(warnings[1], `"droppedUncompressed"=2`) {

@@ -222,10 +222,11 @@ type Rotator struct {
 	// compressing: Run's compressor is running; rotations queue the
 	// rotated files for it rather than compressing them in the pass.
 	compressing bool
-	// queue holds the rotated files waiting for the compressor (at most
-	// one: when a newer one comes, the older is dropped), inflight the
-	// one being compressed, abort whether it was removed meanwhile.
-	queue    []string
+	// queue holds the rotated files waiting for the compressor, oldest
+	// first, at most one per log (when a newer one of the same log comes,
+	// the older is dropped); inflight is the one being compressed, abort
+	// whether it was removed meanwhile.
+	queue    []queued
 	inflight string
 	abort    atomic.Bool
 	kick     chan struct{}
@@ -822,14 +823,14 @@ func (r *Rotator) rotate(ctx context.Context, id, path string) (os.FileInfo, boo
 		if f == r.inflight {
 			r.abort.Store(true)
 		}
-		r.queue = slices.DeleteFunc(r.queue, func(q string) bool { return q == f })
+		r.queue = slices.DeleteFunc(r.queue, func(q queued) bool { return q.file == f })
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fi, false, fmt.Errorf("logrotate: container %s: removing old log: %w", id, err)
 		}
 	}
 	for _, f := range st.Compress {
 		if r.compressing {
-			r.enqueue(id, f)
+			r.enqueue(id, path, f)
 			continue
 		}
 		if err := compress(f, nil, nil); err != nil {
@@ -949,20 +950,27 @@ func compareRotated(log, a, b string) int {
 	return strings.Compare(a, b)
 }
 
-// enqueue gives the compressor a rotated file of container id. A file
-// still waiting is dropped: compression falls behind, and rotated files
-// must not pile up uncompressed.
-func (r *Rotator) enqueue(id, f string) {
-	if f == r.inflight || slices.Contains(r.queue, f) {
+// queued is a rotated file waiting for the compressor.
+type queued struct{ log, file string }
+
+// enqueue gives the compressor f, a rotated file of container id's log.
+// A file of the same log still waiting is dropped: compression falls
+// behind, and rotated files must not pile up uncompressed.
+func (r *Rotator) enqueue(id, log, f string) {
+	if f == r.inflight || slices.ContainsFunc(r.queue, func(q queued) bool { return q.file == f }) {
 		return
 	}
-	for _, old := range r.queue {
-		if err := os.Remove(old); err != nil && !errors.Is(err, os.ErrNotExist) {
-			r.log.Error(err, "Removing a rotated log waiting for compression failed", "path", old)
+	r.queue = slices.DeleteFunc(r.queue, func(q queued) bool {
+		if q.log != log {
+			return false
 		}
-		r.fellBehind(id, old, true, 0)
-	}
-	r.queue = append(r.queue[:0], f)
+		if err := os.Remove(q.file); err != nil && !errors.Is(err, os.ErrNotExist) {
+			r.log.Error(err, "Removing a rotated log waiting for compression failed", "path", q.file)
+		}
+		r.fellBehind(id, q.file, true, 0)
+		return true
+	})
+	r.queue = append(r.queue, queued{log: log, file: f})
 	select {
 	case r.kick <- struct{}{}:
 	default:
@@ -1004,7 +1012,8 @@ func (r *Rotator) compressLoop(ctx context.Context) {
 		r.mu.Lock()
 		f := ""
 		if len(r.queue) > 0 {
-			f, r.queue = r.queue[0], r.queue[1:]
+			f = r.queue[0].file
+			r.queue = slices.Delete(r.queue, 0, 1)
 			r.inflight = f
 			r.abort.Store(false)
 		}
