@@ -4,11 +4,15 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,46 +24,116 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// criWriter writes a container's log as a CRI runtime's log writer does:
-// to the log's path, appending, until asked to reopen it (after the
-// rotator renamed it).
-type criWriter struct {
-	path    string
-	mu      sync.Mutex
-	f       *os.File
-	written int64
+// writerEnv, set to a log's path, makes the test binary a container's
+// log writer (writeLog); writerEntryEnv is the entry it writes and
+// writerTotalEnv how many bytes.
+const (
+	writerEnv      = "NODEKIT_LOGROTATE_TEST_WRITER"
+	writerEntryEnv = "NODEKIT_LOGROTATE_TEST_ENTRY"
+	writerTotalEnv = "NODEKIT_LOGROTATE_TEST_TOTAL"
+)
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(writerEnv); path != "" {
+		total, _ := strconv.ParseInt(os.Getenv(writerTotalEnv), 10, 64)
+		if err := writeLog(path, []byte(os.Getenv(writerEntryEnv)), total); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
 }
 
-func (w *criWriter) open() error {
-	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640)
+// writeLog writes a container's log as a CRI runtime's log writer does,
+// in a process of its own: once a byte on stdin starts it, an entry a
+// write, as fast as it can, appending to the log's path, total bytes.
+// Another byte on stdin asks it to reopen the
+// log (the rotator renamed it), which it does between two writes and
+// acknowledges with a byte on stdout; stdin's end stops it.
+func writeLog(path string, entry []byte, total int64) error {
+	open := func() (*os.File, error) { return os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640) }
+	f, err := open()
 	if err != nil {
 		return err
 	}
-	if w.f != nil {
-		w.f.Close()
+	// The first byte starts the writes.
+	b := make([]byte, 1)
+	if _, err := os.Stdin.Read(b); err != nil {
+		return f.Close()
 	}
-	w.f = f
-	return nil
+	// Then stdin is read between two writes, without waiting.
+	if err := syscall.SetNonblock(0, true); err != nil {
+		return err
+	}
+	for written := int64(0); written < total; {
+		switch n, err := syscall.Read(0, b); {
+		case n == 0 && err == nil:
+			return f.Close() // stdin's end
+		case n == 1:
+			f.Close()
+			if f, err = open(); err != nil {
+				return err
+			}
+			os.Stdout.Write([]byte{1})
+		case err != syscall.EAGAIN:
+			return err
+		}
+		n, err := f.Write(entry)
+		if err != nil {
+			return err
+		}
+		written += int64(n)
+	}
+	return f.Close()
 }
 
-func (w *criWriter) write(b []byte) error {
+// procWriter is a writeLog process.
+type procWriter struct {
+	path string
+	cmd  *exec.Cmd
+	mu   sync.Mutex // one reopen at a time
+	in   io.WriteCloser
+	out  io.Reader
+	done chan error
+}
+
+func startWriter(t *testing.T, path string, entry []byte, total int64) *procWriter {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), writerEnv+"="+path, writerEntryEnv+"="+string(entry), writerTotalEnv+"="+strconv.FormatInt(total, 10))
+	cmd.Stderr = os.Stderr
+	w := &procWriter{path: path, cmd: cmd, done: make(chan error, 1)}
+	var err error
+	if w.in, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if w.out, err = cmd.StdoutPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { w.done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return w
+}
+
+// reopen asks the writer to reopen its log and waits until it did.
+func (w *procWriter) reopen() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n, err := w.f.Write(b)
-	w.written += int64(n)
+	if _, err := w.in.Write([]byte{1}); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(w.out, make([]byte, 1))
 	return err
-}
-
-func (w *criWriter) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.f.Close()
 }
 
 // writerRuntime runs one container whose log w writes.
 type writerRuntime struct {
 	id string
-	w  *criWriter
+	w  *procWriter
 }
 
 func (r *writerRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
@@ -70,11 +144,7 @@ func (r *writerRuntime) ContainerStatus(_ context.Context, id string, _ bool) (*
 	return &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{Id: id, LogPath: r.w.path}}, nil
 }
 
-func (r *writerRuntime) ReopenContainerLog(context.Context, string) error {
-	r.w.mu.Lock()
-	defer r.w.mu.Unlock()
-	return r.w.open()
-}
+func (r *writerRuntime) ReopenContainerLog(context.Context, string) error { return r.w.reopen() }
 
 // shmDir is a temporary directory on /dev/shm when there is one, so that
 // the writer's hundreds of MiB stay off the disk.
@@ -87,19 +157,21 @@ func shmDir(t *testing.T) string {
 	return d
 }
 
-// dirSize is the size of the files in d.
-func dirSize(d string) (int64, int) {
+// dirSize is the size of the files in d, and their names and sizes.
+func dirSize(d string) (int64, []string) {
 	es, err := os.ReadDir(d)
 	if err != nil {
-		return 0, 0
+		return 0, nil
 	}
 	var n int64
+	var listing []string
 	for _, e := range es {
 		if fi, err := e.Info(); err == nil {
 			n += fi.Size()
+			listing = append(listing, fmt.Sprintf("%s=%.1fMiB", e.Name(), float64(fi.Size())/(1<<20)))
 		}
 	}
-	return n, len(es)
+	return n, listing
 }
 
 // TestRotatorBoundsFullSpeedWriter: a container writing its log as fast
@@ -125,11 +197,10 @@ func TestRotatorBoundsFullSpeedWriter(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := shmDir(t)
-			w := &criWriter{path: filepath.Join(d, "0.log")}
-			if err := w.open(); err != nil {
-				t.Fatal(err)
-			}
-			defer w.close()
+			// The writer, a process of its own as a runtime's is, writes
+			// total bytes; it is stopped early when the directory is far
+			// past the bound.
+			w := startWriter(t, filepath.Join(d, "0.log"), tc.entry, total)
 			r, err := New(&writerRuntime{id: "c1", w: w}, Options{
 				MaxSize: *resource.NewQuantity(maxSize, resource.BinarySI), MaxFiles: maxFiles, Logger: testr.New(t),
 			})
@@ -139,55 +210,47 @@ func TestRotatorBoundsFullSpeedWriter(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			runDone := make(chan error, 1)
 			go func() { runDone <- r.Run(ctx) }()
-
-			// The writer writes total bytes, or stops early when the
-			// directory is far past the bound.
+			// The writes start once Run watches the log, as a container
+			// starts writing once its runtime told the agent of it.
+			for watched := false; !watched; time.Sleep(time.Millisecond) {
+				r.mu.Lock()
+				watched = r.checked > 0
+				r.mu.Unlock()
+			}
+			if _, err := w.in.Write([]byte{1}); err != nil {
+				t.Fatal(err)
+			}
 			var peak int64
-			stop := make(chan struct{})
-			wrote := make(chan error, 1)
-			go func() {
-				defer close(wrote)
-				// An entry a write, as a CRI runtime's log writer does.
-				buf := tc.entry
-				for w.written < total {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if err := w.write(buf); err != nil {
-						wrote <- err
-						return
-					}
-				}
-			}()
-			sampling := true
-			for sampling {
+			var peakListing []string
+			for sampling := true; sampling; {
 				select {
-				case err := <-wrote:
+				case err := <-w.done:
 					if err != nil {
-						t.Fatal(err)
+						t.Fatalf("writer: %v", err)
 					}
 					sampling = false
 				default:
 				}
-				size, _ := dirSize(d)
+				size, listing := dirSize(d)
+				if size > peak {
+					peakListing = listing
+				}
 				peak = max(peak, size)
-				time.Sleep(100 * time.Microsecond) // leaves the writer and the rotator the CPUs
 				if size > 4*bound {
-					close(stop)
-					<-wrote
+					w.in.Close()
+					<-w.done
 					break
 				}
+				time.Sleep(time.Millisecond) // a sample every millisecond
 			}
 			cancel()
 			if err := <-runDone; err != nil {
 				t.Errorf("Run: %v", err)
 			}
 			t.Logf("wrote %d MiB; peak of the log directory %.1f MiB, bound %d MiB (MaxSize %d MiB × MaxFiles %d)",
-				w.written>>20, float64(peak)/(1<<20), bound>>20, maxSize>>20, maxFiles)
+				total>>20, float64(peak)/(1<<20), bound>>20, maxSize>>20, maxFiles)
 			if peak >= 2*bound {
-				t.Fatalf("the log directory reached %d bytes, want under twice the bound %d; left: %v", peak, 2*bound, dir(t, d))
+				t.Fatalf("the log directory reached %d bytes, want under twice the bound %d; at the peak: %v", peak, 2*bound, peakListing)
 			}
 			es, err := os.ReadDir(d)
 			if err != nil {

@@ -30,7 +30,8 @@
 //     few milliseconds near MaxSize; one written slowly, once a Period,
 //     as before.
 //   - Rotated files are compressed by a goroutine of Run's, off the
-//     rotations' path. When a rotated file is still waiting for it as a
+//     rotations' path, at gzip's fastest level (the kubelet uses the
+//     default level; the format is the same). When a rotated file is still waiting for it as a
 //     newer one comes, compression fell behind: the waiting file is
 //     dropped rather than left uncompressed.
 //   - A rotation also removes the oldest rotated files while they pass,
@@ -94,6 +95,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	sysruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -1073,11 +1075,20 @@ func compress(f string, stop func() bool, mu sync.Locker) (err error) {
 			os.Remove(tmp)
 		}
 	}()
-	w := gzip.NewWriter(out)
+	// The fastest level: rotated logs compress well at any level, and a
+	// compressor that keeps up matters more than a few percent of size.
+	w, err := gzip.NewWriterLevel(out, gzip.BestSpeed)
+	if err != nil {
+		return fmt.Errorf("compressing %s: %w", f, err)
+	}
 	buf := make([]byte, 256<<10)
 	for {
-		if stop != nil && stop() {
-			return errAborted
+		if stop != nil {
+			if stop() {
+				return errAborted
+			}
+			// Off the rotations' path: each chunk gives way to them.
+			sysruntime.Gosched()
 		}
 		n, rerr := in.Read(buf)
 		if n > 0 {
