@@ -364,15 +364,19 @@ func (r *Rotator) Run(ctx context.Context) error {
 	defer cancel()
 
 	r.mu.Lock()
+	// One compressor: a Run beside another leaves it to the first.
+	compressor := !r.compressing
 	r.compressing = true
 	w := r.w
 	r.mu.Unlock()
-	wg.Go(func() {
-		r.compressLoop(ctx)
-		r.mu.Lock()
-		r.compressing = false
-		r.mu.Unlock()
-	})
+	if compressor {
+		wg.Go(func() {
+			r.compressLoop(ctx)
+			r.mu.Lock()
+			r.compressing = false
+			r.mu.Unlock()
+		})
+	}
 	wake := make(chan struct{})
 	if w != nil {
 		wg.Go(func() { r.waitLoop(ctx, w, wake) })
