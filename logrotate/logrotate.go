@@ -44,8 +44,11 @@
 //     log.<timestamp>.<n>, n counting from 1, and ordered by n.
 //   - Run passes over every log when it starts, as the kubelet does;
 //     with a runtime's ChangeCounter it looks for new containers every
-//     second (reading the count, listing only when it moved), otherwise
-//     every Period.
+//     100ms (reading the count, listing only when it moved), otherwise
+//     every Period. Until a new container is found (the agent's count
+//     moves when its PLEG sees the container: within a relist, 1s), its
+//     log grows unchecked: that first file is rotated when found, and
+//     removed at the next rotation by the byte bound above.
 //
 // What a pass costs differs, on purpose, so that an idle node's rotator
 // costs nothing per container:
@@ -398,8 +401,7 @@ func (r *Rotator) Run(ctx context.Context) error {
 			wait = max(next.Sub(r.opts.Clock.Now()), 0)
 		}
 		if counted {
-			// New containers are looked for every second.
-			wait = min(wait, time.Second)
+			wait = min(wait, newContainersCheck)
 		}
 		if wait < r.opts.Period {
 			timer.Reset(wait)
@@ -484,6 +486,11 @@ func (r *Rotator) RotateAll(ctx context.Context) error {
 	_, err := r.pass(ctx, true)
 	return err
 }
+
+// newContainersCheck is how often Run reads the runtime's ChangeCounter
+// (a count, cheap) for new containers: a container that writes at full
+// speed from its start writes to its first rotated file until then.
+const newContainersCheck = 100 * time.Millisecond
 
 // Checks of a log written to: after a check, the log is checked again
 // when it is written, not before half the time its growth since the last
