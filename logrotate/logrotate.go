@@ -77,11 +77,14 @@
 //
 // # Concurrency
 //
-// A Rotator is safe for concurrent use; rotations never overlap. Run
-// starts two goroutines, the compressor and a waiter on the watches
-// (blocked in Go's poller, no thread), and returns after they exited and
-// its inotify instance is closed. RotateAll without Run compresses in the
-// pass, as the kubelet does.
+// A Rotator is safe for concurrent use; rotations of one log never
+// overlap. Run starts the compressor, a waiter on the watches (blocked in
+// Go's poller, no thread) and, for each rotation, a goroutine that asks
+// the runtime to reopen the log, so that a runtime slow to reopen one log
+// (containerd took up to 0.8s on a loaded machine) delays no other log's
+// rotation; it returns after they all exited and its inotify instance is
+// closed. RotateAll without Run reopens and compresses in the pass, as
+// the kubelet does.
 //
 // # Errors
 //
@@ -227,6 +230,11 @@ type Rotator struct {
 	// compressing: Run's compressor is running; rotations queue the
 	// rotated files for it rather than compressing them in the pass.
 	compressing bool
+	// bg, while Run runs, starts the reopens of rotated logs, each in a
+	// goroutine of its own, so that a runtime slow to reopen one log
+	// delays the checks of no other; reopenDone tells Run one finished.
+	bg         *background
+	reopenDone chan struct{}
 	// queue holds the rotated files waiting for the compressor, oldest
 	// first, at most one per log (when a newer one of the same log comes,
 	// the older is dropped); inflight is the one being compressed, abort
@@ -240,6 +248,12 @@ type Rotator struct {
 	// found past twice MaxSize.
 	behind   behindCounts
 	lastWarn time.Time
+}
+
+// background is Run's context and the goroutines it waits for.
+type background struct {
+	ctx context.Context
+	wg  *sync.WaitGroup
 }
 
 // behindCounts is what a warning that rotation falls behind tells.
@@ -265,8 +279,13 @@ type logState struct {
 	// the earliest time Run checks it again when it is written.
 	size     int64
 	at, next time.Time
-	// rate is the log's estimated growth, in bytes a second.
+	// rate is the log's estimated growth, in bytes a second; wait the
+	// time between its last two checks.
 	rate float64
+	wait time.Duration
+	// reopening: the log was renamed and the runtime is reopening it; it
+	// is checked again once it did.
+	reopening bool
 }
 
 // watcher tells which files were written since their watch was armed.
@@ -339,7 +358,7 @@ func New(rt Runtime, opts Options) (*Rotator, error) {
 	}
 	return &Rotator{
 		rt: rt, reopen: ro, opts: opts, max: opts.MaxSize.Value(), log: opts.Logger.WithName("logrotate"),
-		kick: make(chan struct{}, 1), logs: map[string]*logState{}, due: map[string]struct{}{}, byWatch: map[int32][]string{}, notifying: map[uint64]bool{},
+		kick: make(chan struct{}, 1), reopenDone: make(chan struct{}, 1), logs: map[string]*logState{}, due: map[string]struct{}{}, byWatch: map[int32][]string{}, notifying: map[uint64]bool{},
 	}, nil
 }
 
@@ -371,8 +390,17 @@ func (r *Rotator) Run(ctx context.Context) error {
 	compressor := !r.compressing
 	r.compressing = true
 	w := r.w
+	if compressor {
+		r.bg = &background{ctx: ctx, wg: &wg}
+	}
 	r.mu.Unlock()
 	if compressor {
+		defer func() {
+			// Before wg.Wait: no reopen starts once the loop ended.
+			r.mu.Lock()
+			r.bg = nil
+			r.mu.Unlock()
+		}()
 		wg.Go(func() {
 			r.compressLoop(ctx)
 			r.mu.Lock()
@@ -412,6 +440,8 @@ func (r *Rotator) Run(ctx context.Context) error {
 		case <-t.C():
 			next, err = r.pass(ctx, true)
 		case <-wake:
+			next, err = r.pass(ctx, false)
+		case <-r.reopenDone:
 			next, err = r.pass(ctx, false)
 		case <-timer.C():
 			next, err = r.pass(ctx, false)
@@ -547,6 +577,9 @@ func (r *Rotator) pass(ctx context.Context, listed bool) (time.Time, error) {
 			delete(r.due, id)
 			continue
 		}
+		if st.reopening {
+			continue // due once reopened
+		}
 		if !listed && st.next.After(now) {
 			// Written, but not due yet.
 			if next.IsZero() || st.next.Before(next) {
@@ -563,7 +596,7 @@ func (r *Rotator) pass(ctx context.Context, listed bool) (time.Time, error) {
 			}
 		}
 		r.checked++
-		fi, rotated, err := r.rotate(ctx, id, st.path)
+		fi, rotated, err := r.rotate(ctx, id, st)
 		switch {
 		case fi != nil && !st.poll && !r.notifies(fi, st.path):
 			st.poll = true
@@ -596,7 +629,7 @@ func (r *Rotator) pass(ctx context.Context, listed bool) (time.Time, error) {
 // again when written: a quarter of the time it takes to reach MaxSize
 // (from 0 when it was rotated) at its rate of growth, the highest of its
 // growth since the last check and half the rate before (a writer's bursts
-// are not mistaken for its pace).
+// are not mistaken for its pace), and at most twice the last wait.
 func (r *Rotator) schedule(st *logState, size int64, rotated bool, now time.Time) {
 	elapsed := now.Sub(st.at)
 	grown := size - st.size
@@ -619,13 +652,19 @@ func (r *Rotator) schedule(st *logState, size int64, rotated bool, now time.Time
 	wait := minCheck
 	switch {
 	case st.at.IsZero() || elapsed == 0:
+		st.wait = 0
 	case st.rate > 0:
 		wait = time.Duration(float64(max(left, 0)) / st.rate / 4 * float64(time.Second))
 	default:
 		wait = r.opts.Period
 	}
+	if st.wait > 0 {
+		// At most twice the last wait: a writer that just started (or
+		// sped up) is not taken at the pace of its first bytes.
+		wait = min(wait, 2*st.wait)
+	}
 	wait = min(max(wait, minCheck), r.opts.Period)
-	st.size, st.at, st.next = size, now, now.Add(wait)
+	st.size, st.at, st.next, st.wait = size, now, now.Add(wait), wait
 }
 
 // arm arms the watch of a container's log or, while the log is not
@@ -812,7 +851,8 @@ func Plan(log string, size, maxSize int64, maxFiles int, siblings []string) Step
 // rotate rotates the log at path when it outgrew MaxSize. It returns the
 // log's FileInfo (nil when it could not be read) and whether the log was
 // rotated.
-func (r *Rotator) rotate(ctx context.Context, id, path string) (os.FileInfo, bool, error) {
+func (r *Rotator) rotate(ctx context.Context, id string, ls *logState) (os.FileInfo, bool, error) {
+	path := ls.path
 	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -857,18 +897,47 @@ func (r *Rotator) rotate(ctx context.Context, id, path string) (os.FileInfo, boo
 	if err := os.Rename(path, rotated); err != nil {
 		return fi, false, fmt.Errorf("logrotate: container %s: rotating %s: %w", id, path, err)
 	}
-	if err := r.reopen.ReopenContainerLog(ctx, id); err != nil {
-		// Put the log back: the runtime still writes to it.
-		if rerr := os.Rename(rotated, path); rerr != nil {
-			return fi, true, fmt.Errorf("logrotate: container %s: reopening the log: %w; renaming it back: %w", id, err, rerr)
-		}
-		return fi, false, fmt.Errorf("logrotate: container %s: reopening the log: %w", id, err)
-	}
 	if fi.Size() > 2*r.max {
 		r.fellBehind(id, path, false, fi.Size())
 	}
+	if bg := r.bg; bg != nil {
+		ls.reopening = true
+		bg.wg.Go(func() {
+			err := r.reopen.ReopenContainerLog(bg.ctx, id)
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			ls.reopening = false
+			if err := r.reopened(id, path, rotated, err); err != nil {
+				r.log.Error(err, "Rotating a container log failed")
+				// Tried again in a Period, not at once.
+				ls.next = r.opts.Clock.Now().Add(r.opts.Period)
+			}
+			if r.logs[id] == ls {
+				r.due[id] = struct{}{}
+			}
+			select {
+			case r.reopenDone <- struct{}{}:
+			default:
+			}
+		})
+		return fi, true, nil
+	}
+	err = r.reopened(id, path, rotated, r.reopen.ReopenContainerLog(ctx, id))
+	return fi, err == nil, err
+}
+
+// reopened finishes the rotation of container id's log, renamed to
+// rotated, once the runtime reopened it (err nil) or failed to: then the
+// log is put back, the runtime still writing to it, as the kubelet does.
+func (r *Rotator) reopened(id, path, rotated string, err error) error {
+	if err != nil {
+		if rerr := os.Rename(rotated, path); rerr != nil {
+			return fmt.Errorf("logrotate: container %s: reopening the log: %w; renaming it back: %w", id, err, rerr)
+		}
+		return fmt.Errorf("logrotate: container %s: reopening the log: %w", id, err)
+	}
 	r.log.V(2).Info("Rotated container log", "containerID", id, "path", path, "rotated", rotated)
-	return fi, true, nil
+	return nil
 }
 
 // overBudget adds to the plan's removals the oldest rotated files that,
