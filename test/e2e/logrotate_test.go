@@ -116,8 +116,8 @@ func TestLogRotation(t *testing.T) {
 // within seconds). What the container writes while the runtime reopens
 // its log goes to the rotated file: on a 2-core machine at load 15,
 // containerd 1.6's ReopenContainerLog took up to 0.8s, and a directory
-// was past twice the bound for that long (at most 6% of the samples in
-// ten runs).
+// was past twice the bound for that long (in up to 6% of the samples of
+// a run, none in most runs).
 func TestLogRotationFullSpeed(t *testing.T) {
 	f := newFixture(t, envEndpoint)
 	a := f.agentWith(nil, "full-speed log rotation", nil)
