@@ -809,7 +809,8 @@ type Step struct {
 // otherwise remove leftover temporary files and uncompressed rotated
 // files that also exist compressed, then the oldest rotated files beyond
 // maxFiles-2, compress the remaining uncompressed rotated files, and
-// rotate the log. Names sort oldest first (their timestamp suffix).
+// rotate the log. Names sort oldest first (their timestamp suffix, then
+// the count of a rotation within the same second: compareRotated).
 func Plan(log string, size, maxSize int64, maxFiles int, siblings []string) Step {
 	if size <= maxSize {
 		return Step{}
