@@ -307,6 +307,10 @@ func wire(o Options) (*parts, error) {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
 	cgOpts := o.Cgroups
+	if cgOpts.StateDir == "" {
+		// Its records of the pod cgroups it made: only those are orphans.
+		cgOpts.StateDir = filepath.Join(o.RootDir, "pod-cgroups")
+	}
 	if cgOpts.Logger.GetSink() == nil {
 		cgOpts.Logger = log
 	}

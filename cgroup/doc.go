@@ -31,7 +31,7 @@
 //	result := rt.SyncPodWithOptions(ctx, pod, status, podruntime.SyncPodOptions{CgroupParent: parent})
 //	...
 //	err = pm.DestroyPod(ctx, pod.UID)         // after the pod terminated
-//	uids, err := pm.Pods()                    // housekeeping: destroy orphans
+//	uids, err := pm.Pods()                    // housekeeping: destroy orphans (its own only, with StateDir)
 //
 // The name EnsurePod returns is the sandbox's cgroup parent for a runtime
 // using the cgroupfs driver (containerd's runc with SystemdCgroup = false);

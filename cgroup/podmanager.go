@@ -36,6 +36,14 @@ type PodManagerOptions struct {
 	// Manager, when set, is used instead of the cgroupfs Manager found
 	// under CgroupfsRoot. Defaults to nil.
 	Manager Manager
+	// StateDir is where the manager records the pod cgroups it creates
+	// (a file per pod), so that Pods lists only those: two agents whose
+	// pod cgroups share Root (the default "kubepods" on one host) never
+	// take each other's for orphans, and an agent that restarts with the
+	// same StateDir still removes its own. The agent sets it below its
+	// RootDir. Defaults to "": no record, every pod cgroup under Root is
+	// taken as this manager's (one agent per Root).
+	StateDir string
 
 	// DisableCPUQuota leaves CPU limits unenforced: the CFS quota of pod
 	// cgroups is -1, as the kubelet's --cpu-cfs-quota=false. Defaults to
@@ -135,6 +143,7 @@ type PodManager struct {
 	log  logr.Logger
 
 	mu    sync.Mutex // guards mgr and alloc
+	recMu sync.Mutex // serializes the records of pod cgroups with their creation and removal
 	mgr   Manager
 	alloc v1.ResourceList
 	qosMu sync.Mutex // serializes UpdateQoS and guards qos
@@ -348,7 +357,17 @@ func (p *PodManager) EnsurePod(pod *v1.Pod) (string, error) {
 	if mgr.Exists(name) {
 		return name, nil
 	}
+	// Recorded before it is made: a crash between the two leaves a
+	// record without a cgroup, never a cgroup without its record.
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	if err := p.record(pod.UID, name); err != nil {
+		return "", err
+	}
 	if err := mgr.Create(name, p.podConfig(pod, mgr.Info())); err != nil {
+		if !mgr.Exists(name) {
+			p.forget(pod.UID)
+		}
 		return "", err
 	}
 	p.log.V(1).Info("created pod cgroup", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "cgroup", name)
@@ -387,17 +406,32 @@ func (p *PodManager) DestroyPod(ctx context.Context, uid types.UID) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	if err := p.forget(uid); err != nil {
+		return err
+	}
 	p.log.V(1).Info("removed pod cgroup", "podUID", uid)
 	return nil
 }
 
-// Pods lists the UIDs of the pod cgroups that exist (in any hierarchy),
-// sorted, for housekeeping to remove those of pods that are gone.
+// Pods lists the UIDs of the pod cgroups that exist (in any hierarchy)
+// and that this manager created (recorded in StateDir; any, without a
+// StateDir), sorted, for housekeeping to remove those of pods that are
+// gone. The cgroups of another agent sharing Root are left out, as are
+// those made before records were kept. A record whose cgroup is gone is
+// dropped.
 func (p *PodManager) Pods() ([]types.UID, error) {
 	if p.opts.Disabled {
 		return nil, nil
 	}
 	mgr, err := p.manager()
+	if err != nil {
+		return nil, err
+	}
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	own, recorded, err := p.recorded()
 	if err != nil {
 		return nil, err
 	}
@@ -408,13 +442,23 @@ func (p *PodManager) Pods() ([]types.UID, error) {
 			return nil, err
 		}
 		for _, c := range children {
-			if uid, ok := strings.CutPrefix(path.Base(c), "pod"); ok && uid != "" {
-				uids = append(uids, types.UID(uid))
+			uid, ok := strings.CutPrefix(path.Base(c), "pod")
+			if !ok || uid == "" || recorded && !own[types.UID(uid)] {
+				continue
 			}
+			uids = append(uids, types.UID(uid))
 		}
 	}
 	slices.Sort(uids)
-	return slices.Compact(uids), nil
+	uids = slices.Compact(uids)
+	for uid := range own {
+		if _, found := slices.BinarySearch(uids, uid); !found {
+			if err := p.forget(uid); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return uids, nil
 }
 
 // Stats reads the usage of the cgroup name (any cgroup, such as a pod's

@@ -20,10 +20,12 @@ import (
 
 	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/cgroup/cgrouptest"
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 // These tests change the host's cgroups, under a unique top-level cgroup
-// "nodekit-test-<random>" that t.Cleanup destroys.
+// "nodekit-test-<random>" (leakcheck.CgroupPrefix) that t.Cleanup
+// destroys.
 
 func needRoot(t *testing.T) {
 	t.Helper()
@@ -52,7 +54,7 @@ func testTop(t *testing.T, m cgroup.Manager) string {
 	t.Helper()
 	b := make([]byte, 6)
 	rand.Read(b)
-	top := "nodekit-test-" + hex.EncodeToString(b)
+	top := leakcheck.CgroupPrefix() + hex.EncodeToString(b)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

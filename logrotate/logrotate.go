@@ -1,9 +1,9 @@
 // Package logrotate rotates the containers' logs as the kubelet's
-// container log manager does: every 10 s, the log of each running
-// container that outgrew MaxSize (10Mi) is renamed with a timestamp
-// suffix and the runtime is asked to reopen it (CRI ReopenContainerLog);
-// older rotated files are gzip-compressed, and at most MaxFiles (5) files
-// per container are kept, the oldest removed first.
+// container log manager does: the log of a running container that
+// outgrew MaxSize (10Mi) is renamed with a timestamp suffix and the
+// runtime is asked to reopen it (CRI ReopenContainerLog); older rotated
+// files are gzip-compressed, and at most MaxFiles (5) files per container
+// are kept, the oldest removed first.
 //
 // Plan decides, without I/O, what one rotation does to a log's
 // directory; Rotator lists the running containers, reads their log paths,
@@ -16,9 +16,42 @@
 //
 // # Differences from the kubelet
 //
-// None in the rules: a log that outgrew MaxSize is rotated at the first
-// pass after it did, as the kubelet's. What a pass costs differs, on
-// purpose, so that an idle node's rotator costs nothing per container:
+// The kubelet checks every log every 10 s (containerLogMonitorInterval)
+// and compresses in the same worker: a container writing as fast as it
+// can fills hundreds of MiB between two checks, and its rotated files
+// wait uncompressed for that worker. Here a container's logs stay close
+// to MaxSize × MaxFiles under a writer at full speed:
+//
+//   - While Run runs, a log written to is checked as soon as it is
+//     written (a one-shot inotify watch wakes Run), at most as often as
+//     its growth needs for it to be rotated close to MaxSize: not before
+//     a quarter of the time its rate of growth takes to reach MaxSize,
+//     within [1ms, Period]. A log written without pause is checked every
+//     few milliseconds near MaxSize; one written slowly, once a Period,
+//     as before.
+//   - Rotated files are compressed by a goroutine of Run's, off the
+//     rotations' path, at gzip's fastest level (the kubelet uses the
+//     default level; the format is the same). When a rotated file is still waiting for it as a
+//     newer one comes, compression fell behind: the waiting file is
+//     dropped rather than left uncompressed.
+//   - A rotation also removes the oldest rotated files while they pass,
+//     with the log, MaxSize × MaxFiles bytes (the bound the kubelet's
+//     count implies; a log rotated past MaxSize would exceed it).
+//   - Falling behind (a rotated file dropped uncompressed, a log rotated
+//     past twice MaxSize) is logged, at most once a minute, with the
+//     counts since the last warning.
+//   - Rotations within one second (the timestamp's resolution) are named
+//     log.<timestamp>.<n>, n counting from 1, and ordered by n.
+//   - Run passes over every log when it starts, as the kubelet does;
+//     with a runtime's ChangeCounter it looks for new containers every
+//     100ms (reading the count, listing only when it moved), otherwise
+//     every Period. Until a new container is found (the agent's count
+//     moves when its PLEG sees the container: within a relist, 1s), its
+//     log grows unchecked: that first file is rotated when found, and
+//     removed at the next rotation by the byte bound above.
+//
+// What a pass costs differs, on purpose, so that an idle node's rotator
+// costs nothing per container:
 //
 //   - The kubelet reads every running container's status and stats its
 //     log in every pass, 10,000 stat calls every 10 s at 10,000 pods
@@ -26,9 +59,8 @@
 //     pass that checks every log). While Run runs, a Rotator watches each
 //     log with a one-shot inotify watch, armed before the log's size is
 //     read, and a pass reads the sizes of the logs written since their
-//     last check only: a quiet pass reads the kernel's queue of events
-//     and nothing else, and a log written without pause costs a stat and
-//     re-arming its watch per pass. A log not there yet (the runtime
+//     last check only: a quiet node's rotator sleeps until a log is
+//     written. A log not there yet (the runtime
 //     makes it when the container starts) has its directory watched, or
 //     the pod's log directory, until it is created. Logs on a file system that does not
 //     tell of every write (network, FUSE: anything but ext4, xfs, btrfs,
@@ -42,15 +74,17 @@
 //     thousands of containers started costs a stat per log rather than a
 //     CRI call per container; with a ChangeCounter (the agent's), it lists
 //     the running containers only when they changed.
-//   - There is one worker, the kubelet's default (containerLogMaxWorkers
-//     1).
 //
 // # Concurrency
 //
-// A Rotator is safe for concurrent use; rotations never overlap. Run
-// starts no goroutine: a pass reads the watches' events the kernel queued
-// since the last. Run returns after its loop ended and its inotify
-// instance is closed.
+// A Rotator is safe for concurrent use; rotations of one log never
+// overlap. Run starts the compressor, a waiter on the watches (blocked in
+// Go's poller, no thread) and, for each rotation, a goroutine that asks
+// the runtime to reopen the log, so that a runtime slow to reopen one log
+// (containerd took up to 0.8s on a loaded machine) delays no other log's
+// rotation; it returns after they all exited and its inotify instance is
+// closed. RotateAll without Run reopens and compresses in the pass, as
+// the kubelet does.
 //
 // # Errors
 //
@@ -67,9 +101,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	sysruntime "runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -189,6 +226,41 @@ type Rotator struct {
 	lastFull time.Time
 	// checked counts the logs whose size was read.
 	checked int
+
+	// compressing: Run's compressor is running; rotations queue the
+	// rotated files for it rather than compressing them in the pass.
+	compressing bool
+	// bg, while Run runs, starts the reopens of rotated logs, each in a
+	// goroutine of its own, so that a runtime slow to reopen one log
+	// delays the checks of no other; reopenDone tells Run one finished.
+	bg         *background
+	reopenDone chan struct{}
+	// queue holds the rotated files waiting for the compressor, oldest
+	// first, at most one per log (when a newer one of the same log comes,
+	// the older is dropped); inflight is the one being compressed, abort
+	// whether it was removed meanwhile.
+	queue    []queued
+	inflight string
+	abort    atomic.Bool
+	kick     chan struct{}
+	// behind counts, since the last warning, what rotation could not keep
+	// up with: rotated files dropped before they were compressed, and logs
+	// found past twice MaxSize.
+	behind   behindCounts
+	lastWarn time.Time
+}
+
+// background is Run's context and the goroutines it waits for.
+type background struct {
+	ctx context.Context
+	wg  *sync.WaitGroup
+}
+
+// behindCounts is what a warning that rotation falls behind tells.
+type behindCounts struct {
+	dropped, oversized int
+	containerID, path  string
+	largest            int64
 }
 
 // logState is what the Rotator knows of a container's log.
@@ -203,6 +275,17 @@ type logState struct {
 	// poll: the log's file system does not tell of writes, the log is
 	// checked every pass.
 	poll bool
+	// size and at are the log's size at its last check and when; next is
+	// the earliest time Run checks it again when it is written.
+	size     int64
+	at, next time.Time
+	// rate is the log's estimated growth, in bytes a second; wait the
+	// time between its last two checks.
+	rate float64
+	wait time.Duration
+	// reopening: the log was renamed and the runtime is reopening it; it
+	// is checked again once it did.
+	reopening bool
 }
 
 // watcher tells which files were written since their watch was armed.
@@ -217,6 +300,8 @@ type watcher interface {
 	// read calls fn with the watch of each event since the last read,
 	// without blocking, and reports whether events were lost.
 	read(fn func(wd int32)) (overflow bool, err error)
+	// wait blocks until events are queued, or ctx ends.
+	wait(ctx context.Context) error
 	close() error
 }
 
@@ -273,13 +358,19 @@ func New(rt Runtime, opts Options) (*Rotator, error) {
 	}
 	return &Rotator{
 		rt: rt, reopen: ro, opts: opts, max: opts.MaxSize.Value(), log: opts.Logger.WithName("logrotate"),
-		logs: map[string]*logState{}, due: map[string]struct{}{}, byWatch: map[int32][]string{}, notifying: map[uint64]bool{},
+		kick: make(chan struct{}, 1), reopenDone: make(chan struct{}, 1), logs: map[string]*logState{}, due: map[string]struct{}{}, byWatch: map[int32][]string{}, notifying: map[uint64]bool{},
 	}, nil
 }
 
-// Run rotates every Period until ctx ends, and returns nil then. While it
-// runs, the logs are watched (inotify) so that a pass checks only the
-// logs written since the last one.
+// Run rotates until ctx ends, and returns nil then, after the goroutines
+// it started (the compressor, and the watcher's waiter) have exited.
+// Every Period it lists the running containers and checks their logs;
+// between passes, while the logs can be watched (inotify), a log written
+// to is checked as soon as it is written, at most as often as its rate of
+// growth needs for it to be rotated close to MaxSize: a log written at
+// full speed is checked every millisecond, a log written slowly about
+// once a Period. Rotated files are compressed in a goroutine of their
+// own, off the rotations' path.
 func (r *Rotator) Run(ctx context.Context) error {
 	if r.max < 0 {
 		<-ctx.Done()
@@ -289,16 +380,89 @@ func (r *Rotator) Run(ctx context.Context) error {
 		r.log.Info("Container log writes cannot be watched: every log is checked every pass", "reason", err.Error())
 	}
 	defer r.stopWatching()
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+
+	r.mu.Lock()
+	// One compressor: a Run beside another leaves it to the first.
+	compressor := !r.compressing
+	r.compressing = true
+	w := r.w
+	if compressor {
+		r.bg = &background{ctx: ctx, wg: &wg}
+	}
+	r.mu.Unlock()
+	if compressor {
+		defer func() {
+			// Before wg.Wait: no reopen starts once the loop ended.
+			r.mu.Lock()
+			r.bg = nil
+			r.mu.Unlock()
+		}()
+		wg.Go(func() {
+			r.compressLoop(ctx)
+			r.mu.Lock()
+			r.compressing = false
+			r.mu.Unlock()
+		})
+	}
+	wake := make(chan struct{})
+	if w != nil {
+		wg.Go(func() { r.waitLoop(ctx, w, wake) })
+	}
+
 	t := r.opts.Clock.NewTicker(r.opts.Period)
 	defer t.Stop()
+	timer := r.opts.Clock.NewTimer(r.opts.Period)
+	defer timer.Stop()
+	_, counted := r.rt.(ChangeCounter)
+	next, err := r.pass(ctx, true)
 	for {
+		if err != nil && ctx.Err() == nil {
+			r.log.Error(err, "Rotating container logs failed")
+		}
+		timer.Stop()
+		wait := r.opts.Period
+		if !next.IsZero() {
+			wait = max(next.Sub(r.opts.Clock.Now()), 0)
+		}
+		if counted {
+			wait = min(wait, newContainersCheck)
+		}
+		if wait < r.opts.Period {
+			timer.Reset(wait)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C():
+			next, err = r.pass(ctx, true)
+		case <-wake:
+			next, err = r.pass(ctx, false)
+		case <-r.reopenDone:
+			next, err = r.pass(ctx, false)
+		case <-timer.C():
+			next, err = r.pass(ctx, false)
 		}
-		if err := r.RotateAll(ctx); err != nil && ctx.Err() == nil {
-			r.log.Error(err, "Rotating container logs failed")
+	}
+}
+
+// waitLoop tells wake each time the watcher has events queued, until ctx
+// ends. A watcher that cannot wait leaves the checks to the passes.
+func (r *Rotator) waitLoop(ctx context.Context, w watcher, wake chan<- struct{}) {
+	for {
+		if err := w.wait(ctx); err != nil {
+			if ctx.Err() == nil {
+				r.log.Info("Container log writes are checked every pass only", "reason", err.Error())
+			}
+			return
+		}
+		select {
+		case wake <- struct{}{}:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -349,21 +513,46 @@ func (r *Rotator) stopWatching() {
 // check, and of each log not watched: while Run runs, that is only the
 // logs written to; otherwise, and every Resync, every log.
 func (r *Rotator) RotateAll(ctx context.Context) error {
+	_, err := r.pass(ctx, true)
+	return err
+}
+
+// newContainersCheck is how often Run reads the runtime's ChangeCounter
+// (a count, cheap) for new containers: a container that writes at full
+// speed from its start writes to its first rotated file until then.
+const newContainersCheck = 100 * time.Millisecond
+
+// Checks of a log written to: after a check, the log is checked again
+// when it is written, not before half the time its growth since the last
+// check takes to reach MaxSize, within [minCheck, Period]. A log checked
+// for the first time in a Period is checked again minCheck later, which
+// measures its growth.
+const minCheck = time.Millisecond
+
+// pass is one pass: listed (RotateAll's), or of the logs written since
+// their last check and due (Run's, between the listed ones). It returns
+// the time the next unlisted pass is due, zero when none is.
+func (r *Rotator) pass(ctx context.Context, listed bool) (time.Time, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.opts.Clock.Now()
-	full := r.w == nil || r.lastFull.IsZero() || now.Sub(r.lastFull) >= r.opts.Resync
+	full := listed && (r.w == nil || r.lastFull.IsZero() || now.Sub(r.lastFull) >= r.opts.Resync)
 	if r.w != nil {
 		overflow, err := r.w.read(r.written)
 		if err != nil || overflow {
 			if err != nil {
 				r.log.Error(err, "Reading log writes failed, checking every log")
 			}
-			full = true
+			full, listed = true, true
 		}
 	}
-	if err := r.list(ctx, full); err != nil {
-		return err
+	_, counted := r.rt.(ChangeCounter)
+	if listed || counted {
+		// Unlisted, a list happens only when the runtime's count of
+		// changes moved.
+		if err := r.list(ctx, full); err != nil {
+			return time.Time{}, err
+		}
 	}
 	if full {
 		r.lastFull = now
@@ -377,6 +566,7 @@ func (r *Rotator) RotateAll(ctx context.Context) error {
 	}
 	slices.Sort(ids)
 	var errs []error
+	var next time.Time
 	exhausted := false
 	for _, id := range ids {
 		if ctx.Err() != nil {
@@ -385,6 +575,16 @@ func (r *Rotator) RotateAll(ctx context.Context) error {
 		st := r.logs[id]
 		if st == nil || st.path == "" {
 			delete(r.due, id)
+			continue
+		}
+		if st.reopening {
+			continue // due once reopened
+		}
+		if !listed && st.next.After(now) {
+			// Written, but not due yet.
+			if next.IsZero() || st.next.Before(next) {
+				next = st.next
+			}
 			continue
 		}
 		// The watch is armed before the size is read: a write after the
@@ -396,7 +596,7 @@ func (r *Rotator) RotateAll(ctx context.Context) error {
 			}
 		}
 		r.checked++
-		fi, rotated, err := r.rotate(ctx, id, st.path)
+		fi, rotated, err := r.rotate(ctx, id, st)
 		switch {
 		case fi != nil && !st.poll && !r.notifies(fi, st.path):
 			st.poll = true
@@ -410,13 +610,61 @@ func (r *Rotator) RotateAll(ctx context.Context) error {
 		if err != nil {
 			errs = append(errs, err)
 		}
+		if fi != nil {
+			r.schedule(st, fi.Size(), rotated, now)
+			if st.watch == 0 && (next.IsZero() || st.next.Before(next)) {
+				next = st.next
+			}
+		}
 		if st.watch == 0 {
 			r.due[id] = struct{}{}
 		} else {
 			delete(r.due, id)
 		}
 	}
-	return errors.Join(errs...)
+	return next, errors.Join(errs...)
+}
+
+// schedule sets when a log of size bytes, checked at now, is checked
+// again when written: a quarter of the time it takes to reach MaxSize
+// (from 0 when it was rotated) at its rate of growth, the highest of its
+// growth since the last check and half the rate before (a writer's bursts
+// are not mistaken for its pace), and at most twice the last wait.
+func (r *Rotator) schedule(st *logState, size int64, rotated bool, now time.Time) {
+	elapsed := now.Sub(st.at)
+	grown := size - st.size
+	if grown < 0 {
+		grown = size // rotated since, by another
+	}
+	if st.at.IsZero() || elapsed > 2*r.opts.Period {
+		// The first check in a while: the next one, soon, measures the
+		// log's growth.
+		st.rate = 0
+		elapsed, grown = 0, 0
+	}
+	if elapsed > 0 {
+		st.rate = max(float64(grown)/elapsed.Seconds(), st.rate/2)
+	}
+	left := r.max - size
+	if rotated {
+		left, size = r.max, 0
+	}
+	wait := minCheck
+	switch {
+	case st.at.IsZero() || elapsed == 0:
+		st.wait = 0
+	case st.rate > 0:
+		wait = time.Duration(float64(max(left, 0)) / st.rate / 4 * float64(time.Second))
+	default:
+		wait = r.opts.Period
+	}
+	if st.wait > 0 {
+		// At most twice the last wait: a writer that just started (or
+		// sped up) is not taken at the pace of its first bytes.
+		wait = min(wait, 2*st.wait)
+	}
+	wait = min(max(wait, minCheck), r.opts.Period)
+	st.size, st.at, st.next, st.wait = size, now, now.Add(wait), wait
 }
 
 // arm arms the watch of a container's log or, while the log is not
@@ -561,7 +809,8 @@ type Step struct {
 // otherwise remove leftover temporary files and uncompressed rotated
 // files that also exist compressed, then the oldest rotated files beyond
 // maxFiles-2, compress the remaining uncompressed rotated files, and
-// rotate the log. Names sort oldest first (their timestamp suffix).
+// rotate the log. Names sort oldest first (their timestamp suffix, then
+// the count of a rotation within the same second: compareRotated).
 func Plan(log string, size, maxSize int64, maxFiles int, siblings []string) Step {
 	if size <= maxSize {
 		return Step{}
@@ -585,7 +834,7 @@ func Plan(log string, size, maxSize int64, maxFiles int, siblings []string) Step
 			rotated = append(rotated, s)
 		}
 	}
-	slices.Sort(rotated)
+	slices.SortFunc(rotated, func(a, b string) int { return compareRotated(log, a, b) })
 	keep := max(maxFiles-2, 0)
 	if n := len(rotated) - keep; n > 0 {
 		st.Remove = append(st.Remove, rotated[:n]...)
@@ -603,7 +852,8 @@ func Plan(log string, size, maxSize int64, maxFiles int, siblings []string) Step
 // rotate rotates the log at path when it outgrew MaxSize. It returns the
 // log's FileInfo (nil when it could not be read) and whether the log was
 // rotated.
-func (r *Rotator) rotate(ctx context.Context, id, path string) (os.FileInfo, bool, error) {
+func (r *Rotator) rotate(ctx context.Context, id string, ls *logState) (os.FileInfo, bool, error) {
+	path := ls.path
 	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -619,32 +869,254 @@ func (r *Rotator) rotate(ctx context.Context, id, path string) (os.FileInfo, boo
 		return fi, false, fmt.Errorf("logrotate: container %s: %w", id, err)
 	}
 	st := Plan(path, fi.Size(), r.max, r.opts.MaxFiles, matches)
+	st.Remove, st.Compress = r.overBudget(path, fi.Size(), matches, st)
 	for _, f := range st.Remove {
+		if r.inflight != "" && f == r.inflight+compressSuffix+tmpSuffix {
+			continue // the compressor's, which removes it when aborted
+		}
+		if f == r.inflight {
+			r.abort.Store(true)
+		}
+		r.queue = slices.DeleteFunc(r.queue, func(q queued) bool { return q.file == f })
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fi, false, fmt.Errorf("logrotate: container %s: removing old log: %w", id, err)
 		}
 	}
 	for _, f := range st.Compress {
-		if err := compress(f); err != nil {
+		if r.compressing {
+			r.enqueue(id, path, f)
+			continue
+		}
+		if err := compress(f, nil, nil); err != nil {
 			return fi, false, fmt.Errorf("logrotate: container %s: %w", id, err)
 		}
 	}
 	if !st.Rotate {
 		return fi, false, nil
 	}
-	rotated := path + "." + r.opts.Clock.Now().Format(TimestampFormat)
+	rotated := rotatedName(path, r.opts.Clock.Now().Format(TimestampFormat), matches)
 	if err := os.Rename(path, rotated); err != nil {
 		return fi, false, fmt.Errorf("logrotate: container %s: rotating %s: %w", id, path, err)
 	}
-	if err := r.reopen.ReopenContainerLog(ctx, id); err != nil {
-		// Put the log back: the runtime still writes to it.
+	if fi.Size() > 2*r.max {
+		r.fellBehind(id, path, false, fi.Size())
+	}
+	if bg := r.bg; bg != nil {
+		ls.reopening = true
+		bg.wg.Go(func() {
+			err := r.reopen.ReopenContainerLog(bg.ctx, id)
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			ls.reopening = false
+			if err := r.reopened(id, path, rotated, err); err != nil {
+				r.log.Error(err, "Rotating a container log failed")
+				// Tried again in a Period, not at once.
+				ls.next = r.opts.Clock.Now().Add(r.opts.Period)
+			}
+			if r.logs[id] == ls {
+				r.due[id] = struct{}{}
+			}
+			select {
+			case r.reopenDone <- struct{}{}:
+			default:
+			}
+		})
+		return fi, true, nil
+	}
+	err = r.reopened(id, path, rotated, r.reopen.ReopenContainerLog(ctx, id))
+	return fi, err == nil, err
+}
+
+// reopened finishes the rotation of container id's log, renamed to
+// rotated, once the runtime reopened it (err nil) or failed to: then the
+// log is put back, the runtime still writing to it, as the kubelet does.
+func (r *Rotator) reopened(id, path, rotated string, err error) error {
+	if err != nil {
 		if rerr := os.Rename(rotated, path); rerr != nil {
-			return fi, true, fmt.Errorf("logrotate: container %s: reopening the log: %w; renaming it back: %w", id, err, rerr)
+			return fmt.Errorf("logrotate: container %s: reopening the log: %w; renaming it back: %w", id, err, rerr)
 		}
-		return fi, false, fmt.Errorf("logrotate: container %s: reopening the log: %w", id, err)
+		return fmt.Errorf("logrotate: container %s: reopening the log: %w", id, err)
 	}
 	r.log.V(2).Info("Rotated container log", "containerID", id, "path", path, "rotated", rotated)
-	return fi, true, nil
+	return nil
+}
+
+// overBudget adds to the plan's removals the oldest rotated files that,
+// with the log of size bytes about to be rotated, pass MaxSize × MaxFiles:
+// the bytes the kubelet's count of files implies, which a log rotated past
+// MaxSize (its writer faster than the checks) would otherwise exceed. It
+// returns the removals and the files still to compress.
+func (r *Rotator) overBudget(log string, size int64, matches []string, st Step) (remove, compress []string) {
+	budget := r.max * int64(r.opts.MaxFiles)
+	removed := map[string]bool{}
+	for _, f := range st.Remove {
+		removed[f] = true
+	}
+	var kept []string
+	for _, f := range matches {
+		if !removed[f] && !strings.HasSuffix(f, tmpSuffix) && strings.HasPrefix(f, log+".") {
+			kept = append(kept, f)
+		}
+	}
+	slices.SortFunc(kept, func(a, b string) int { return compareRotated(log, a, b) })
+	total := size
+	sizes := make([]int64, len(kept))
+	for i, f := range kept {
+		if fi, err := os.Stat(f); err == nil {
+			sizes[i] = fi.Size()
+			total += sizes[i]
+		}
+	}
+	remove = st.Remove
+	for i := 0; i < len(kept) && total > budget; i++ {
+		remove = append(remove, kept[i])
+		removed[kept[i]] = true
+		total -= sizes[i]
+	}
+	for _, f := range st.Compress {
+		if !removed[f] {
+			compress = append(compress, f)
+		}
+	}
+	return remove, compress
+}
+
+// rotatedName is the name of the log rotated at ts: log.ts, or, when a
+// log of the same second is there (matches: the log's siblings),
+// log.ts.N with N one more than theirs, so that names keep the order of
+// the rotations (compareRotated).
+func rotatedName(log, ts string, matches []string) string {
+	name := log + "." + ts
+	n, taken := 0, false
+	for _, m := range matches {
+		m = strings.TrimSuffix(m, compressSuffix)
+		if m == name {
+			taken = true
+			continue
+		}
+		if rest, ok := strings.CutPrefix(m, name+"."); ok {
+			if k, err := strconv.Atoi(rest); err == nil {
+				taken, n = true, max(n, k)
+			}
+		}
+	}
+	if !taken {
+		return name
+	}
+	return name + "." + strconv.Itoa(n+1)
+}
+
+// compareRotated orders the rotated files of log oldest first: by their
+// timestamp, then by their count within that second (rotatedName),
+// compressed or not.
+func compareRotated(log, a, b string) int {
+	key := func(s string) (string, int) {
+		s = strings.TrimSuffix(strings.TrimPrefix(s, log+"."), compressSuffix)
+		ts, rest, ok := strings.Cut(s, ".")
+		if !ok {
+			return ts, 0
+		}
+		n, err := strconv.Atoi(rest)
+		if err != nil {
+			return s, 0
+		}
+		return ts, n
+	}
+	ta, na := key(a)
+	tb, nb := key(b)
+	if c := strings.Compare(ta, tb); c != 0 {
+		return c
+	}
+	if c := na - nb; c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
+// queued is a rotated file waiting for the compressor.
+type queued struct{ log, file string }
+
+// enqueue gives the compressor f, a rotated file of container id's log.
+// A file of the same log still waiting is dropped: compression falls
+// behind, and rotated files must not pile up uncompressed.
+func (r *Rotator) enqueue(id, log, f string) {
+	if f == r.inflight || slices.ContainsFunc(r.queue, func(q queued) bool { return q.file == f }) {
+		return
+	}
+	r.queue = slices.DeleteFunc(r.queue, func(q queued) bool {
+		if q.log != log {
+			return false
+		}
+		if err := os.Remove(q.file); err != nil && !errors.Is(err, os.ErrNotExist) {
+			r.log.Error(err, "Removing a rotated log waiting for compression failed", "path", q.file)
+		}
+		r.fellBehind(id, q.file, true, 0)
+		return true
+	})
+	r.queue = append(r.queue, queued{log: log, file: f})
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// warnEvery is the least time between two warnings that rotation falls
+// behind.
+const warnEvery = time.Minute
+
+// fellBehind counts what rotation could not keep up with (a rotated file
+// dropped before it was compressed, or a log rotated past twice MaxSize)
+// and warns, at most every warnEvery, with the counts since the last
+// warning.
+func (r *Rotator) fellBehind(id, path string, dropped bool, size int64) {
+	b := &r.behind
+	if dropped {
+		b.dropped++
+	} else {
+		b.oversized++
+		b.largest = max(b.largest, size)
+	}
+	b.containerID, b.path = id, path
+	now := r.opts.Clock.Now()
+	if !r.lastWarn.IsZero() && now.Sub(r.lastWarn) < warnEvery {
+		return
+	}
+	r.log.Info("Container logs are written faster than they are rotated and compressed: rotated logs were dropped uncompressed, or rotated past twice MaxSize",
+		"droppedUncompressed", b.dropped, "rotatedOversized", b.oversized, "largest", b.largest, "maxSize", r.max,
+		"containerID", b.containerID, "path", b.path)
+	r.lastWarn = now
+	*b = behindCounts{}
+}
+
+// compressLoop compresses the queued rotated files, one at a time, until
+// ctx ends.
+func (r *Rotator) compressLoop(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		f := ""
+		if len(r.queue) > 0 {
+			f = r.queue[0].file
+			r.queue = slices.Delete(r.queue, 0, 1)
+			r.inflight = f
+			r.abort.Store(false)
+		}
+		r.mu.Unlock()
+		if f == "" {
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.kick:
+			}
+			continue
+		}
+		err := compress(f, func() bool { return ctx.Err() != nil || r.abort.Load() }, &r.mu)
+		r.mu.Lock()
+		r.inflight = ""
+		r.mu.Unlock()
+		if err != nil && !errors.Is(err, errAborted) && !errors.Is(err, os.ErrNotExist) {
+			r.log.Error(err, "Compressing a rotated container log failed", "path", f)
+		}
+	}
 }
 
 // globEscape escapes the glob metacharacters of a path.
@@ -659,15 +1131,22 @@ func globEscape(p string) string {
 	return b.String()
 }
 
-// compress gzips f into f.gz (through f.gz.tmp) and removes f.
-func compress(f string) (err error) {
+// errAborted: a compression stopped because the file was removed, or Run
+// ended.
+var errAborted = errors.New("compression aborted")
+
+// compress gzips f into f.gz (through f.gz.tmp) and removes f. stop, when
+// not nil, is asked between chunks and once more before f.gz takes f's
+// place, which happens under mu when not nil: a stopped compression
+// removes its temporary file and leaves f as it is.
+func compress(f string, stop func() bool, mu sync.Locker) (err error) {
 	in, err := os.Open(f)
 	if err != nil {
 		return fmt.Errorf("compressing %s: %w", f, err)
 	}
 	defer in.Close()
 	tmp := f + compressSuffix + tmpSuffix
-	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("compressing %s: %w", f, err)
 	}
@@ -677,15 +1156,46 @@ func compress(f string) (err error) {
 			os.Remove(tmp)
 		}
 	}()
-	w := gzip.NewWriter(out)
-	if _, err := io.Copy(w, in); err != nil {
+	// The fastest level: rotated logs compress well at any level, and a
+	// compressor that keeps up matters more than a few percent of size.
+	w, err := gzip.NewWriterLevel(out, gzip.BestSpeed)
+	if err != nil {
 		return fmt.Errorf("compressing %s: %w", f, err)
+	}
+	buf := make([]byte, 256<<10)
+	for {
+		if stop != nil {
+			if stop() {
+				return errAborted
+			}
+			// Off the rotations' path: each chunk gives way to them.
+			sysruntime.Gosched()
+		}
+		n, rerr := in.Read(buf)
+		if n > 0 {
+			if _, err := w.Write(buf[:n]); err != nil {
+				return fmt.Errorf("compressing %s: %w", f, err)
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return fmt.Errorf("compressing %s: %w", f, rerr)
+		}
 	}
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("compressing %s: %w", f, err)
 	}
 	if err := out.Close(); err != nil {
 		return fmt.Errorf("compressing %s: %w", f, err)
+	}
+	if mu != nil {
+		mu.Lock()
+		defer mu.Unlock()
+	}
+	if stop != nil && stop() {
+		return errAborted
 	}
 	if err := os.Rename(tmp, f+compressSuffix); err != nil {
 		return fmt.Errorf("compressing %s: %w", f, err)

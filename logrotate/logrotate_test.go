@@ -51,6 +51,18 @@ func TestPlan(t *testing.T) {
 			Compress: []string{log + ".20260101-000300"},
 			Rotate:   true,
 		},
+	}, {
+		name: "rotations within one second are ordered by their count, compressed or not",
+		size: 11, maxFiles: 4,
+		siblings: []string{
+			log + ".20260101-000000.10", log + ".20260101-000000.2.gz", log + ".20260101-000000.gz",
+			log + ".20260101-000000.9.gz", log + ".20260101-000001",
+		},
+		want: Step{
+			Remove:   []string{log + ".20260101-000000.gz", log + ".20260101-000000.2.gz", log + ".20260101-000000.9.gz"},
+			Compress: []string{log + ".20260101-000000.10", log + ".20260101-000001"},
+			Rotate:   true,
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Plan(log, tc.size, 10, tc.maxFiles, tc.siblings)
@@ -427,7 +439,8 @@ func (f *fakeWatcher) read(fn func(int32)) (bool, error) {
 	f.overflow = false
 	return o, nil
 }
-func (f *fakeWatcher) close() error { return nil }
+func (f *fakeWatcher) close() error                   { return nil }
+func (f *fakeWatcher) wait(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 
 // TestRotatorOverflowChecksEveryLog: when the kernel dropped events, the
 // next pass checks every log; a fired watch checks its log; the watch of a

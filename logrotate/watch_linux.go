@@ -3,11 +3,13 @@
 package logrotate
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,8 +26,12 @@ const dirWatchMask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_MOVE_SELF | uni
 
 // inotify tells which logs were written since their watch was armed. It
 // never blocks: a pass reads the events the kernel queued since the last.
+//
+// Its file, on Go's poller, lets wait block until events are queued
+// without a thread of its own.
 type inotify struct {
 	fd  int
+	f   *os.File
 	buf []byte
 }
 
@@ -34,7 +40,29 @@ func newWatcher() (watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inotify_init1: %w", err)
 	}
-	return &inotify{fd: fd, buf: make([]byte, 64<<10)}, nil
+	return &inotify{fd: fd, f: os.NewFile(uintptr(fd), "inotify"), buf: make([]byte, 64<<10)}, nil
+}
+
+// wait blocks until events are queued, or ctx ends. The events stay
+// queued for read.
+func (w *inotify) wait(ctx context.Context) error {
+	rc, err := w.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { w.f.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	err = rc.Read(func(fd uintptr) bool {
+		// The poller is armed before this is called: an event queued
+		// after the check wakes it.
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		return err == nil && n > 0
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 func (w *inotify) add(path string, dir bool) (int32, error) {
@@ -86,7 +114,7 @@ func (w *inotify) read(fn func(wd int32)) (overflow bool, err error) {
 	}
 }
 
-func (w *inotify) close() error { return unix.Close(w.fd) }
+func (w *inotify) close() error { return w.f.Close() }
 
 // device is the device of a file, which tells its file system.
 func device(fi os.FileInfo) (uint64, bool) {

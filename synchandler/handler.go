@@ -69,7 +69,9 @@ type (
 		RemovePod(pod *v1.Pod)
 		CleanupPods(desired map[types.UID]bool)
 	}
-	// NodeCgroups keeps the QoS cgroups and finds orphaned pod cgroups.
+	// NodeCgroups keeps the QoS cgroups and finds orphaned pod cgroups:
+	// Pods lists only the pod cgroups this agent created (another agent's
+	// under a shared root are not its orphans).
 	NodeCgroups interface {
 		Enabled() bool
 		UpdateQoS(activePods []*v1.Pod) error

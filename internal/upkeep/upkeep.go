@@ -24,7 +24,10 @@
 // # Differences from the kubelet
 //
 // The log rotator reads the size of the logs written since its last pass
-// (inotify) and the running containers from the PLEG's cache; the
+// (inotify), checks a log written at full speed every few milliseconds
+// near its size limit and compresses off the rotations' path, so that a
+// container's logs stay close to MaxSize × MaxFiles; it reads the running
+// containers from the PLEG's cache; the
 // container collector does not list the runtime while nothing it depends
 // on changed (Parts.Changes). See packages logrotate and gc.
 //

@@ -110,6 +110,20 @@ func (a *agentRun) stop() {
 	}
 }
 
+// removeAllAtEnd removes every pod of the agent, and waits for the
+// runtime to have no container left, when the test ends (before the agent
+// stops: a stopped agent leaves its containers running, to adopt them
+// when it starts again).
+func (a *agentRun) removeAllAtEnd(t *testing.T, dir string) {
+	t.Cleanup(func() {
+		a.src <- nil
+		wait(t, "every pod removed and no container left", func() bool {
+			entries, err := os.ReadDir(filepath.Join(dir, "process", "containers"))
+			return (err == nil && len(entries) == 0) || errors.Is(err, os.ErrNotExist)
+		})
+	})
+}
+
 func (a *agentRun) status(pod string) v1.PodStatus {
 	a.mu.Lock()
 	defer a.mu.Unlock()

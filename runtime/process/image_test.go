@@ -333,6 +333,7 @@ func TestAgentInImages(t *testing.T) {
 	dir := t.TempDir()
 	store := newStore(t, filepath.Join(dir, "images"))
 	a := startAgentWith(t, dir, process.Options{Images: store, Cgroups: new(bool)})
+	a.removeAllAtEnd(t, dir)
 	good := shPod("inimage", v1.RestartPolicyAlways, nil, "exec sleep 3600")
 	good.Spec.Containers[0].Image = "busybox:1.36"
 	good.Spec.Containers[0].ReadinessProbe = &v1.Probe{PeriodSeconds: 1, ProbeHandler: v1.ProbeHandler{
@@ -340,6 +341,9 @@ func TestAgentInImages(t *testing.T) {
 	missing := shPod("missing", v1.RestartPolicyAlways, nil, "sleep 3600")
 	missing.Spec.Containers[0].Image = "registry.example/missing:1"
 	for _, p := range []*v1.Pod{good, missing} {
+		// sleep, the pid namespace's init, ignores SIGTERM: the pods
+		// go after a second, at the end.
+		p.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
 		sources.SetDefaults(p)
 	}
 	a.src <- []*v1.Pod{good, missing}

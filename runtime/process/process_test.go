@@ -1,7 +1,6 @@
 package process_test
 
 import (
-	"os"
 	"sync"
 	"testing"
 
@@ -18,7 +17,9 @@ import (
 func TestMain(m *testing.M) {
 	serveIfAsked()       // the test binary is the web server of TestAgentPipeline
 	process.RunMonitor() // and the monitor of every container
-	os.Exit(m.Run())
+	// As root, the run fails when a test leaves a process, mount or
+	// cgroup behind.
+	leakcheck.VerifyHostTestMain(m)
 }
 
 // newRuntime returns a process runtime on the state directory.
