@@ -42,6 +42,20 @@ type NodeReader interface {
 	BootTime() (time.Time, error)
 }
 
+// MemoryUsageReader is a NodeReader that also reads the node's memory
+// usage and working set as the kubelet reports them (the root cgroup's
+// usage, less its inactive file pages). HostNode is one. Without it the
+// node's working set is total less available memory.
+type MemoryUsageReader interface {
+	MemoryUsage() (usage, workingSet uint64, err error)
+}
+
+// RlimitReader is a NodeReader that also reads the node's process limit
+// and count, the summary's node rlimit. HostNode is one.
+type RlimitReader interface {
+	Rlimit() (maxPID, processes int64, err error)
+}
+
 // CgroupReader reads a cgroup's usage by name (a cgroup.Manager, or a
 // cgroup.PodManager).
 type CgroupReader interface {
@@ -179,9 +193,25 @@ func (p *Provider) nodeStats(now time.Time, onlyCPUAndMemory bool) statsapi.Node
 			UsageBytes:      u64(total - free),
 			WorkingSetBytes: u64(total - avail),
 		}
+		if mr, ok := p.opts.Node.(MemoryUsageReader); ok {
+			if usage, ws, err := mr.MemoryUsage(); err != nil {
+				p.log.V(2).Info("Cannot read the node's memory usage", "err", err.Error())
+			} else {
+				// The kubelet's: available is capacity less the working set.
+				n.Memory.UsageBytes, n.Memory.WorkingSetBytes = u64(usage), u64(ws)
+				n.Memory.AvailableBytes = u64(total - min(total, ws))
+			}
+		}
 	}
 	if onlyCPUAndMemory {
 		return n
+	}
+	if rr, ok := p.opts.Node.(RlimitReader); ok {
+		if maxPID, procs, err := rr.Rlimit(); err != nil {
+			p.log.V(2).Info("Cannot read the node's process limit", "err", err.Error())
+		} else {
+			n.Rlimit = &statsapi.RlimitStats{Time: t, MaxPID: &maxPID, NumOfRunningProcesses: &procs}
+		}
 	}
 	if capacity, avail, used, inodes, inodesFree, err := p.opts.Node.Fs(); err != nil {
 		p.log.V(2).Info("Cannot read the node's file system", "err", err.Error())
@@ -207,10 +237,11 @@ func (p *Provider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]stats
 	if err != nil {
 		return nil, fmt.Errorf("stats: listing pod sandboxes: %w", err)
 	}
-	containers, err := p.opts.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+	containers, err := p.opts.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{})
 	if err != nil {
 		return nil, fmt.Errorf("stats: listing containers: %w", err)
 	}
+	containers = latestContainers(containers)
 	p.mu.Lock()
 	trySandbox := !p.noSandboxStats
 	p.mu.Unlock()
@@ -305,7 +336,7 @@ func (p *Provider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]stats
 			ps.CPU = cpuStats(l.GetCpu())
 			ps.Memory = memoryStats(l.GetMemory())
 			if !onlyCPUAndMemory {
-				ps.Network = networkStats(l.GetNetwork())
+				ps.Network = networkStats(l.GetNetwork(), now)
 				if pr := l.GetProcess(); pr != nil && pr.GetProcessCount() != nil {
 					ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: u64(pr.GetProcessCount().GetValue())}
 				}
@@ -384,7 +415,10 @@ func fsStats(f *runtimeapi.FilesystemUsage) *statsapi.FsStats {
 	return s
 }
 
-func networkStats(n *runtimeapi.NetworkUsage) *statsapi.NetworkStats {
+// networkStats are the sandbox's network figures; a runtime that gives
+// them no timestamp (containerd) has them stamped now, as the kubelet
+// stamps the figures it reads itself.
+func networkStats(n *runtimeapi.NetworkUsage, now time.Time) *statsapi.NetworkStats {
 	if n == nil {
 		return nil
 	}
@@ -405,6 +439,9 @@ func networkStats(n *runtimeapi.NetworkUsage) *statsapi.NetworkStats {
 		return s
 	}
 	s := &statsapi.NetworkStats{Time: metav1.NewTime(time.Unix(0, n.GetTimestamp()))}
+	if n.GetTimestamp() == 0 {
+		s.Time = metav1.NewTime(now)
+	}
 	if d := n.GetDefaultInterface(); d != nil {
 		s.InterfaceStats = iface(d)
 	}
@@ -542,4 +579,42 @@ func (p *Provider) cgroupStats(cs *statsapi.ContainerStats, pod statsapi.PodRefe
 		p.mu.Unlock()
 		seen[id] = true
 	}
+}
+
+// latestContainers keeps, of each pod's containers of one name, the
+// running ones, or the newest when none runs, as the kubelet's
+// removeTerminatedContainers: a container in a restart back-off is still
+// listed in its pod, with no CPU or memory figures.
+func latestContainers(cs []*runtimeapi.Container) []*runtimeapi.Container {
+	type key struct{ sandbox, name string }
+	byName := map[key][]*runtimeapi.Container{}
+	var keys []key
+	for _, c := range cs {
+		k := key{c.GetPodSandboxId(), c.GetMetadata().GetName()}
+		if _, ok := byName[k]; !ok {
+			keys = append(keys, k)
+		}
+		byName[k] = append(byName[k], c)
+	}
+	out := make([]*runtimeapi.Container, 0, len(keys))
+	for _, k := range keys {
+		group := byName[k]
+		running := false
+		for _, c := range group {
+			if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				out = append(out, c)
+				running = true
+			}
+		}
+		if !running {
+			newest := group[0]
+			for _, c := range group[1:] {
+				if c.GetCreatedAt() > newest.GetCreatedAt() {
+					newest = c
+				}
+			}
+			out = append(out, newest)
+		}
+	}
+	return out
 }
