@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/metrics"
 	"github.com/nodekit/nodekit/runtime/backend"
 	"github.com/nodekit/nodekit/stats"
 )
@@ -112,6 +114,32 @@ func TestContainerCgroup(t *testing.T) {
 	}
 	if pm := s.Pods[0].Memory; pm == nil || pm.WorkingSetBytes == nil || *pm.WorkingSetBytes == 0 {
 		t.Errorf("pod memory %+v, want a working set", pm)
+	}
+
+	// The resource metrics metrics-server scrapes (kubectl top pod).
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&metrics.ResourceCollector{Context: t.Context(), Provider: p})
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string]bool{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["pod"] == "p" && labels["namespace"] == "default" {
+				series[f.GetName()] = true
+			}
+		}
+	}
+	for _, name := range []string{"container_cpu_usage_seconds_total", "container_memory_working_set_bytes",
+		"pod_cpu_usage_seconds_total", "pod_memory_working_set_bytes"} {
+		if !series[name] {
+			t.Errorf("/metrics/resource has no %s for the pod", name)
+		}
 	}
 
 	if err := rt.StopContainer(t.Context(), id, 1); err != nil {
