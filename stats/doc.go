@@ -37,7 +37,8 @@
 // # Differences from the kubelet
 //
 // The kubelet reads most figures from cAdvisor; nodekit has none. Hence:
-// no system containers (kubelet, runtime, pods), no accelerator or
+// system containers only as Options.SystemContainers names them (the
+// agent names its own cgroup "kubelet" and its pods' "pods"), no accelerator or
 // user-defined metrics, no PSI, and volume stats only for the volumes
 // PodVolumes names; the /etc/hosts file is not counted in the ephemeral
 // storage. Containers a runtime reports no stats for appear

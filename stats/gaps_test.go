@@ -10,6 +10,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/cgroup/cgrouptest"
 )
 
 const mib = 1 << 20
@@ -157,5 +160,59 @@ func TestNetworkTime(t *testing.T) {
 	}
 	if n := s.Pods[0].Network; n == nil || !n.Time.Time.Equal(now.Add(time.Second)) {
 		t.Fatalf("pod network %+v, want the time %v", n, now.Add(time.Second))
+	}
+}
+
+// TestSystemContainersAndImageFs: the node lists its system containers
+// (the agent's own cgroup as "kubelet", the pods' as "pods") with their
+// CPU and memory read from their cgroups, and its image file system as
+// runtime.imageFs and runtime.containerFs.
+func TestSystemContainersAndImageFs(t *testing.T) {
+	ts := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(ts)
+	root := cgrouptest.V2(t)
+	mgr, err := cgroup.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, usec := range map[string]string{"agent": "1000000", "kubepods": "3000000"} {
+		if err := mgr.Create("/"+name, nil); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(root, name, "memory.current"), "4194304")
+		writeFile(t, filepath.Join(root, name, "memory.stat"), "inactive_file 1048576\n")
+		writeFile(t, filepath.Join(root, name, "cpu.stat"), "usage_usec "+usec+"\n")
+	}
+	imageFs := &statsapi.FsStats{UsedBytes: u64(1 << 30), CapacityBytes: u64(10 << 30)}
+	p, err := New(Options{NodeName: "n", Runtime: &fakeRuntime{}, Node: &fakeNode{}, Clock: clk, Cgroups: mgr,
+		SystemContainers: map[string]string{statsapi.SystemContainerKubelet: "/agent", statsapi.SystemContainerPods: "/kubepods", "gone": "/absent"},
+		ImageFs:          func(context.Context) (*statsapi.FsStats, error) { return imageFs, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := p.Summary(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range s.Node.SystemContainers {
+		got = append(got, fmt.Sprintf("%s cpu=%d ws=%d", c.Name, *c.CPU.UsageCoreNanoSeconds, *c.Memory.WorkingSetBytes))
+	}
+	want := []string{"kubelet cpu=1000000000 ws=3145728", "pods cpu=3000000000 ws=3145728"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("system containers %q, want %q", got, want)
+	}
+	if r := s.Node.Runtime; r == nil || r.ImageFs == nil || *r.ImageFs.UsedBytes != 1<<30 || r.ContainerFs == nil || *r.ContainerFs.CapacityBytes != 10<<30 {
+		t.Errorf("node runtime %+v, want the image file system", r)
+	}
+	// The CPU rate from two samples.
+	clk.SetTime(ts.Add(2 * time.Second))
+	writeFile(t, filepath.Join(root, "agent", "cpu.stat"), "usage_usec 2000000\n")
+	if s, err = p.Summary(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Node.SystemContainers[0]; c.CPU.UsageNanoCores == nil || *c.CPU.UsageNanoCores != 5e8 {
+		t.Errorf("kubelet usageNanoCores %v, want 5e8", c.CPU.UsageNanoCores)
 	}
 }

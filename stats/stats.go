@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,6 +98,17 @@ type Options struct {
 	// unknown): with the cgroupfs driver, the pod's cgroup joined with
 	// the container's ID.
 	ContainerCgroup func(pod statsapi.PodReference, containerID string) string
+	// SystemContainers name the cgroups of the node's system containers
+	// by their summary names (statsapi.SystemContainerKubelet "kubelet"
+	// for the agent's own cgroup, SystemContainerRuntime,
+	// SystemContainerPods "pods" for the cgroup holding the pods,
+	// SystemContainerMisc): their CPU and memory, read through Cgroups,
+	// are the node's systemContainers. Defaults to nil: none.
+	SystemContainers map[string]string
+	// ImageFs gives the node's image file system figures (the summary's
+	// node runtime.imageFs and runtime.containerFs, one file system).
+	// Defaults to nil: none.
+	ImageFs func(ctx context.Context) (*statsapi.FsStats, error)
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 	// Logger defaults to discarding.
@@ -164,7 +176,41 @@ func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsap
 	if err != nil {
 		return nil, err
 	}
-	return &statsapi.Summary{Node: p.nodeStats(now, onlyCPUAndMemory), Pods: pods}, nil
+	n := p.nodeStats(now, onlyCPUAndMemory)
+	n.SystemContainers = p.systemContainers(now)
+	if !onlyCPUAndMemory && p.opts.ImageFs != nil {
+		if fs, err := p.opts.ImageFs(ctx); err != nil {
+			p.log.V(2).Info("Cannot read the image file system", "err", err.Error())
+		} else if fs != nil {
+			cfs := *fs
+			n.Runtime = &statsapi.RuntimeStats{ImageFs: fs, ContainerFs: &cfs}
+		}
+	}
+	return &statsapi.Summary{Node: n, Pods: pods}, nil
+}
+
+// systemContainers are the figures of Options.SystemContainers, sorted by
+// name; a cgroup that cannot be read is left out.
+func (p *Provider) systemContainers(now time.Time) []statsapi.ContainerStats {
+	if p.opts.Cgroups == nil || len(p.opts.SystemContainers) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(p.opts.SystemContainers))
+	for name := range p.opts.SystemContainers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []statsapi.ContainerStats
+	for _, name := range names {
+		cs := statsapi.ContainerStats{Name: name}
+		// Keyed apart from container IDs, and kept across summaries.
+		p.cgroupStats(&cs, p.opts.SystemContainers[name], "system:"+name, now, nil)
+		if cs.CPU == nil {
+			continue
+		}
+		out = append(out, cs)
+	}
+	return out
 }
 
 func (p *Provider) nodeStats(now time.Time, onlyCPUAndMemory bool) statsapi.NodeStats {
@@ -321,7 +367,7 @@ func (p *Provider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]stats
 				}
 			}
 			if cs.CPU == nil || cs.Memory == nil {
-				p.cgroupStats(&cs, ps.PodRef, c.GetId(), now, seenCPU)
+				p.containerCgroupStats(&cs, ps.PodRef, c.GetId(), now, seenCPU)
 			}
 			if !onlyCPUAndMemory && p.opts.ContainerLogDir != nil {
 				cs.Logs = p.dirStats(p.opts.ContainerLogDir(ps.PodRef, cs.Name), now)
@@ -351,7 +397,7 @@ func (p *Provider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]stats
 	}
 	p.mu.Lock()
 	for id := range p.prevContainerCPU {
-		if !seenCPU[id] {
+		if !seenCPU[id] && !strings.HasPrefix(id, "system:") {
 			delete(p.prevContainerCPU, id)
 		}
 	}
@@ -546,13 +592,19 @@ func (p *Provider) volumeStats(dirs map[string]string, now time.Time) []statsapi
 	return out
 }
 
-// cgroupStats fills the container's missing CPU and memory from its
-// cgroup, when Cgroups and ContainerCgroup know it.
-func (p *Provider) cgroupStats(cs *statsapi.ContainerStats, pod statsapi.PodReference, id string, now time.Time, seen map[string]bool) {
+// containerCgroupStats fills the container's missing CPU and memory from
+// its cgroup, when Cgroups and ContainerCgroup know it.
+func (p *Provider) containerCgroupStats(cs *statsapi.ContainerStats, pod statsapi.PodReference, id string, now time.Time, seen map[string]bool) {
 	if p.opts.Cgroups == nil || p.opts.ContainerCgroup == nil {
 		return
 	}
-	name := p.opts.ContainerCgroup(pod, id)
+	p.cgroupStats(cs, p.opts.ContainerCgroup(pod, id), id, now, seen)
+}
+
+// cgroupStats fills the missing CPU and memory from the named cgroup,
+// the CPU's rate from the last sample kept under key (marked in seen,
+// when not nil, to be kept).
+func (p *Provider) cgroupStats(cs *statsapi.ContainerStats, name, id string, now time.Time, seen map[string]bool) {
 	if name == "" {
 		return
 	}
@@ -577,7 +629,9 @@ func (p *Provider) cgroupStats(cs *statsapi.ContainerStats, pod statsapi.PodRefe
 		}
 		p.prevContainerCPU[id] = cpuSample{t: now, usage: usage}
 		p.mu.Unlock()
-		seen[id] = true
+		if seen != nil {
+			seen[id] = true
+		}
 	}
 }
 
