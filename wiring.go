@@ -426,7 +426,7 @@ func wire(o Options) (*parts, error) {
 
 	// The sync loop's handler, with the admission checks: the eviction
 	// manager's first, as the kubelet's, seen through the allocations.
-	admit, err := admissionChecks(o, classes, admissionNode, recorder)
+	admit, err := admissionChecks(o, classes, handlers.Names, admissionNode, recorder)
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
