@@ -35,7 +35,20 @@ func joinContainerCgroup(cg cgroup.Manager, parent, id string) (string, error) {
 	return name, nil
 }
 
-func leaveContainerCgroup(cg cgroup.Manager, parent string) error {
+// leaveContainerCgroup moves the monitor back to the pod's cgroup (see
+// joinContainerCgroup); ending says the monitor is about to remove the
+// container's cgroup. On cgroup v2 a cgroup whose children have
+// controllers holds no process of its own: the monitor stays in the
+// container's cgroup (its few MB counted in the container's figures) until
+// it ends, when it moves to the root cgroup so as not to be killed with
+// what is left of the container.
+func leaveContainerCgroup(cg cgroup.Manager, parent string, ending bool) error {
+	if cg.Info().Mode == cgroup.ModeUnified {
+		if !ending {
+			return nil
+		}
+		parent = "/"
+	}
 	return cg.AddProcess(parent, os.Getpid())
 }
 
