@@ -88,8 +88,8 @@ func TestContainerCgroup(t *testing.T) {
 	if pids, _ := cg.Pids(name); slices.Contains(pids, monitor) {
 		t.Errorf("the monitor %d is in the container's cgroup %s: %v", monitor, name, pids)
 	}
-	if pids, _ := cg.Pids(parent); !slices.Contains(pids, monitor) {
-		t.Errorf("the monitor %d is not in the pod's cgroup %s: %v", monitor, parent, pids)
+	if pids, _ := cg.Pids(parent); slices.Contains(pids, monitor) {
+		t.Errorf("the monitor %d is in the pod's cgroup %s: %v", monitor, parent, pids)
 	}
 
 	p, err := stats.New(stats.Options{NodeName: "n", Runtime: noStats{rt}, Cgroups: cg,
@@ -169,4 +169,37 @@ func present(name string) bool {
 		}
 	}
 	return false
+}
+
+// TestContainerOOMKilled: a container over its pod's memory limit is
+// killed by the kernel in its own cgroup below the pod's, and exits 137
+// with reason OOMKilled; its monitor, outside the pod's cgroup, is never
+// the one killed.
+func TestContainerOOMKilled(t *testing.T) {
+	cg, parent := podCgroup(t)
+	limit := int64(32 << 20)
+	if err := cg.Update(parent, &cgroup.ResourceConfig{Memory: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rt := newRuntime(t, dir)
+	t.Cleanup(func() { rt.Close() })
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: "p", Namespace: "default", Uid: "uid-oom"},
+		LogDirectory: t.TempDir(),
+		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: parent},
+	}
+	sb, err := rt.RunPodSandbox(t.Context(), cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.RemovePodSandbox(context.Background(), sb) })
+	id := container(t, rt, sb, cfg, "", "sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' a); echo survived`)
+	if err := rt.StartContainer(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the container exited", func() bool { return status(t, rt, id).State == runtimeapi.ContainerState_CONTAINER_EXITED })
+	if st := status(t, rt, id); st.ExitCode != 137 || st.Reason != "OOMKilled" {
+		t.Errorf("exit %d reason %q, want 137 OOMKilled", st.ExitCode, st.Reason)
+	}
 }

@@ -20,9 +20,7 @@ func containerCgroup(parent, id string) string { return path.Join(parent, id) }
 
 // joinContainerCgroup makes the container's cgroup below the pod's and
 // moves the monitor into it, so that the process the monitor starts is
-// born there; leaveContainerCgroup moves the monitor back to the pod's
-// cgroup once the process runs, so that the container's figures are its
-// processes' alone.
+// born there.
 func joinContainerCgroup(cg cgroup.Manager, parent, id string) (string, error) {
 	name := containerCgroup(parent, id)
 	if err := cg.Create(name, nil); err != nil {
@@ -35,21 +33,14 @@ func joinContainerCgroup(cg cgroup.Manager, parent, id string) (string, error) {
 	return name, nil
 }
 
-// leaveContainerCgroup moves the monitor back to the pod's cgroup (see
-// joinContainerCgroup); ending says the monitor is about to remove the
-// container's cgroup. On cgroup v2 a cgroup whose children have
-// controllers holds no process of its own: the monitor stays in the
-// container's cgroup (its few MB counted in the container's figures) until
-// it ends, when it moves to the root cgroup so as not to be killed with
-// what is left of the container.
-func leaveContainerCgroup(cg cgroup.Manager, parent string, ending bool) error {
-	if cg.Info().Mode == cgroup.ModeUnified {
-		if !ending {
-			return nil
-		}
-		parent = "/"
-	}
-	return cg.AddProcess(parent, os.Getpid())
+// leaveContainerCgroup moves the monitor, once its process runs, to the
+// root cgroup, out of the pod's, as containerd's shims live outside the
+// pods' cgroups: the container's figures are its processes' alone, the
+// pod's limits bound its containers only, and a monitor is never the
+// victim of its pod's OOM kill (which would lose the container's exit
+// status). The root cgroup holds processes on cgroup v2 too.
+func leaveContainerCgroup(cg cgroup.Manager) error {
+	return cg.AddProcess("/", os.Getpid())
 }
 
 // destroyContainerCgroup kills what is left in the container's cgroup

@@ -102,19 +102,18 @@
 // sandbox's cgroup parent, which the agent's cgroup.PodManager made):
 // <pod cgroup>/<container ID>, as runc's cgroupfs driver names it. Its
 // monitor makes that cgroup and joins it through the cgroup package before
-// starting the process, so the process is born there, then goes back to
-// the pod's cgroup: the pod's limits apply to the process (and to its
-// monitor's few MB), and the container's cgroup holds its processes
-// alone, which is where the agent's /stats/summary and /metrics/resource
-// read the container's CPU and memory (the kernel's own accounting, with
-// the kubelet's working set, rather than figures summed over /proc). The
-// monitor stays in the container's cgroup on cgroup v2, where a cgroup
-// whose children have controllers holds no process. The monitor removes
-// the cgroup, killing what is left in it, when the process ends; Remove
-// does it for a monitor that could not. Without Options.Images no
-// namespaces are used, as root either: the containers share the host's
-// filesystem, PID space and network, and every pod reports the address
-// 127.0.0.1, where probes reach it.
+// starting the process, so the process is born there, then leaves for the
+// root cgroup, as containerd's shims live outside the pods' cgroups: the
+// pod's limits apply to its processes, a monitor is never its pod's OOM
+// victim, and the container's cgroup holds its processes alone, which is
+// where the agent's /stats/summary and /metrics/resource read the
+// container's CPU and memory (the kernel's own accounting, with the
+// kubelet's working set, rather than figures summed over /proc). The
+// monitor removes the cgroup, killing what is left in it, when the
+// process ends; Remove does it for a monitor that could not. Without
+// Options.Images no namespaces are used, as root either: the containers
+// share the host's filesystem, PID space and network, and every pod
+// reports the address 127.0.0.1, where probes reach it.
 //
 // Differences from a CRI runtime, on purpose: no registry pulls, and
 // without Options.Images no filesystem isolation and no mounts (volumes

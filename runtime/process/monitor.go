@@ -178,7 +178,7 @@ func monitor(dir string) int {
 		defer func() {
 			// Out of it first (a start that failed left the monitor
 			// there), then what is left in it is killed and it goes.
-			_ = leaveContainerCgroup(cg, sp.CgroupParent, true)
+			_ = leaveContainerCgroup(cg)
 			_ = destroyContainerCgroup(context.Background(), cg, ctrCgroup)
 		}()
 	}
@@ -273,7 +273,7 @@ func monitor(dir string) int {
 	}
 	started := time.Now()
 	if ctrCgroup != "" {
-		if err := leaveContainerCgroup(cg, sp.CgroupParent, false); err != nil {
+		if err := leaveContainerCgroup(cg); err != nil {
 			fmt.Fprintln(os.Stderr, "process monitor: leave the container's cgroup:", err)
 		}
 	}
