@@ -135,11 +135,12 @@ func nodeCredentials(o Options, base credentials.Provider, log logr.Logger) (cre
 
 // admissionChecks are the agent's admission checks, in the kubelet's
 // order (resources the API server would have refused, sysctls, OS, the
-// supplemental groups policy, pod count, resources, node affinity, node name, host ports, NoExecute
-// taints, AppArmor), the RuntimeClass check, then Options.Admit; the
-// first rejection wins and records a Warning event on the pod with its
-// reason and message, as the kubelet's rejectPod.
-func admissionChecks(o Options, classes *runtimeclass.Resolver, node func() *v1.Node, runtimeSGP func() bool, recorder *events.Recorder) ([]admission.Handler, error) {
+// supplemental groups policy, pod count, resources, node affinity, node
+// name, host ports, NoExecute taints, AppArmor), the RuntimeClass check
+// (the class exists, and its handler is among the runtime's handlers),
+// then Options.Admit; the first rejection wins and records a Warning event
+// on the pod with its reason and message, as the kubelet's rejectPod.
+func admissionChecks(o Options, classes *runtimeclass.Resolver, handlers func() []string, node func() *v1.Node, runtimeSGP func() bool, recorder *events.Recorder) ([]admission.Handler, error) {
 	sysctls, err := admission.Sysctls(admission.SysctlOptions{AllowedUnsafe: o.AllowedUnsafeSysctls})
 	if err != nil {
 		return nil, err
@@ -156,7 +157,7 @@ func admissionChecks(o Options, classes *runtimeclass.Resolver, node func() *v1.
 		admission.NodePorts(),
 		admission.Taints(node),
 		admission.AppArmor(admission.AppArmorOptions{}),
-		classes.Admission(),
+		classes.Admission(handlers),
 	}
 	chain := admission.Chain(append(hs, o.Admit...)...)
 	return []admission.Handler{admission.Func(func(pod *v1.Pod, active []*v1.Pod) admission.Result {

@@ -433,7 +433,7 @@ func wire(o Options) (*parts, error) {
 
 	// The sync loop's handler, with the admission checks: the eviction
 	// manager's first, as the kubelet's, seen through the allocations.
-	admit, err := admissionChecks(o, classes, admissionNode, handlers.SupplementalGroupsPolicy, recorder)
+	admit, err := admissionChecks(o, classes, handlers.Names, admissionNode, handlers.SupplementalGroupsPolicy, recorder)
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}

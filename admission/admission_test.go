@@ -421,6 +421,19 @@ func TestRuntimeClass(t *testing.T) {
 	})
 }
 
+// TestRuntimeClassHandlersUnknown: a runtime that lists no handlers
+// (containerd 1.6, or a Status not read yet) has every class's handler
+// accepted: the sandbox's creation reports a handler it lacks.
+func TestRuntimeClassHandlersUnknown(t *testing.T) {
+	h := RuntimeClass(RuntimeClassOptions{
+		Lookup:   func(string) (string, error) { return "runsc", nil },
+		Handlers: func() []string { return nil },
+	})
+	runCases(t, h, []admitCase{
+		{name: "no handler list", pod: pod("a", func(p *v1.Pod) { p.Spec.RuntimeClassName = ptr.To("gvisor") }), want: Admitted()},
+	})
+}
+
 func TestRuntimeClassWithoutLookup(t *testing.T) {
 	runCases(t, RuntimeClass(RuntimeClassOptions{}), []admitCase{
 		{name: "class ignored", pod: pod("a", func(p *v1.Pod) { p.Spec.RuntimeClassName = ptr.To("kata") }), want: Admitted()},

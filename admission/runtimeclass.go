@@ -17,8 +17,10 @@ type RuntimeClassOptions struct {
 	// runtimeClassName.
 	Lookup func(name string) (handler string, err error)
 	// Handlers are the runtime handlers the node can run pods with (the
-	// CRI runtime_handlers of its runtime, or the one handler its runtime
-	// manager uses). Nil accepts every handler.
+	// CRI runtime_handlers of its runtime's Status, or the one handler its
+	// runtime manager uses). Nil, or a function returning none (the
+	// handlers not known yet, or a runtime that does not list them, as
+	// containerd 1.6), accepts every handler.
 	Handlers func() []string
 }
 
@@ -51,7 +53,7 @@ func RuntimeClass(opts RuntimeClassOptions) Handler {
 		if opts.Handlers == nil {
 			return Admitted()
 		}
-		if hs := opts.Handlers(); !slices.Contains(hs, handler) {
+		if hs := opts.Handlers(); len(hs) > 0 && !slices.Contains(hs, handler) {
 			return Result{Reason: ReasonRuntimeClass,
 				Message: fmt.Sprintf("RuntimeClass %q names the runtime handler %q, which this node does not offer", name, handler)}
 		}

@@ -27,6 +27,14 @@
 # client certificate DIR/pki/kubelet-client.crt (CN
 # kube-apiserver-kubelet-client, group system:masters) signed by
 # DIR/pki/ca.crt, which agents take as their client CA.
+#
+# It also serves aggregated APIs (metrics-server's metrics.k8s.io): it
+# proxies their requests with the front-proxy client certificate
+# DIR/pki/front-proxy-client.crt (CN front-proxy-client), signed by a CA of
+# its own, DIR/pki/front-proxy-ca.crt, which it publishes in the
+# kube-system/extension-apiserver-authentication ConfigMap with the
+# X-Remote-User/-Group/-Extra- headers, and routes them to the endpoints
+# of the APIService's Service (--enable-aggregator-routing: no kube-proxy).
 set -euo pipefail
 
 NAME_LOG=apiserver.sh
@@ -113,6 +121,22 @@ make_certs() {
 	openssl ecparam -name prime256v1 -genkey -noout -out "$d/sa.key" 2>/dev/null
 	openssl ec -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
 	make_kubelet_client_cert
+	make_front_proxy_certs
+}
+
+# make_front_proxy_certs makes the front-proxy CA and the client
+# certificate kube-apiserver proxies aggregated APIs' requests with (also
+# for an instance made by an older version of this script, on --reuse).
+make_front_proxy_certs() {
+	local d=$DIR/pki
+	[ -f "$d/front-proxy-client.crt" ] && [ -f "$d/front-proxy-client.key" ] && return 0
+	openssl ecparam -name prime256v1 -genkey -noout -out "$d/front-proxy-ca.key" 2>/dev/null
+	openssl req -x509 -new -key "$d/front-proxy-ca.key" -sha256 -days 3650 -subj "/CN=nodekit-test-front-proxy-ca" -out "$d/front-proxy-ca.crt" 2>/dev/null
+	openssl ecparam -name prime256v1 -genkey -noout -out "$d/front-proxy-client.key" 2>/dev/null
+	openssl req -new -key "$d/front-proxy-client.key" -subj "/CN=front-proxy-client" -out "$d/front-proxy-client.csr" 2>/dev/null
+	printf 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature\n' >"$d/front-proxy-client.ext"
+	openssl x509 -req -in "$d/front-proxy-client.csr" -CA "$d/front-proxy-ca.crt" -CAkey "$d/front-proxy-ca.key" -CAcreateserial -days 3650 -sha256 \
+		-extfile "$d/front-proxy-client.ext" -out "$d/front-proxy-client.crt" 2>/dev/null
 }
 
 # make_kubelet_client_cert makes the certificate kube-apiserver presents to
@@ -199,6 +223,11 @@ start_apiserver() {
 		--allow-privileged=true \
 		--kubelet-client-certificate="$DIR/pki/kubelet-client.crt" --kubelet-client-key="$DIR/pki/kubelet-client.key" \
 		--kubelet-preferred-address-types=InternalIP,Hostname \
+		--requestheader-client-ca-file="$DIR/pki/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+		--requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+		--requestheader-extra-headers-prefix=X-Remote-Extra- \
+		--proxy-client-cert-file="$DIR/pki/front-proxy-client.crt" --proxy-client-key-file="$DIR/pki/front-proxy-client.key" \
+		--enable-aggregator-routing=true \
 		--cert-dir="$DIR/apiserver-certs" \
 		--profiling=false \
 		--shutdown-send-retry-after=true \
@@ -233,6 +262,7 @@ cmd_start() {
 		read -r api_port etcd_port peer_port <"$DIR/ports"
 		token=$(cut -d, -f1 "$DIR/tokens.csv")
 		make_kubelet_client_cert
+		make_front_proxy_certs
 		start_etcd "$etcd_port" "$peer_port" || { stop_pid "$ETCD_PID" etcd; die "etcd did not become healthy, see $DIR/etcd.log"; }
 		if ! start_apiserver "$api_port" "$etcd_port" "$token"; then
 			stop_pid "$APISERVER_PID" kube-apiserver

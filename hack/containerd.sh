@@ -21,6 +21,9 @@
 #   registry.k8s.io/pause:3.10       hack/pause (the sandbox image)
 #   nodekit.test/web:1               busybox httpd -f -p 8080 -h /www
 #
+# Each instance has two runtime handlers, runc (the default) and runc-b
+# (the same runc, its own root), for RuntimeClass tests.
+#
 # The 2.x instance runs containers with its own runc (the shim's
 # BinaryName), built with seccomp from the Go module proxy: Debian's runc
 # 1.1.5 has no idmapped mounts, without which containerd 2.x does not
@@ -425,6 +428,12 @@ imports = []
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
         Root = "$DIR/runc"
+    # A second handler, runc again under another name, for RuntimeClass tests.
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc-b]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc-b.options]
+        SystemdCgroup = false
+        Root = "$DIR/runc-b"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$DIR/cni/net.d"
@@ -471,6 +480,14 @@ imports = []
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
         SystemdCgroup = false
         Root = "$DIR/runc"
+        BinaryName = "$RUNC_BIN/runc"
+    # A second handler, runc again under another name, for RuntimeClass tests.
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc-b]
+      runtime_type = "io.containerd.runc.v2"
+      snapshotter = "$snap"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc-b.options]
+        SystemdCgroup = false
+        Root = "$DIR/runc-b"
         BinaryName = "$RUNC_BIN/runc"
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["/usr/lib/cni"]
@@ -531,7 +548,7 @@ cmd_start() {
 	}
 	[ "$VERSION" = 2 ] && build_runc
 	cmd_images
-	mkdir -p "$DIR" "$DIR/runc"
+	mkdir -p "$DIR" "$DIR/runc" "$DIR/runc-b"
 	echo "$VERSION" >"$DIR/version"
 	[ -f "$DIR/snapshotter" ] || pick_snapshotter >"$DIR/snapshotter"
 	write_config "$(cat "$DIR/snapshotter")"
@@ -595,7 +612,7 @@ cmd_stop() {
 	# 3. Containers left behind (their processes survive a shim's death).
 	if [ -d "$DIR/runc" ]; then
 		local ns id
-		for ns in "$DIR"/runc/*/; do
+		for ns in "$DIR"/runc/*/ "$DIR"/runc-b/*/; do
 			[ -d "$ns" ] || continue
 			for id in $("$RUNC" --root "$ns" list -q 2>/dev/null); do
 				"$RUNC" --root "$ns" delete --force "$id" >/dev/null 2>&1 || true

@@ -22,7 +22,11 @@
 // entries a tree, each size reused for DiskUsagePeriod (10s); the pod's
 // ephemeral storage is its containers' writable layers and logs plus
 // those volumes, the kubelet's calcEphemeralStorage. The node's figures
-// come from /proc (CPU time, memory) and the file system holding RootDir.
+// come from /proc (CPU time, process limit and count), the root memory
+// cgroup (usage and working set, as the kubelet reads them) and the file
+// system holding RootDir. A container in its restart back-off is listed
+// with its pod (its newest instance, without CPU or memory), as the
+// kubelet lists it.
 // Other consumers (the eviction manager) read the same Summary.
 //
 // # Concurrency
@@ -33,11 +37,10 @@
 // # Differences from the kubelet
 //
 // The kubelet reads most figures from cAdvisor; nodekit has none. Hence:
-// no system containers (kubelet, runtime, pods), no accelerator or
+// system containers only as Options.SystemContainers names them (the
+// agent names its own cgroup "kubelet" and its pods' "pods"), no accelerator or
 // user-defined metrics, no PSI, and volume stats only for the volumes
 // PodVolumes names; the /etc/hosts file is not counted in the ephemeral
 // storage. Containers a runtime reports no stats for appear
-// without figures. The node's working set is total memory less available
-// memory (/proc/meminfo), not the root cgroup's usage less inactive file
-// pages.
+// without figures.
 package stats

@@ -6,20 +6,119 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodekit/nodekit/cgroup"
 )
 
-// HostNode reads the host's figures: /proc/stat, /proc/meminfo, and the
-// file system at RootDir.
+// HostNode reads the host's figures: /proc/stat, /proc/meminfo, the root
+// memory cgroup, and the file system at RootDir.
 type HostNode struct {
 	// RootDir defaults to "/".
 	RootDir string
 	// Proc is the proc file system's mount point. Defaults to /proc.
 	Proc string
+	// Cgroup is the cgroup file system's mount point, whose root memory
+	// cgroup (cgroup v1 memory/) gives the node's memory usage. Defaults
+	// to /sys/fs/cgroup.
+	Cgroup string
+}
+
+var (
+	_ MemoryUsageReader = HostNode{}
+	_ RlimitReader      = HostNode{}
+)
+
+func (h HostNode) cgroup() string {
+	if h.Cgroup == "" {
+		return "/sys/fs/cgroup"
+	}
+	return h.Cgroup
+}
+
+// MemoryUsage implements MemoryUsageReader as the kubelet (cAdvisor) reads
+// the root cgroup: on cgroup v1 the root memory cgroup's
+// memory.usage_in_bytes, less total_inactive_file of its memory.stat; on
+// cgroup v2, whose root cgroup has no memory.current, MemTotal − MemFree
+// of /proc/meminfo less its Inactive(file), as runc computes the root's
+// usage there.
+func (h HostNode) MemoryUsage() (usage, workingSet uint64, err error) {
+	dir := filepath.Join(h.cgroup(), "memory")
+	if data, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes")); err == nil {
+		usage, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("stats: root memory.usage_in_bytes: %w", err)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "memory.stat"))
+		if err != nil {
+			return 0, 0, fmt.Errorf("stats: %w", err)
+		}
+		kv, err := cgroup.ParseFlatKeyed(data)
+		if err != nil {
+			return 0, 0, fmt.Errorf("stats: root memory.stat: %w", err)
+		}
+		return usage, usage - min(usage, kv["total_inactive_file"]), nil
+	}
+	data, err := os.ReadFile(h.proc() + "/meminfo")
+	if err != nil {
+		return 0, 0, err
+	}
+	m, err := meminfoFields(data, "MemTotal", "MemFree", "Inactive(file)")
+	if err != nil {
+		return 0, 0, err
+	}
+	usage = m[0] - min(m[0], m[1])
+	return usage, usage - min(usage, m[2]), nil
+}
+
+// meminfoFields returns the named fields of /proc/meminfo, in bytes.
+func meminfoFields(data []byte, names ...string) ([]uint64, error) {
+	out := make([]uint64, len(names))
+	found := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		i := slices.Index(names, k)
+		if i < 0 {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("stats: /proc/meminfo %s: %w", k, err)
+		}
+		out[i] = n * 1024
+		found++
+	}
+	if found != len(names) {
+		return nil, fmt.Errorf("stats: /proc/meminfo lacks one of %v", names)
+	}
+	return out, nil
+}
+
+// Rlimit implements RlimitReader: /proc/sys/kernel/pid_max and the number
+// of processes sysinfo(2) counts, as the kubelet's rlimit stats.
+func (h HostNode) Rlimit() (maxPID, processes int64, err error) {
+	data, err := os.ReadFile(h.proc() + "/sys/kernel/pid_max")
+	if err != nil {
+		return 0, 0, err
+	}
+	maxPID, err = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("stats: pid_max: %w", err)
+	}
+	var info unix.Sysinfo_t
+	if err := unix.Sysinfo(&info); err != nil {
+		return 0, 0, fmt.Errorf("stats: sysinfo: %w", err)
+	}
+	return maxPID, int64(info.Procs), nil
 }
 
 // userHZ is the kernel's clock tick for /proc/stat (USER_HZ), 100 on

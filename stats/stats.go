@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +41,20 @@ type NodeReader interface {
 	Fs() (capacity, available, used, inodes, inodesFree uint64, err error)
 	// BootTime is when the node started.
 	BootTime() (time.Time, error)
+}
+
+// MemoryUsageReader is a NodeReader that also reads the node's memory
+// usage and working set as the kubelet reports them (the root cgroup's
+// usage, less its inactive file pages). HostNode is one. Without it the
+// node's working set is total less available memory.
+type MemoryUsageReader interface {
+	MemoryUsage() (usage, workingSet uint64, err error)
+}
+
+// RlimitReader is a NodeReader that also reads the node's process limit
+// and count, the summary's node rlimit. HostNode is one.
+type RlimitReader interface {
+	Rlimit() (maxPID, processes int64, err error)
 }
 
 // CgroupReader reads a cgroup's usage by name (a cgroup.Manager, or a
@@ -83,6 +98,17 @@ type Options struct {
 	// unknown): with the cgroupfs driver, the pod's cgroup joined with
 	// the container's ID.
 	ContainerCgroup func(pod statsapi.PodReference, containerID string) string
+	// SystemContainers name the cgroups of the node's system containers
+	// by their summary names (statsapi.SystemContainerKubelet "kubelet"
+	// for the agent's own cgroup, SystemContainerRuntime,
+	// SystemContainerPods "pods" for the cgroup holding the pods,
+	// SystemContainerMisc): their CPU and memory, read through Cgroups,
+	// are the node's systemContainers. Defaults to nil: none.
+	SystemContainers map[string]string
+	// ImageFs gives the node's image file system figures (the summary's
+	// node runtime.imageFs and runtime.containerFs, one file system).
+	// Defaults to nil: none.
+	ImageFs func(ctx context.Context) (*statsapi.FsStats, error)
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 	// Logger defaults to discarding.
@@ -150,7 +176,41 @@ func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsap
 	if err != nil {
 		return nil, err
 	}
-	return &statsapi.Summary{Node: p.nodeStats(now, onlyCPUAndMemory), Pods: pods}, nil
+	n := p.nodeStats(now, onlyCPUAndMemory)
+	n.SystemContainers = p.systemContainers(now)
+	if !onlyCPUAndMemory && p.opts.ImageFs != nil {
+		if fs, err := p.opts.ImageFs(ctx); err != nil {
+			p.log.V(2).Info("Cannot read the image file system", "err", err.Error())
+		} else if fs != nil {
+			cfs := *fs
+			n.Runtime = &statsapi.RuntimeStats{ImageFs: fs, ContainerFs: &cfs}
+		}
+	}
+	return &statsapi.Summary{Node: n, Pods: pods}, nil
+}
+
+// systemContainers are the figures of Options.SystemContainers, sorted by
+// name; a cgroup that cannot be read is left out.
+func (p *Provider) systemContainers(now time.Time) []statsapi.ContainerStats {
+	if p.opts.Cgroups == nil || len(p.opts.SystemContainers) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(p.opts.SystemContainers))
+	for name := range p.opts.SystemContainers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []statsapi.ContainerStats
+	for _, name := range names {
+		cs := statsapi.ContainerStats{Name: name}
+		// Keyed apart from container IDs, and kept across summaries.
+		p.cgroupStats(&cs, p.opts.SystemContainers[name], "system:"+name, now, nil)
+		if cs.CPU == nil {
+			continue
+		}
+		out = append(out, cs)
+	}
+	return out
 }
 
 func (p *Provider) nodeStats(now time.Time, onlyCPUAndMemory bool) statsapi.NodeStats {
@@ -179,9 +239,25 @@ func (p *Provider) nodeStats(now time.Time, onlyCPUAndMemory bool) statsapi.Node
 			UsageBytes:      u64(total - free),
 			WorkingSetBytes: u64(total - avail),
 		}
+		if mr, ok := p.opts.Node.(MemoryUsageReader); ok {
+			if usage, ws, err := mr.MemoryUsage(); err != nil {
+				p.log.V(2).Info("Cannot read the node's memory usage", "err", err.Error())
+			} else {
+				// The kubelet's: available is capacity less the working set.
+				n.Memory.UsageBytes, n.Memory.WorkingSetBytes = u64(usage), u64(ws)
+				n.Memory.AvailableBytes = u64(total - min(total, ws))
+			}
+		}
 	}
 	if onlyCPUAndMemory {
 		return n
+	}
+	if rr, ok := p.opts.Node.(RlimitReader); ok {
+		if maxPID, procs, err := rr.Rlimit(); err != nil {
+			p.log.V(2).Info("Cannot read the node's process limit", "err", err.Error())
+		} else {
+			n.Rlimit = &statsapi.RlimitStats{Time: t, MaxPID: &maxPID, NumOfRunningProcesses: &procs}
+		}
 	}
 	if capacity, avail, used, inodes, inodesFree, err := p.opts.Node.Fs(); err != nil {
 		p.log.V(2).Info("Cannot read the node's file system", "err", err.Error())
@@ -207,10 +283,11 @@ func (p *Provider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]stats
 	if err != nil {
 		return nil, fmt.Errorf("stats: listing pod sandboxes: %w", err)
 	}
-	containers, err := p.opts.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+	containers, err := p.opts.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{})
 	if err != nil {
 		return nil, fmt.Errorf("stats: listing containers: %w", err)
 	}
+	containers = latestContainers(containers)
 	p.mu.Lock()
 	trySandbox := !p.noSandboxStats
 	p.mu.Unlock()
@@ -290,7 +367,7 @@ func (p *Provider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]stats
 				}
 			}
 			if cs.CPU == nil || cs.Memory == nil {
-				p.cgroupStats(&cs, ps.PodRef, c.GetId(), now, seenCPU)
+				p.containerCgroupStats(&cs, ps.PodRef, c.GetId(), now, seenCPU)
 			}
 			if !onlyCPUAndMemory && p.opts.ContainerLogDir != nil {
 				cs.Logs = p.dirStats(p.opts.ContainerLogDir(ps.PodRef, cs.Name), now)
@@ -305,7 +382,7 @@ func (p *Provider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]stats
 			ps.CPU = cpuStats(l.GetCpu())
 			ps.Memory = memoryStats(l.GetMemory())
 			if !onlyCPUAndMemory {
-				ps.Network = networkStats(l.GetNetwork())
+				ps.Network = networkStats(l.GetNetwork(), now)
 				if pr := l.GetProcess(); pr != nil && pr.GetProcessCount() != nil {
 					ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: u64(pr.GetProcessCount().GetValue())}
 				}
@@ -320,7 +397,7 @@ func (p *Provider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]stats
 	}
 	p.mu.Lock()
 	for id := range p.prevContainerCPU {
-		if !seenCPU[id] {
+		if !seenCPU[id] && !strings.HasPrefix(id, "system:") {
 			delete(p.prevContainerCPU, id)
 		}
 	}
@@ -384,7 +461,10 @@ func fsStats(f *runtimeapi.FilesystemUsage) *statsapi.FsStats {
 	return s
 }
 
-func networkStats(n *runtimeapi.NetworkUsage) *statsapi.NetworkStats {
+// networkStats are the sandbox's network figures; a runtime that gives
+// them no timestamp (containerd) has them stamped now, as the kubelet
+// stamps the figures it reads itself.
+func networkStats(n *runtimeapi.NetworkUsage, now time.Time) *statsapi.NetworkStats {
 	if n == nil {
 		return nil
 	}
@@ -405,6 +485,9 @@ func networkStats(n *runtimeapi.NetworkUsage) *statsapi.NetworkStats {
 		return s
 	}
 	s := &statsapi.NetworkStats{Time: metav1.NewTime(time.Unix(0, n.GetTimestamp()))}
+	if n.GetTimestamp() == 0 {
+		s.Time = metav1.NewTime(now)
+	}
 	if d := n.GetDefaultInterface(); d != nil {
 		s.InterfaceStats = iface(d)
 	}
@@ -509,13 +592,19 @@ func (p *Provider) volumeStats(dirs map[string]string, now time.Time) []statsapi
 	return out
 }
 
-// cgroupStats fills the container's missing CPU and memory from its
-// cgroup, when Cgroups and ContainerCgroup know it.
-func (p *Provider) cgroupStats(cs *statsapi.ContainerStats, pod statsapi.PodReference, id string, now time.Time, seen map[string]bool) {
+// containerCgroupStats fills the container's missing CPU and memory from
+// its cgroup, when Cgroups and ContainerCgroup know it.
+func (p *Provider) containerCgroupStats(cs *statsapi.ContainerStats, pod statsapi.PodReference, id string, now time.Time, seen map[string]bool) {
 	if p.opts.Cgroups == nil || p.opts.ContainerCgroup == nil {
 		return
 	}
-	name := p.opts.ContainerCgroup(pod, id)
+	p.cgroupStats(cs, p.opts.ContainerCgroup(pod, id), id, now, seen)
+}
+
+// cgroupStats fills the missing CPU and memory from the named cgroup,
+// the CPU's rate from the last sample kept under key (marked in seen,
+// when not nil, to be kept).
+func (p *Provider) cgroupStats(cs *statsapi.ContainerStats, name, id string, now time.Time, seen map[string]bool) {
 	if name == "" {
 		return
 	}
@@ -540,6 +629,46 @@ func (p *Provider) cgroupStats(cs *statsapi.ContainerStats, pod statsapi.PodRefe
 		}
 		p.prevContainerCPU[id] = cpuSample{t: now, usage: usage}
 		p.mu.Unlock()
-		seen[id] = true
+		if seen != nil {
+			seen[id] = true
+		}
 	}
+}
+
+// latestContainers keeps, of each pod's containers of one name, the
+// running ones, or the newest when none runs, as the kubelet's
+// removeTerminatedContainers: a container in a restart back-off is still
+// listed in its pod, with no CPU or memory figures.
+func latestContainers(cs []*runtimeapi.Container) []*runtimeapi.Container {
+	type key struct{ sandbox, name string }
+	byName := map[key][]*runtimeapi.Container{}
+	var keys []key
+	for _, c := range cs {
+		k := key{c.GetPodSandboxId(), c.GetMetadata().GetName()}
+		if _, ok := byName[k]; !ok {
+			keys = append(keys, k)
+		}
+		byName[k] = append(byName[k], c)
+	}
+	out := make([]*runtimeapi.Container, 0, len(keys))
+	for _, k := range keys {
+		group := byName[k]
+		running := false
+		for _, c := range group {
+			if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				out = append(out, c)
+				running = true
+			}
+		}
+		if !running {
+			newest := group[0]
+			for _, c := range group[1:] {
+				if c.GetCreatedAt() > newest.GetCreatedAt() {
+					newest = c
+				}
+			}
+			out = append(out, newest)
+		}
+	}
+	return out
 }

@@ -9,7 +9,7 @@
 //
 //	rc := runtimeclass.NewInformer(client) // or runtimeclass.New(getter)
 //	podRuntimeOptions.PodRuntimeHandler = rc.PodHandler
-//	admit = append(admit, rc.Admission())
+//	admit = append(admit, rc.Admission(runtimeHandlers))
 //	group.Add("runtime classes", rc) // an informer's only
 //
 // It is internal: an agent builds it from nodekit.Options.RuntimeClasses
@@ -107,12 +107,16 @@ func (rc *Resolver) handler(name string) (string, error) {
 }
 
 // Admission is the RuntimeClass admission check: a pod naming a
-// RuntimeClass that does not exist is rejected (reason RuntimeClass).
-func (rc *Resolver) Admission() admission.Handler {
+// RuntimeClass that does not exist is rejected (reason RuntimeClass), and
+// so is one whose class names a handler that handlers (the runtime's, from
+// its CRI Status) does not list; handlers nil, or returning none (not
+// known yet, or a runtime that lists none, as containerd 1.6), accepts
+// every handler.
+func (rc *Resolver) Admission(handlers func() []string) admission.Handler {
 	if rc == nil || rc.getter == nil {
 		return admission.RuntimeClass(admission.RuntimeClassOptions{})
 	}
-	return admission.RuntimeClass(admission.RuntimeClassOptions{Lookup: rc.handler})
+	return admission.RuntimeClass(admission.RuntimeClassOptions{Lookup: rc.handler, Handlers: handlers})
 }
 
 // Run runs the informer, if any, until ctx ends; without one it returns

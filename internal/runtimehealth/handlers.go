@@ -72,3 +72,19 @@ func runtimeReady(resp *runtimeapi.StatusResponse) bool {
 	}
 	return false
 }
+
+// Names returns the names of the handlers kept, nil until a ready
+// runtime's Status was read or when it listed none (containerd 1.6 lists
+// none).
+func (c *HandlerCache) Names() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.known || len(c.handlers) == 0 {
+		return nil
+	}
+	names := make([]string, len(c.handlers))
+	for i, h := range c.handlers {
+		names[i] = h.GetName()
+	}
+	return names
+}

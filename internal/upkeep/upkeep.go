@@ -43,12 +43,14 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -363,14 +365,7 @@ func (m *Manager) defaultStats() *eviction.CgroupStats {
 		Pods:         m.p.ActivePods,
 	}
 	if !m.p.Cgroups.Disabled {
-		root := m.p.Cgroups.Root
-		if root == "" {
-			root = "kubepods"
-		}
-		cs.PodCgroupRoot = "/" + filepath.Clean(root)
-		if filepath.IsAbs(root) {
-			cs.PodCgroupRoot = filepath.Clean(root)
-		}
+		cs.PodCgroupRoot = m.podCgroupRoot()
 	}
 	if fs := m.imageFs; fs != nil {
 		cs.ImageFs = func(ctx context.Context) (*eviction.FsStats, error) {
@@ -457,7 +452,15 @@ func (m *Manager) buildStats() error {
 		},
 		Logger: m.log,
 	}
+	if fs := m.imageFs; fs != nil {
+		so.ImageFs = m.imageFsStats
+	}
 	if !m.p.Cgroups.Disabled {
+		// The kubelet's system containers: its own cgroup and the pods'.
+		so.SystemContainers = map[string]string{statsapi.SystemContainerPods: m.podCgroupRoot()}
+		if self := selfCgroup(); self != "" && self != "/" {
+			so.SystemContainers[statsapi.SystemContainerKubelet] = self
+		}
 		so.Cgroups = m.p.CgroupManager
 		so.ContainerCgroup = func(ref statsapi.PodReference, id string) string {
 			p, ok := m.p.PodByUID(types.UID(ref.UID))
@@ -688,4 +691,67 @@ func (m *Manager) RuntimeRecovered() {
 	if c := m.containerGC; c != nil {
 		c.Trigger()
 	}
+}
+
+// podCgroupRoot names the cgroup that holds the pods' cgroups.
+func (m *Manager) podCgroupRoot() string {
+	root := m.p.Cgroups.Root
+	if root == "" {
+		root = "kubepods"
+	}
+	if filepath.IsAbs(root) {
+		return filepath.Clean(root)
+	}
+	return "/" + filepath.Clean(root)
+}
+
+// imageFsStats are the summary's image file system figures: its size and
+// free space as the image collector reads them, and the images' sizes
+// (the runtime's ListImages) as used, as the runtime's ImageFsInfo counts
+// them for the kubelet.
+func (m *Manager) imageFsStats(ctx context.Context) (*statsapi.FsStats, error) {
+	fs, err := m.imageFs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := metav1.Now()
+	out := &statsapi.FsStats{Time: now, CapacityBytes: &fs.Capacity, AvailableBytes: &fs.Available, Inodes: &fs.Inodes, InodesFree: &fs.InodesFree}
+	if m.p.Images != nil {
+		images, err := m.p.Images.ListImages(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("upkeep: listing images: %w", err)
+		}
+		var used uint64
+		for _, img := range images {
+			used += img.GetSize()
+		}
+		out.UsedBytes = &used
+	}
+	return out, nil
+}
+
+// selfCgroup names the agent's own cgroup, the kubelet's system container
+// "kubelet": its memory controller's on cgroup v1, its unified one on v2;
+// "" when unknown.
+func selfCgroup() string {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return ""
+	}
+	unified := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(f[1], ",") {
+			if c == "memory" {
+				return f[2]
+			}
+		}
+		if f[0] == "0" && f[1] == "" {
+			unified = f[2]
+		}
+	}
+	return unified
 }

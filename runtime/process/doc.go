@@ -23,8 +23,8 @@
 // process group of its own. Its stdout and stderr go to the CRI log file
 // (<pod logs dir>/<container>/<restart>.log) in containerd's format. It
 // exits with its own exit code, or 128+N after signal N: 137 after
-// SIGKILL, reason OOMKilled when its pod's memory cgroup recorded an OOM
-// kill. StopContainer sends SIGTERM to the whole process group, then
+// SIGKILL, reason OOMKilled when its or its pod's memory cgroup recorded
+// an OOM kill. StopContainer sends SIGTERM to the whole process group, then
 // SIGKILL when the grace period is over; when the main process exits, what
 // is left of its group is killed, as a container's processes end with its
 // init. Exec (exec probes) runs the command the same way, as a host
@@ -98,20 +98,29 @@
 //
 // Without root, containers are processes of the agent's user with no
 // namespaces and no cgroups; NewBackend logs a line saying so. As root,
-// each container's monitor joins the pod's cgroup (the sandbox's cgroup
-// parent, which the agent's cgroup.PodManager made) through the cgroup
-// package before starting the process, so the pod's limits apply to the
-// process (and to its monitor's few MB). No namespaces are used, as root
-// either: the containers share the host's filesystem, PID space and
-// network, and every pod reports the address 127.0.0.1, where probes reach
-// it.
+// each container runs in a cgroup of its own below its pod's cgroup (the
+// sandbox's cgroup parent, which the agent's cgroup.PodManager made):
+// <pod cgroup>/<container ID>, as runc's cgroupfs driver names it. Its
+// monitor makes that cgroup and joins it through the cgroup package before
+// starting the process, so the process is born there, then leaves for the
+// root cgroup, as containerd's shims live outside the pods' cgroups: the
+// pod's limits apply to its processes, a monitor is never its pod's OOM
+// victim, and the container's cgroup holds its processes alone, which is
+// where the agent's /stats/summary and /metrics/resource read the
+// container's CPU and memory (the kernel's own accounting, with the
+// kubelet's working set, rather than figures summed over /proc). The
+// monitor removes the cgroup, killing what is left in it, when the
+// process ends; Remove does it for a monitor that could not. Without
+// Options.Images no namespaces are used, as root either: the containers
+// share the host's filesystem, PID space and network, and every pod
+// reports the address 127.0.0.1, where probes reach it.
 //
 // Differences from a CRI runtime, on purpose: no registry pulls, and
 // without Options.Images no filesystem isolation and no mounts (volumes
 // are host paths the process can open itself), and then a container
-// needs a command; no network isolation, no user switching, no container-level cgroup
-// or resource updates, no log rotation; exec probes run outside the pod's
-// cgroup.
+// needs a command; no network isolation, no user switching, no
+// container-level resource limits or updates, no log rotation; exec probes
+// run outside the pod's cgroup.
 //
 // # Concurrency
 //

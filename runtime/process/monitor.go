@@ -1,6 +1,7 @@
 package process
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,16 +162,25 @@ func monitor(dir string) int {
 	if len(sp.Argv) == 0 {
 		return fail("no command")
 	}
+	var cg cgroup.Manager
+	var ctrCgroup string // the container's own cgroup, below the pod's
 	if sp.CgroupParent != "" {
-		// The monitor joins the pod's cgroup first: the process it starts
-		// is born there.
-		cg, err := cgroup.Open("")
+		// The monitor joins the container's cgroup first: the process it
+		// starts is born there.
+		var err error
+		cg, err = cgroup.Open("")
 		if err == nil {
-			err = cg.AddProcess(sp.CgroupParent, os.Getpid())
+			ctrCgroup, err = joinContainerCgroup(cg, sp.CgroupParent, filepath.Base(dir))
 		}
 		if err != nil {
 			return fail("join cgroup %s: %v", sp.CgroupParent, err)
 		}
+		defer func() {
+			// Out of it first (a start that failed left the monitor
+			// there), then what is left in it is killed and it goes.
+			_ = leaveContainerCgroup(cg)
+			_ = destroyContainerCgroup(context.Background(), cg, ctrCgroup)
+		}()
 	}
 	var path string
 	if sp.Rootfs == "" {
@@ -262,6 +272,11 @@ func monitor(dir string) int {
 		}
 	}
 	started := time.Now()
+	if ctrCgroup != "" {
+		if err := leaveContainerCgroup(cg); err != nil {
+			fmt.Fprintln(os.Stderr, "process monitor: leave the container's cgroup:", err)
+		}
+	}
 	outW.Close()
 	errW.Close()
 	devNull.Close()
@@ -299,7 +314,7 @@ func monitor(dir string) int {
 	default:
 		ex.ExitCode, ex.Reason, ex.Message = 255, backend.ReasonError, err.Error()
 	}
-	if ex.ExitCode == 137 && sp.CgroupParent != "" && oomKilled(sp.CgroupParent, started) {
+	if ex.ExitCode == 137 && sp.CgroupParent != "" && (oomKilled(ctrCgroup, started) || oomKilled(sp.CgroupParent, started)) {
 		ex.Reason = backend.ReasonOOMKilled
 	}
 	// Output still held by a process outside the group (one that made a

@@ -434,6 +434,9 @@ func (b *Backend) Remove(ctx context.Context, id string) error {
 		}
 		b.kill(dir)
 	}
+	if err := b.removeCgroup(ctx, dir, id); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("process: remove container %s: %w", id, err)
 	}
