@@ -16,7 +16,8 @@ import (
 
 // BenchmarkHollowNodes runs hollow nodes against the API server of
 // NODEKIT_KUBECONFIG (it skips without one), idle then with pods, and
-// reports what they cost the process, once per shape (b.N is not used):
+// reports what they cost the process, once per shape, sharing per process
+// (the default) and not (Options.Unshared), b.N not used:
 //
 //   - rss-MiB/node, heap-MiB/node, goroutines/node: the growth of the
 //     resident set, of the live heap and of the goroutines from before the
@@ -28,15 +29,17 @@ import (
 //   - s-to-ready, s-to-running: wall time to every Node Ready, to every
 //     pod running.
 //
-// Run it alone: go test -run '^$' -bench HollowNodes -benchtime 1x ./hollow
+// Run it alone: go test -run '^$' -bench 'HollowNodes/nodes=50' -benchtime 1x ./hollow
 func BenchmarkHollowNodes(b *testing.B) {
 	cfg := restConfig(b)
 	for _, shape := range []struct{ nodes, pods int }{{50, 20}, {200, 10}} {
-		b.Run(fmt.Sprintf("nodes=%d/pods=%d", shape.nodes, shape.pods), func(b *testing.B) {
-			for b.Loop() {
-				benchmarkHollow(b, cfg, shape.nodes, shape.pods)
-			}
-		})
+		for _, mode := range []string{"shared", "unshared"} {
+			b.Run(fmt.Sprintf("nodes=%d/pods=%d/%s", shape.nodes, shape.pods, mode), func(b *testing.B) {
+				for b.Loop() {
+					benchmarkHollow(b, cfg, shape.nodes, shape.pods, Options{Unshared: mode == "unshared"})
+				}
+			})
+		}
 	}
 }
 
@@ -82,11 +85,12 @@ func vmRSS(b *testing.B) int64 {
 	return 0
 }
 
-func benchmarkHollow(b *testing.B, cfg *rest.Config, n, perNode int) {
+func benchmarkHollow(b *testing.B, cfg *rest.Config, n, perNode int, opts Options) {
 	c := testClient(b, cfg)
 	prefix := uniquePrefix("hollow-bench")
 	before := sample(b)
-	nodes, err := Start(b.Context(), cfg, n, Options{Prefix: prefix})
+	opts.Prefix = prefix
+	nodes, err := Start(b.Context(), cfg, n, opts)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -66,6 +66,13 @@ type Options struct {
 	Configure func(i int, o *nodekit.Options)
 	// Logger receives the agents' logs. Defaults to discarding them.
 	Logger logr.Logger
+	// Unshared gives each node its own watches (pods, Node, Services,
+	// RuntimeClasses), event broadcaster and scheme, and a GET of its Node
+	// each status pass, as a lone agent has; for comparison. By default
+	// the nodes share one of each per process, as kubelets on one
+	// machine would if they could: what each node writes to the API
+	// server is the same.
+	Unshared bool
 }
 
 // Nodes are the running hollow nodes of one Start.
@@ -79,8 +86,10 @@ type Nodes struct {
 	mu   sync.Mutex
 	errs []error
 	rts  []*runtimetest.Runtime
-	stop sync.Once
-	err  error
+	// shared is what the nodes share, nil with Options.Unshared.
+	shared *shared
+	stop   sync.Once
+	err    error
 }
 
 // Start starts n hollow nodes on the API server of cfg and returns once
@@ -110,6 +119,9 @@ func Start(ctx context.Context, cfg *rest.Config, n int, opts Options) (*Nodes, 
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst = 50*float32(n), 100*n
 	c.ContentType = "application/vnd.kubernetes.protobuf" // as the kubelet's
+	// No gzip reader held by each watch stream: the API server compresses
+	// an answer only when asked, which Go's transport does by default.
+	c.DisableCompression = !opts.Unshared
 	client, err := kubeclient.NewForConfig(c)
 	if err != nil {
 		return nil, fmt.Errorf("hollow: %w", err)
@@ -123,6 +135,16 @@ func Start(ctx context.Context, cfg *rest.Config, n int, opts Options) (*Nodes, 
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	ns.cancel = cancel
+	if !opts.Unshared {
+		if ns.shared, err = newShared(client, opts.Logger); err != nil {
+			ns.Stop()
+			return nil, err
+		}
+		if err := ns.shared.start(runCtx); err != nil {
+			ns.Stop()
+			return nil, err
+		}
+	}
 	for i := range n {
 		name := fmt.Sprintf("%s-%d", opts.Prefix, i)
 		rt := runtimetest.New(runtimetest.Options{}) // pulls any image, runs nothing
@@ -137,6 +159,9 @@ func Start(ctx context.Context, cfg *rest.Config, n int, opts Options) (*Nodes, 
 			Node:           node.Options{Capacity: opts.Capacity},
 			EventFilter:    opts.EventFilter,
 			Logger:         opts.Logger,
+		}
+		if ns.shared != nil {
+			ns.shared.configure(name, &o)
 		}
 		if opts.Configure != nil {
 			opts.Configure(i, &o)
@@ -218,6 +243,9 @@ func (ns *Nodes) Stop() error {
 	ns.stop.Do(func() {
 		ns.cancel()
 		ns.wg.Wait()
+		if ns.shared != nil {
+			ns.shared.wait()
+		}
 		for _, rt := range ns.rts {
 			rt.Close()
 		}

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net/http"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -182,5 +186,87 @@ func TestStartBadInput(t *testing.T) {
 	}
 	if _, err := Start(t.Context(), nil, 1, Options{}); err == nil {
 		t.Error("Start without a config: no error")
+	}
+}
+
+// requestCounter counts an API client's requests: watches by resource, and
+// GETs of single Nodes.
+type requestCounter struct {
+	mu       sync.Mutex
+	watches  map[string]int
+	nodeGets int
+}
+
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+		c.mu.Lock()
+		switch {
+		case r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1":
+			c.watches[parts[len(parts)-1]]++
+		case r.Method == http.MethodGet && len(parts) == 4 && parts[2] == "nodes":
+			c.nodeGets++
+		}
+		c.mu.Unlock()
+		return rt.RoundTrip(r)
+	})
+}
+
+func (c *requestCounter) snapshot() (map[string]int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.watches), c.nodeGets
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// The nodes of one Start watch each resource once for the process, and
+// their status passes read the Node from the shared watch, not with a GET
+// every 10s; with Unshared, each node watches on its own and GETs its Node.
+func TestStartShares(t *testing.T) {
+	cfg := restConfig(t)
+	c := testClient(t, cfg)
+	const n = 4
+	for _, unshared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unshared=%v", unshared), func(t *testing.T) {
+			counter := &requestCounter{watches: map[string]int{}}
+			wcfg := rest.CopyConfig(cfg)
+			wcfg.WrapTransport = counter.wrap
+			prefix := uniquePrefix("hollow-share")
+			nodes, err := Start(t.Context(), wcfg, n, Options{Prefix: prefix, Unshared: unshared})
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := nodes.Names()
+			t.Cleanup(func() { cleanUp(t, c, prefix, names) })
+			defer nodes.Stop()
+			_, getsBefore := counter.snapshot()
+			time.Sleep(11 * time.Second) // one status pass of every node
+			watches, gets := counter.snapshot()
+			gets -= getsBefore
+			t.Logf("watches %v; %d GETs of a Node in 11s", watches, gets)
+			for _, res := range []string{"pods", "services", "runtimeclasses"} {
+				if unshared && watches[res] < n {
+					t.Errorf("unshared: %d watches of %s, want one per node", watches[res], res)
+				}
+				if !unshared && watches[res] != 1 {
+					t.Errorf("shared: %d watches of %s, want 1", watches[res], res)
+				}
+			}
+			if unshared && gets < n {
+				t.Errorf("unshared: %d GETs of a Node in a status period, want one per node", gets)
+			}
+			if !unshared && gets != 0 {
+				t.Errorf("shared: %d GETs of a Node in a status period, want 0", gets)
+			}
+			// Pods still run on each node, through the shared watch.
+			want := createPods(t, c, names, 1, prefix)
+			waitRunning(t, c, prefix, want, time.Minute)
+			if err := nodes.Stop(); err != nil {
+				t.Errorf("Stop: %v", err)
+			}
+		})
 	}
 }
