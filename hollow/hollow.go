@@ -57,8 +57,9 @@ type Options struct {
 	// Dir holds the nodes' directories (<Dir>/<name>). Defaults to a
 	// temporary directory that Stop removes.
 	Dir string
-	// ReadyTimeout bounds how long Start waits for every Node to be
-	// Ready. Defaults to 1m plus 1m per 200 nodes.
+	// ReadyTimeout bounds how long Start waits for the shared watches'
+	// first lists and every Node to be Ready. Defaults to 1m plus 1m per
+	// 200 nodes.
 	ReadyTimeout time.Duration
 	// Configure, when set, is called with each node's options before its
 	// agent is built, to change them (Admit, WrapHandler, Node labels and
@@ -111,6 +112,9 @@ func Start(ctx context.Context, cfg *rest.Config, n int, opts Options) (*Nodes, 
 	if opts.EventFilter == nil {
 		opts.EventFilter = events.Warnings
 	}
+	if opts.ReadyTimeout < 0 {
+		return nil, fmt.Errorf("hollow: negative ReadyTimeout %s", opts.ReadyTimeout)
+	}
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = time.Minute + time.Duration(n/200)*time.Minute
 	}
@@ -135,12 +139,14 @@ func Start(ctx context.Context, cfg *rest.Config, n int, opts Options) (*Nodes, 
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	ns.cancel = cancel
+	wctx, wcancel := context.WithTimeout(ctx, opts.ReadyTimeout)
+	defer wcancel()
 	if !opts.Unshared {
 		if ns.shared, err = newShared(client, opts.Logger); err != nil {
 			ns.Stop()
 			return nil, err
 		}
-		if err := ns.shared.start(runCtx); err != nil {
+		if err := ns.shared.start(runCtx, wctx); err != nil {
 			ns.Stop()
 			return nil, err
 		}
@@ -180,8 +186,6 @@ func Start(ctx context.Context, cfg *rest.Config, n int, opts Options) (*Nodes, 
 			}
 		})
 	}
-	wctx, wcancel := context.WithTimeout(ctx, opts.ReadyTimeout)
-	defer wcancel()
 	if err := ns.waitReady(wctx, client); err != nil {
 		ns.Stop()
 		return nil, err

@@ -19,6 +19,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"go.uber.org/goleak"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/kubeclient"
 )
 
@@ -186,6 +189,27 @@ func TestStartBadInput(t *testing.T) {
 	}
 	if _, err := Start(t.Context(), nil, 1, Options{}); err == nil {
 		t.Error("Start without a config: no error")
+	}
+	if _, err := Start(t.Context(), &rest.Config{Host: "https://127.0.0.1:1"}, 1, Options{ReadyTimeout: -time.Second}); err == nil {
+		t.Error("Start with a negative ReadyTimeout: no error")
+	}
+}
+
+// An API server that does not answer fails Start after ReadyTimeout, with
+// nothing left running and the nodes' directory removed.
+func TestStartUnreachable(t *testing.T) {
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, unshared := range []bool{false, true} {
+		dir := t.TempDir()
+		_, err := Start(t.Context(), &rest.Config{Host: "https://127.0.0.1:1"}, 2, Options{
+			ReadyTimeout: 2 * time.Second, Unshared: unshared, Dir: dir,
+		})
+		if err == nil || !strings.Contains(err.Error(), context.DeadlineExceeded.Error()) {
+			t.Errorf("unshared %v: Start against no API server: %v, want a deadline error", unshared, err)
+		}
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("unshared %v: the nodes' directory given is gone: %v", unshared, err)
+		}
 	}
 }
 

@@ -79,15 +79,15 @@ func newShared(client kubeclient.Interface, log logr.Logger) (*shared, error) {
 }
 
 // start runs the shared parts until ctx ends and waits for the informers'
-// first lists.
-func (s *shared) start(ctx context.Context) error {
+// first lists until wait ends.
+func (s *shared) start(ctx, wait context.Context) error {
 	s.wg.Go(func() { _ = s.events.Run(ctx) })
 	s.wg.Go(func() { _ = s.pods.Run(ctx) })
 	s.wg.Go(func() { s.nodes.RunWithContext(ctx) })
 	s.wg.Go(func() { s.classes.RunWithContext(ctx) })
 	s.wg.Go(func() { _ = s.services.Run(ctx) })
-	if !cache.WaitForCacheSync(ctx.Done(), s.nodes.HasSynced, s.classes.HasSynced, s.services.HasSynced) {
-		return fmt.Errorf("hollow: the shared informers did not list: %w", context.Cause(ctx))
+	if !cache.WaitForCacheSync(wait.Done(), s.nodes.HasSynced, s.classes.HasSynced, s.services.HasSynced) {
+		return fmt.Errorf("hollow: the shared informers did not list: %w", context.Cause(wait))
 	}
 	return nil
 }
