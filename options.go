@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/env"
 	"github.com/nodekit/nodekit/internal/runtimeclass"
 	"github.com/nodekit/nodekit/internal/upkeep"
 	"github.com/nodekit/nodekit/kubeclient"
@@ -109,6 +110,11 @@ type Options struct {
 	// with the agent; without, to none: runtimeClassName is ignored, as by
 	// a kubelet without an API client.
 	RuntimeClasses RuntimeClassGetter
+	// Services lists the Services whose variables containers get (the
+	// service links). Defaults, with KubeClient, to an informer on the API
+	// server's Services, run with the agent; set it to share one informer
+	// between the agents of a process.
+	Services env.Services
 	// Events receives the pod lifecycle events. Defaults to the API
 	// server's events (through client-go's broadcaster) with KubeClient,
 	// and to none without.

@@ -214,8 +214,8 @@ func wire(o Options) (*parts, error) {
 		return nil, err
 	}
 	var links *servicelinks.Informer
-	var services env.Services
-	if o.KubeClient != nil {
+	services := o.Services
+	if services == nil && o.KubeClient != nil {
 		links = servicelinks.New(o.KubeClient, func() bool { _, listed := api.Pods(); return listed })
 		services = links
 	}

@@ -108,3 +108,68 @@ func (s eventSink) Update(e *v1.Event) (*v1.Event, error) {
 func (s eventSink) Patch(e *v1.Event, data []byte) (*v1.Event, error) {
 	return s.client.Events(e.Namespace).Patch(s.ctx, e.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
 }
+
+// Broadcaster records the events of many agents of one process to the API
+// server through one client-go broadcaster and one scheme, where each
+// agent's Recorder.ToAPIServer runs a broadcaster (a goroutine, its queue
+// and its correlator's caches) and a scheme of its own: hollow nodes share
+// one. Give each agent Recorder(nodeName) (nodekit.Options.Events), and
+// run the Broadcaster (Run) for as long as they run. What each agent's
+// events say, and the writes they make, are those of its own
+// broadcaster: source component "kubelet" on host nodeName.
+type Broadcaster struct {
+	client kubeclient.Interface
+	log    logr.Logger
+	scheme *apiruntime.Scheme
+	b      atomic.Pointer[record.EventBroadcaster] // while Run runs
+}
+
+// NewBroadcaster returns a Broadcaster that writes through client and
+// logs to log. It does no I/O.
+func NewBroadcaster(client kubeclient.Interface, log logr.Logger) *Broadcaster {
+	return &Broadcaster{client: client, log: log.WithName("events"), scheme: kubeclient.NewScheme()}
+}
+
+// Run records the events of the Broadcaster's recorders to the API server
+// until ctx ends; events recorded while it does not run are dropped.
+func (s *Broadcaster) Run(ctx context.Context) error {
+	b := record.NewBroadcaster(record.WithContext(logr.NewContext(ctx, s.log)))
+	b.StartRecordingToSink(eventSink{ctx: ctx, client: s.client.CoreV1()})
+	s.b.Store(&b)
+	<-ctx.Done()
+	s.b.CompareAndSwap(&b, nil)
+	b.Shutdown()
+	return nil
+}
+
+// Recorder returns the recorder of the agent of node nodeName: events from
+// the component "kubelet" on host nodeName, as Recorder.ToAPIServer's.
+func (s *Broadcaster) Recorder(nodeName string) runtime.EventRecorder {
+	return &sharedRecorder{s: s, source: v1.EventSource{Component: "kubelet", Host: nodeName}}
+}
+
+// sharedRecorder is one agent's recorder on a Broadcaster: client-go's,
+// made again when the Broadcaster runs again.
+type sharedRecorder struct {
+	s      *Broadcaster
+	source v1.EventSource
+	cur    atomic.Pointer[sharedRecorderOf]
+}
+
+type sharedRecorderOf struct {
+	b   *record.EventBroadcaster
+	rec record.EventRecorder
+}
+
+func (r *sharedRecorder) Event(object apiruntime.Object, eventtype, reason, message string) {
+	b := r.s.b.Load()
+	if b == nil {
+		return
+	}
+	cur := r.cur.Load()
+	if cur == nil || cur.b != b {
+		cur = &sharedRecorderOf{b: b, rec: (*b).NewRecorder(r.s.scheme, r.source)}
+		r.cur.Store(cur)
+	}
+	cur.rec.Event(object, eventtype, reason, message)
+}

@@ -293,6 +293,16 @@ func (s *statusLoop) run(ctx context.Context) {
 	}
 }
 
+// readNode reads the Node from Options.Nodes, else from the API server.
+func (c *Controller) readNode(ctx context.Context) (*v1.Node, error) {
+	if c.opts.Nodes != nil {
+		if n, err := c.opts.Nodes.Get(c.opts.nodeName); err == nil && n != nil {
+			return n, nil
+		}
+	}
+	return c.client.CoreV1().Nodes().Get(ctx, c.opts.nodeName, metav1.GetOptions{})
+}
+
 // untilHealthy is the kubelet's fast status update after start-up: while
 // Health fails (the agent's first relist has not happened yet), it checks
 // it every 100ms, for at most StatusUpdateFrequency, and updates the
@@ -326,7 +336,7 @@ func (s *statusLoop) update(ctx context.Context) {
 	nodes := c.client.CoreV1().Nodes()
 	obs := s.observe(ctx)
 	health := obs.health
-	n, err := nodes.Get(ctx, c.opts.nodeName, metav1.GetOptions{})
+	n, err := c.readNode(ctx)
 	if apierrors.IsNotFound(err) {
 		c.log.Info("the node was deleted: registering it again")
 		c.setNode(nil)

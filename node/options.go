@@ -160,9 +160,24 @@ type Options struct {
 	OnRepeatedHeartbeatFailure func()
 	// Logger receives the controller's logs. Defaults to discarding them.
 	Logger logr.Logger
+	// Nodes, when set, reads the Node each status pass starts from, in
+	// place of a GET every StatusUpdateFrequency: a cache of the Nodes
+	// that a watch keeps current (a client-go NodeLister is one), which
+	// the agents of one process can share (hollow nodes do). A Node it
+	// does not give is read with a GET, so that a deleted Node is
+	// registered again as without it. The Node it gives is read, never
+	// changed. Defaults to nil: a GET each pass, as the kubelet's (from
+	// the API server's cache).
+	Nodes NodeGetter
 
 	// nodeName is New's: the Node's name (and its Lease's).
 	nodeName string
+}
+
+// NodeGetter returns a Node by name, or an error for a Node it does not
+// hold (Options.Nodes).
+type NodeGetter interface {
+	Get(name string) (*v1.Node, error)
 }
 
 func (o *Options) setDefaults() error {

@@ -1,8 +1,8 @@
 // Command hollow-nodes runs many nodekit agents in one process against one
 // API server, each with a node name of its own and the in-memory runtime:
-// "hollow" nodes for scale tests. Pods bound to them run in memory only,
-// and their statuses, Nodes and Leases are written to the API server as a
-// real agent would.
+// "hollow" nodes for scale tests (package hollow, which a test suite calls
+// itself). Pods bound to them run in memory only, and their statuses,
+// Nodes and Leases are written to the API server as a real agent would.
 //
 //	go run ./examples/hollow-nodes --kubeconfig ~/.kube/config --nodes 50
 //
@@ -20,23 +20,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/go-logr/logr"
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"golang.org/x/sync/errgroup"
-
-	"github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/cgroup"
 	"github.com/nodekit/nodekit/events"
-	"github.com/nodekit/nodekit/kubeclient"
-	"github.com/nodekit/nodekit/node"
-	"github.com/nodekit/nodekit/podruntime"
-	"github.com/nodekit/nodekit/runtime/runtimetest"
+	"github.com/nodekit/nodekit/hollow"
 	"github.com/nodekit/nodekit/version"
 )
 
@@ -78,49 +68,18 @@ func main() {
 func run(log logr.Logger, kubeconfig string, n int, prefix string, eventFilter func(eventtype, reason string) bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-
-	// One client for every agent: one connection pool, and one rate
-	// limiter sized as n kubelets' (50 QPS, burst 100 each).
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = 50*float32(n), 100*n
-	cfg.ContentType = "application/vnd.kubernetes.protobuf" // as the kubelet's
-	client, err := kubeclient.NewForConfig(cfg)
+	if eventFilter == nil {
+		eventFilter = func(string, string) bool { return true }
+	}
+	nodes, err := hollow.Start(ctx, cfg, n, hollow.Options{Prefix: prefix, EventFilter: eventFilter, Logger: log})
 	if err != nil {
 		return err
 	}
-
-	dir, err := os.MkdirTemp("", "hollow-nodes-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-
-	g, ctx := errgroup.WithContext(ctx)
-	for i := range n {
-		name := fmt.Sprintf("%s-%d", prefix, i)
-		rt := runtimetest.New(runtimetest.Options{}) // pulls any image, runs nothing
-		defer rt.Close()
-		agent, err := nodekit.New(nodekit.Options{
-			NodeName:       name,
-			KubeClient:     client,
-			Runtime:        rt,
-			RootDir:        filepath.Join(dir, name, "root"),
-			RuntimeManager: podruntime.Options{PodLogsDir: filepath.Join(dir, name, "logs")},
-			Cgroups:        cgroup.PodManagerOptions{Disabled: true}, // no processes to confine
-			// A fixed capacity: the host's, n times over, would mislead the
-			// scheduler.
-			Node:        node.Options{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi")}},
-			EventFilter: eventFilter,
-			Logger:      log,
-		})
-		if err != nil {
-			return err
-		}
-		g.Go(func() error { return agent.Run(ctx) })
-	}
-	log.Info("Hollow nodes running", "nodes", n, "first", prefix+"-0", "dir", dir)
-	return g.Wait()
+	log.Info("Hollow nodes running and Ready", "nodes", n, "first", prefix+"-0")
+	<-ctx.Done()
+	return nodes.Stop()
 }

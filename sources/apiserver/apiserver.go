@@ -73,6 +73,11 @@ type Options struct {
 	// Logger receives the source's logs, and the reflector's. Defaults to
 	// discarding them.
 	Logger logr.Logger
+	// Shared, when set, is the watch of the pods of every node that the
+	// sources of one process share (NewSharedPods, run by its owner): the
+	// source reads its node's pods from it and watches none itself.
+	// Defaults to nil: a watch of the node's pods of the source's own.
+	Shared *SharedPods
 }
 
 func (o *Options) setDefaults() error {
@@ -132,7 +137,12 @@ func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 	ctx, cancel := context.WithCancel(ctx)
 	away := &outage{log: s.log}
 	store := newNotifyingStore()
-	store.onReplace = away.over
+	if s.opts.Shared != nil {
+		store = s.opts.Shared.view(s.nodeName)
+		store.notify() // a first snapshot when it listed already
+	} else {
+		store.onReplace = away.over
+	}
 	s.store.Store(store)
 	defer s.store.CompareAndSwap(store, nil)
 	selector := fields.OneTermEqualSelector("spec.nodeName", s.nodeName).String()
@@ -181,7 +191,9 @@ func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 	}
 
 	var wg sync.WaitGroup
-	wg.Go(func() { r.RunWithContext(logr.NewContext(ctx, s.log)) })
+	if s.opts.Shared == nil {
+		wg.Go(func() { r.RunWithContext(logr.NewContext(ctx, s.log)) })
+	}
 	defer wg.Wait()
 	defer cancel()
 
