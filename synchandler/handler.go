@@ -519,11 +519,17 @@ func (h *Handler) cleanup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("synchandler: housekeeping: listing runtime pods: %w", err)
 	}
-	// Pod directories go with the pods: those no source wants and that
+	// Pod directories go with the pods: those no source wants, whose
+	// worker is done (or gone: a pod stopped before it started) and that
 	// have nothing left in the runtime.
 	keep := maps.Clone(desiredUIDs)
 	for _, rp := range all {
 		keep[rp.ID] = true
+	}
+	for uid, w := range workers {
+		if w.State != podworker.TerminatedPod {
+			keep[uid] = true
+		}
 	}
 	var errs []error
 	if err := h.c.Volumes.CleanupOrphans(ctx, keep); err != nil {

@@ -737,14 +737,17 @@ func (m *Manager) ReleasePod(ctx context.Context, uid types.UID) error {
 	return nil
 }
 
-// CleanupOrphans is housekeeping: it releases the pod directories under
-// <root>/pods of pods that are neither in desired nor known to the Manager
-// (left by pods that are gone, or by an earlier run of the agent), as
-// ReleasePod does: their volumes are torn down and their directories
+// CleanupOrphans is housekeeping: it releases, as ReleasePod does, the
+// pods given to the Manager that are not in desired (a pod stopped before
+// its worker started has nobody else to release it), and the pod
+// directories under <root>/pods of pods that are neither in desired nor
+// known to the Manager (left by pods that are gone, or by an earlier run
+// of the agent): their volumes are torn down and their directories
 // removed. A directory under which something is still mounted that no
 // plugin set up is never removed; it is logged once and kept. Call it
 // only once every pod source has been seen (the agent's housekeeping),
-// with every pod the sources list.
+// with every pod the sources list and every pod whose containers may
+// still run.
 //
 // A call with the same desired pods as the previous one, which left no
 // orphaned directory, does not read the pods directory again (the Manager
@@ -754,7 +757,15 @@ func (m *Manager) ReleasePod(ctx context.Context, uid types.UID) error {
 func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool) error {
 	now := time.Now()
 	m.mu.Lock()
-	skip := m.scan.covers(desired, now, m.opts.ReconcilePeriod)
+	// Pods given to the Manager (AddPod) that are no longer desired: a
+	// pod stopped before it started has no worker to release it.
+	var undesired []types.UID
+	for uid, e := range m.pods {
+		if e.pod != nil && !desired[uid] {
+			undesired = append(undesired, uid)
+		}
+	}
+	skip := len(undesired) == 0 && m.scan.covers(desired, now, m.opts.ReconcilePeriod)
 	m.mu.Unlock()
 	if skip {
 		return nil
@@ -765,6 +776,13 @@ func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool
 		m.scan = orphanScan{at: now, clean: clean, desired: maps.Clone(desired)}
 		m.mu.Unlock()
 	}()
+	var errs []error
+	for _, uid := range undesired {
+		if err := m.ReleasePod(ctx, uid); err != nil {
+			clean = false
+			errs = append(errs, err)
+		}
+	}
 	entries, err := os.ReadDir(m.dirs.Pods())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -774,7 +792,6 @@ func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool
 		return fmt.Errorf("volume: listing pod directories: %w", err)
 	}
 	onDisk := map[types.UID]bool{}
-	var errs []error
 	for _, de := range entries {
 		uid := types.UID(de.Name())
 		onDisk[uid] = true
