@@ -307,6 +307,56 @@ func (r *Manager) forgetLocked(uid types.UID) {
 	delete(r.asAllocated, uid)
 }
 
+// removeOrphans forgets the pods the agent no longer knows (housekeeping,
+// the kubelet's RemoveOrphanedPods): their allocations, written to the
+// checkpoint again when one went, their resize state and the pods as
+// allocated, with the last admission's pods.
+func (r *Manager) removeOrphans() {
+	if r.known == nil {
+		return
+	}
+	r.mu.Lock()
+	r.loadLocked()
+	stored := false
+	for uid := range r.alloc {
+		if !r.known(uid) {
+			r.forgetLocked(uid)
+			stored = true
+		}
+	}
+	// Deleting from a map while ranging over it is allowed.
+	forgot := forgetUnknown(r, r.asAllocated) || stored
+	forgot = forgetUnknown(r, r.pending) || forgot
+	forgot = forgetUnknown(r, r.queued) || forgot
+	forgot = forgetUnknown(r, r.inProgress) || forgot
+	forgot = forgetUnknown(r, r.lastError) || forgot
+	if stored {
+		r.storeLocked()
+	}
+	r.mu.Unlock()
+	r.admitMu.Lock()
+	defer r.admitMu.Unlock()
+	for _, p := range r.admitIn {
+		forgot = forgot || !r.known(p.UID)
+	}
+	if forgot {
+		r.admitIn, r.admitOut = nil, nil
+	}
+}
+
+// forgetUnknown forgets the pods of m the agent no longer knows, and
+// reports whether there was one; r.mu is held.
+func forgetUnknown[V any](r *Manager, m map[types.UID]V) bool {
+	forgot := false
+	for uid := range m {
+		if !r.known(uid) {
+			r.forgetLocked(uid)
+			forgot = true
+		}
+	}
+	return forgot
+}
+
 // allocated is the pod as allocated, and whether its spec asks for other
 // resources.
 func (r *Manager) allocated(pod *v1.Pod) (*v1.Pod, bool) {
@@ -819,6 +869,14 @@ func (h resizingHandler) HandlePodUpdates(ctx context.Context, pods []*v1.Pod) {
 	if h.r.queue(pods) {
 		h.r.retryPending(triggerPodResized)
 	}
+}
+
+// HandlePodCleanups is housekeeping: the allocation state of pods that
+// are gone goes too.
+func (h resizingHandler) HandlePodCleanups(ctx context.Context) error {
+	err := h.SyncHandler.HandlePodCleanups(ctx)
+	h.r.removeOrphans()
+	return err
 }
 
 func (h resizingHandler) HandlePodRemoves(ctx context.Context, pods []*v1.Pod) {
