@@ -302,6 +302,18 @@ func (h *Handler) admissionPodsLocked() {
 	h.active.ok = counted
 }
 
+// dropStaleActiveLocked lets go of the active pods kept for admission
+// once they no longer hold (a pod was removed or a worker ended since),
+// rather than keep gone pods until the next addition. The caller holds
+// activeMu.
+func (h *Handler) dropStaleActiveLocked() {
+	_, removals := h.c.Pods.Generation()
+	if wc, ok := h.c.Workers.(terminationCounter); ok && h.active.ok && h.active.removals == removals && h.active.workers == wc.Terminations() {
+		return
+	}
+	h.active = activeCache{}
+}
+
 func (h *Handler) activePods() []*v1.Pod {
 	var active []*v1.Pod
 	for _, p := range h.c.Pods.Pods() {
@@ -498,6 +510,9 @@ func (h *Handler) ChangeCount() (uint64, bool) {
 
 // cleanup is one full housekeeping pass.
 func (h *Handler) cleanup(ctx context.Context) error {
+	h.activeMu.Lock()
+	h.dropStaleActiveLocked()
+	h.activeMu.Unlock()
 	desired := h.c.Pods.Pods()
 	desiredUIDs := make(map[types.UID]bool, len(desired))
 	for _, p := range desired {

@@ -277,3 +277,38 @@ func TestAdmissionKeepsActivePods(t *testing.T) {
 		t.Fatalf("admitted against %d pods, want %d", len(seen), n-1)
 	}
 }
+
+// TestHousekeepingDropsGoneActivePods: the active pods kept for admission
+// are let go by the housekeeping pass after the pods are removed, not
+// kept until the next addition.
+func TestHousekeepingDropsGoneActivePods(t *testing.T) {
+	w := &countingWorkers{}
+	h := newCountingHandler(t, w, &countingRuntime{current: true})
+	var pods []*v1.Pod
+	for i := range 10 {
+		pods = append(pods, idlePod(i))
+	}
+	h.HandlePodAdditions(t.Context(), pods)
+	if err := h.HandlePodCleanups(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	h.activeMu.Lock()
+	n := len(h.active.pods)
+	h.activeMu.Unlock()
+	if n != 10 {
+		t.Fatalf("%d active pods kept with the 10 pods running, want 10", n)
+	}
+	h.HandlePodRemoves(t.Context(), pods)
+	for _, p := range pods {
+		w.end(p.UID)
+	}
+	if err := h.HandlePodCleanups(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	h.activeMu.Lock()
+	n = len(h.active.pods) + len(h.active.index)
+	h.activeMu.Unlock()
+	if n != 0 {
+		t.Errorf("the removed pods are still held for admission (%d entries)", n)
+	}
+}
