@@ -737,9 +737,10 @@ func (m *Manager) ReleasePod(ctx context.Context, uid types.UID) error {
 	return nil
 }
 
-// CleanupOrphans is housekeeping: it releases, as ReleasePod does, the
-// pods given to the Manager that are not in desired (a pod stopped before
-// its worker started has nobody else to release it), and the pod
+// CleanupOrphans is housekeeping: it makes the pods given to the Manager
+// that are not in desired undesired, as RemovePod does, so that Run
+// releases them (a pod stopped before its worker started has nobody else
+// to release it), and it releases, as ReleasePod does, the pod
 // directories under <root>/pods of pods that are neither in desired nor
 // known to the Manager (left by pods that are gone, or by an earlier run
 // of the agent): their volumes are torn down and their directories
@@ -776,13 +777,12 @@ func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool
 		m.scan = orphanScan{at: now, clean: clean, desired: maps.Clone(desired)}
 		m.mu.Unlock()
 	}()
-	var errs []error
+	// Run releases them, at once and off housekeeping's pass, as for
+	// RemovePod; their directories are not orphans meanwhile.
 	for _, uid := range undesired {
-		if err := m.ReleasePod(ctx, uid); err != nil {
-			clean = false
-			errs = append(errs, err)
-		}
+		m.RemovePod(uid)
 	}
+	var errs []error
 	entries, err := os.ReadDir(m.dirs.Pods())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

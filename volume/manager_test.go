@@ -505,10 +505,14 @@ func TestCleanupOrphans(t *testing.T) {
 // directory again, until the desired pods change or ReconcilePeriod passes.
 // TestCleanupOrphansReleasesUndesiredPods: a pod given to the Manager
 // (AddPod, as the agent does for every pod it is sent) that housekeeping
-// no longer lists is released, its directory and volumes with it: a pod
-// stopped before its worker started has nothing else to release it.
+// no longer lists is released by Run, its directory and volumes with it:
+// a pod stopped before its worker started has nothing else to release it.
 func TestCleanupOrphansReleasesUndesiredPods(t *testing.T) {
 	e := newEnv(t, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
 	pod := newPod("uid-b", emptyVol("scratch", ""))
 	if _, err := e.m.WaitForPodVolumes(t.Context(), pod); err != nil {
 		t.Fatal(err)
@@ -524,6 +528,11 @@ func TestCleanupOrphansReleasesUndesiredPods(t *testing.T) {
 	}
 	if err := e.m.CleanupOrphans(t.Context(), map[types.UID]bool{}); err != nil {
 		t.Fatal(err)
+	}
+	// Run releases it at once: a bound for a loaded machine.
+	deadline := time.Now().Add(10 * time.Second)
+	for exists(e.dirs.Pod("uid-b")) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
 	}
 	if exists(e.dirs.Pod("uid-b")) {
 		t.Error("the directory of a pod no longer desired is left")
