@@ -798,6 +798,13 @@ func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool
 		if !orphanCandidate(uid, desired) {
 			continue
 		}
+		m.mu.Lock()
+		_, tracked := m.pods[uid]
+		m.mu.Unlock()
+		if tracked {
+			// Run releases it (one of undesired, say), or it is in use.
+			continue
+		}
 		e := m.lockPod(uid, true)
 		m.mu.Lock()
 		known := claimed(e.pod, e.actual)
