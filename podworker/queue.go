@@ -95,6 +95,29 @@ func (q *Queue) GetWork() []types.UID {
 	return uids
 }
 
+// remove takes the pod out of the queue, if it is in it: a pod whose
+// worker is forgotten is due no more.
+func (q *Queue) remove(uid types.UID) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	i, ok := q.index[uid]
+	if !ok {
+		return
+	}
+	last := len(q.heap) - 1
+	q.swap(i, last)
+	q.heap[last] = queueEntry{}
+	q.heap = q.heap[:last]
+	delete(q.index, uid)
+	if i < last {
+		q.down(i)
+		q.up(i)
+	}
+	if len(q.heap) == 0 {
+		q.heap, q.index = nil, nil
+	}
+}
+
 // Len returns how many pods are in the queue.
 func (q *Queue) Len() int {
 	q.mu.Lock()

@@ -367,6 +367,7 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 	}
 	if c.forget {
 		delete(w.pods, uid)
+		w.opts.Queue.remove(uid)
 	}
 	if c.wake {
 		notify(wk)
@@ -395,6 +396,15 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 		w.opts.Queue.Enqueue(uid, jitter(w.opts.ResyncInterval, rand.Float64()))
 	case requeueBackOff:
 		w.opts.Queue.Enqueue(uid, jitter(w.opts.BackOffPeriod, rand.Float64()))
+	}
+	if c.requeue != requeueNone {
+		// Forgotten meanwhile (SyncKnownPods): not due any more.
+		w.mu.Lock()
+		gone := w.pods[uid] != wk
+		w.mu.Unlock()
+		if gone {
+			w.opts.Queue.remove(uid)
+		}
 	}
 	return c.exit
 }
@@ -490,6 +500,7 @@ func (w *Workers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
 			// A goroutine still running sees the UID gone in step
 			// and exits.
 			delete(w.pods, uid)
+			w.opts.Queue.remove(uid)
 			w.releaseLocked(&wk.state)
 			w.log.V(4).Info("Pod worker forgotten", "pod", wk.state.name(), "podUID", uid)
 			continue
