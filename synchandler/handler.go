@@ -142,6 +142,9 @@ type Handler struct {
 	// activeCache); it is taken before mu.
 	activeMu sync.Mutex
 	active   activeCache
+	// hadWorker are the pods that had a worker at the last housekeeping
+	// pass (see forgetGone).
+	hadWorker map[types.UID]bool
 	// cleaned is what the last housekeeping pass that succeeded saw, and
 	// when it ran (see HandlePodCleanups).
 	cleaned struct {
@@ -534,6 +537,7 @@ func (h *Handler) cleanup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("synchandler: housekeeping: listing runtime pods: %w", err)
 	}
+	h.forgetGone(workers, desiredUIDs, all)
 	// Pod directories go with the pods: those no source wants, whose
 	// worker is done (or gone: a pod stopped before it started) and that
 	// have nothing left in the runtime.
@@ -592,6 +596,43 @@ func (h *Handler) cleanup(ctx context.Context) error {
 		h.c.Logger.V(1).Info("Removed pod from the runtime", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
 	}
 	return errors.Join(errs...)
+}
+
+// forgetGone makes the runtime manager and the status cache forget the
+// pods whose worker went since the last pass, that no source wants and
+// that have nothing in the runtime: the runtime objects of the others are
+// removed below, which forgets them, but a pod stopped before it started,
+// or whose objects went before its worker read it a last time, has none.
+func (h *Handler) forgetGone(workers map[types.UID]podworker.PodWorkerSync, desired map[types.UID]bool, all []*runtime.Pod) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var inRuntime map[types.UID]bool
+	for uid := range h.hadWorker {
+		if _, ok := workers[uid]; ok || desired[uid] {
+			continue
+		}
+		if inRuntime == nil {
+			inRuntime = make(map[types.UID]bool, len(all))
+			for _, rp := range all {
+				inRuntime[rp.ID] = true
+			}
+		}
+		if !inRuntime[uid] {
+			h.c.Runtime.Forget(uid)
+			h.c.Cache.Delete(uid)
+		}
+	}
+	if len(workers) == 0 {
+		h.hadWorker = nil // a map gives back no room as it empties
+		return
+	}
+	if h.hadWorker == nil {
+		h.hadWorker = make(map[types.UID]bool, len(workers))
+	}
+	clear(h.hadWorker)
+	for uid := range workers {
+		h.hadWorker[uid] = true
+	}
 }
 
 // cleanupCgroups removes the cgroups of pods nobody wants, that have no

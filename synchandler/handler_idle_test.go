@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -310,5 +311,65 @@ func TestHousekeepingDropsGoneActivePods(t *testing.T) {
 	h.activeMu.Unlock()
 	if n != 0 {
 		t.Errorf("the removed pods are still held for admission (%d entries)", n)
+	}
+}
+
+// knownWorkers are pod workers whose SyncKnownPods answers with the pods
+// the test sets.
+type knownWorkers struct {
+	countingWorkers
+	known map[types.UID]podworker.PodWorkerSync
+}
+
+func (w *knownWorkers) SyncKnownPods([]*v1.Pod) map[types.UID]podworker.PodWorkerSync {
+	return w.known
+}
+
+// forgettingRuntime records the pods the runtime manager is told to
+// forget.
+type forgettingRuntime struct {
+	countingRuntime
+	forgot []types.UID
+}
+
+func (r *forgettingRuntime) Forget(uid types.UID) { r.forgot = append(r.forgot, uid) }
+
+type recordingCache struct{ deleted []types.UID }
+
+func (c *recordingCache) Delete(uid types.UID) { c.deleted = append(c.deleted, uid) }
+
+// TestHousekeepingForgetsPodsWithNothingLeft: a pod whose worker went,
+// that no source wants and that has nothing in the runtime (stopped
+// before it started) is forgotten by the runtime manager and the status
+// cache at the next pass; a pod still with a worker is not.
+func TestHousekeepingForgetsPodsWithNothingLeft(t *testing.T) {
+	w := &knownWorkers{known: map[types.UID]podworker.PodWorkerSync{
+		"gone": {State: podworker.TerminatedPod, Orphan: true}, "kept": {State: podworker.SyncPod},
+	}}
+	rt := &forgettingRuntime{}
+	cache := &recordingCache{}
+	h, err := New(Config{
+		Pods: podmanager.New(), Workers: w, Statuses: nopStatuses{}, Volumes: nopVolumes{},
+		Probes: nopProbes{}, Cgroups: nopCgroups{}, Runtime: rt, Cache: cache,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.HandlePodCleanups(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(rt.forgot)+len(cache.deleted) != 0 {
+		t.Fatalf("forgotten while their workers are there: runtime %v, cache %v", rt.forgot, cache.deleted)
+	}
+	delete(w.known, "gone")
+	w.end("gone")
+	if err := h.HandlePodCleanups(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]types.UID{"gone"}, rt.forgot); diff != "" {
+		t.Errorf("runtime manager forgot (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]types.UID{"gone"}, cache.deleted); diff != "" {
+		t.Errorf("status cache forgot (-want +got):\n%s", diff)
 	}
 }
