@@ -366,6 +366,33 @@ func (c *StatusCache) Delete(uid types.UID) {
 	c.notifyLocked(uid)
 }
 
+// Prune forgets the pods keep does not want whose status holds nothing
+// of the runtime (no sandbox, no container) or a failed read, unless a
+// reader waits for them, and returns them. Housekeeping calls it with the
+// pods it still knows: a pod read after its objects were removed, or one
+// stopped before it made any, is in the cache with no event or relist to
+// take it out.
+func (c *StatusCache) Prune(keep func(types.UID) bool) []types.UID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var gone []types.UID
+	for uid, e := range c.pods {
+		if keep(uid) || len(c.waiters[uid]) > 0 {
+			continue
+		}
+		if e.err == nil && e.status != nil && len(e.status.SandboxStatuses)+len(e.status.ContainerStatuses) > 0 {
+			continue
+		}
+		if e.err != nil {
+			c.failed--
+		}
+		c.changes++
+		delete(c.pods, uid)
+		gone = append(gone, uid)
+	}
+	return gone
+}
+
 // Changes returns a count of the entries set and deleted so far, and
 // whether Pods(since) would answer from the cache: a reader that computed
 // something from Pods can tell by the count that nothing was set or

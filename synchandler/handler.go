@@ -218,6 +218,13 @@ type terminationCounter interface {
 	Terminations() uint64
 }
 
+// cachePruner is the optional capability of CacheDeleter that forgets
+// the pods housekeeping no longer knows that hold nothing of the runtime,
+// and returns them (pleg.StatusCache has it).
+type cachePruner interface {
+	Prune(keep func(types.UID) bool) []types.UID
+}
+
 // changeCounter is the optional capability of RuntimePods that counts
 // the changes of the runtime's pods it lists; false when it cannot (it
 // would list the runtime).
@@ -538,6 +545,14 @@ func (h *Handler) cleanup(ctx context.Context) error {
 		return fmt.Errorf("synchandler: housekeeping: listing runtime pods: %w", err)
 	}
 	h.forgetGone(workers, desiredUIDs, all)
+	if c, ok := h.c.Cache.(cachePruner); ok {
+		for _, uid := range c.Prune(func(uid types.UID) bool {
+			_, known := workers[uid]
+			return known || desiredUIDs[uid]
+		}) {
+			h.c.Runtime.Forget(uid)
+		}
+	}
 	// Pod directories go with the pods: those no source wants, whose
 	// worker is done (or gone: a pod stopped before it started) and that
 	// have nothing left in the runtime.

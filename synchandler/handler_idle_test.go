@@ -373,3 +373,48 @@ func TestHousekeepingForgetsPodsWithNothingLeft(t *testing.T) {
 		t.Errorf("status cache forgot (-want +got):\n%s", diff)
 	}
 }
+
+// pruningCache is a status cache holding the pods set, that prunes as
+// pleg.StatusCache does for pods with nothing in the runtime.
+type pruningCache struct {
+	recordingCache
+	pods map[types.UID]bool
+}
+
+func (c *pruningCache) Prune(keep func(types.UID) bool) []types.UID {
+	var gone []types.UID
+	for uid := range c.pods {
+		if !keep(uid) {
+			delete(c.pods, uid)
+			gone = append(gone, uid)
+		}
+	}
+	return gone
+}
+
+// TestHousekeepingPrunesTheCache: the status cache's pods that housekeeping
+// no longer knows (no source wants them, no worker) are pruned, and the
+// runtime manager forgets them, even when no pass saw their worker.
+func TestHousekeepingPrunesTheCache(t *testing.T) {
+	w := &knownWorkers{known: map[types.UID]podworker.PodWorkerSync{"worker": {State: podworker.TerminatedPod}}}
+	rt := &forgettingRuntime{}
+	cache := &pruningCache{pods: map[types.UID]bool{"worker": true, "desired": true, "gone": true}}
+	pods := podmanager.New()
+	pods.AddOrUpdate(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "default", UID: "desired"}})
+	h, err := New(Config{
+		Pods: pods, Workers: w, Statuses: nopStatuses{}, Volumes: nopVolumes{},
+		Probes: nopProbes{}, Cgroups: nopCgroups{}, Runtime: rt, Cache: cache,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.HandlePodCleanups(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[types.UID]bool{"worker": true, "desired": true}, cache.pods); diff != "" {
+		t.Errorf("cache after housekeeping (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]types.UID{"gone"}, rt.forgot); diff != "" {
+		t.Errorf("runtime manager forgot (-want +got):\n%s", diff)
+	}
+}
