@@ -90,6 +90,9 @@ func newAgent(tb testing.TB, kind string, log logr.Logger) *agent {
 	}
 	opts.RuntimeManager.PodLogsDir = a.logsDir
 	opts.Cgroups.Disabled = true
+	// Room for the pods of several generations at once (those still
+	// terminating and their replacements): none is refused admission.
+	opts.Node.MaxPods = 10000
 	ag, err := nodekit.New(opts)
 	if err != nil {
 		a.close()

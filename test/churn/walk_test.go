@@ -8,17 +8,20 @@ import (
 	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // podHolders walks every value reachable from root through struct
 // fields, pointers, interfaces, slices, arrays and maps (not through
 // closures or channels), exported or not, and counts the churn's pods
-// (UID prefix "churn-") it reaches, by the path of field names that led
+// (UID prefix "churn-") and their UIDs (per-pod state kept by UID) it
+// reaches outside those pods, by the path of field names that led
 // to them, with the type of each part (a pointer in a slice or a Run
 // group) named. Call it only once nothing else touches root (the agent
 // stopped): it reads maps without their locks.
 func podHolders(root any) map[string]int {
 	podType := reflect.TypeFor[v1.Pod]()
+	uidType := reflect.TypeFor[types.UID]()
 	seen := map[uintptr]bool{}
 	out := map[string]int{}
 	churnPod := func(p *v1.Pod) bool { return strings.HasPrefix(string(p.UID), "churn-") }
@@ -66,6 +69,10 @@ func podHolders(root any) map[string]int {
 			}
 			for i := range v.Len() {
 				walk(v.Index(i), path+"[]")
+			}
+		case reflect.String:
+			if v.Type() == uidType && strings.HasPrefix(v.String(), "churn-") {
+				out[path+" (UID)"]++
 			}
 		case reflect.Map:
 			for it := v.MapRange(); it.Next(); {
