@@ -774,7 +774,7 @@ func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool
 	clean := true
 	defer func() {
 		m.mu.Lock()
-		m.scan = orphanScan{at: now, clean: clean, desired: maps.Clone(desired)}
+		m.scan = orphanScan{at: now, clean: clean, desired: fingerprint(desired)}
 		m.mu.Unlock()
 	}()
 	// Run releases them, at once and off housekeeping's pass, as for
