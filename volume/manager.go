@@ -802,7 +802,9 @@ func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool
 		_, tracked := m.pods[uid]
 		m.mu.Unlock()
 		if tracked {
-			// Run releases it (one of undesired, say), or it is in use.
+			// Run releases it (one of undesired, say), or it is in use:
+			// the next pass looks again.
+			clean = false
 			continue
 		}
 		e := m.lockPod(uid, true)

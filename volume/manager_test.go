@@ -520,7 +520,14 @@ func TestCleanupOrphansReleasesUndesiredPods(t *testing.T) {
 	if !exists(e.dirs.Pod("uid-b")) {
 		t.Fatal("the pod has no directory")
 	}
-	if err := e.m.CleanupOrphans(t.Context(), map[types.UID]bool{"uid-b": true}); err != nil {
+	// A pod with no volume, only given (its worker never started): Run
+	// makes its directory.
+	e.m.AddPod(newPod("uid-c"))
+	deadline := time.Now().Add(10 * time.Second)
+	for !exists(e.dirs.Pod("uid-c")) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := e.m.CleanupOrphans(t.Context(), map[types.UID]bool{"uid-b": true, "uid-c": true}); err != nil {
 		t.Fatal(err)
 	}
 	if !exists(e.dirs.Pod("uid-b")) || len(e.m.PodVolumes("uid-b")) != 1 {
@@ -529,13 +536,15 @@ func TestCleanupOrphansReleasesUndesiredPods(t *testing.T) {
 	if err := e.m.CleanupOrphans(t.Context(), map[types.UID]bool{}); err != nil {
 		t.Fatal(err)
 	}
-	// Run releases it at once: a bound for a loaded machine.
-	deadline := time.Now().Add(10 * time.Second)
-	for exists(e.dirs.Pod("uid-b")) && time.Now().Before(deadline) {
+	// Run releases them at once: a bound for a loaded machine.
+	deadline = time.Now().Add(10 * time.Second)
+	for (exists(e.dirs.Pod("uid-b")) || exists(e.dirs.Pod("uid-c"))) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if exists(e.dirs.Pod("uid-b")) {
-		t.Error("the directory of a pod no longer desired is left")
+	for _, uid := range []types.UID{"uid-b", "uid-c"} {
+		if exists(e.dirs.Pod(uid)) {
+			t.Errorf("the directory of pod %s, no longer desired, is left", uid)
+		}
 	}
 	if n := len(e.m.PodVolumes("uid-b")); n != 0 {
 		t.Errorf("the Manager still holds %d volumes of the pod", n)
