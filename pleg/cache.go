@@ -363,7 +363,20 @@ func (c *StatusCache) Delete(uid types.UID) {
 	}
 	c.changes++
 	delete(c.pods, uid)
+	c.shrinkLocked()
 	c.notifyLocked(uid)
+}
+
+// shrinkLocked makes the maps anew once they are empty: a map gives back
+// none of the room it grew to as it empties, and a churn of pods grows
+// them to every pod in flight at once.
+func (c *StatusCache) shrinkLocked() {
+	if len(c.pods) == 0 {
+		c.pods = make(map[types.UID]*cacheEntry)
+	}
+	if len(c.waiters) == 0 {
+		c.waiters = make(map[types.UID][]*waiter)
+	}
 }
 
 // Prune forgets the pods keep does not want whose status holds nothing
@@ -389,6 +402,9 @@ func (c *StatusCache) Prune(keep func(types.UID) bool) []types.UID {
 		c.changes++
 		delete(c.pods, uid)
 		gone = append(gone, uid)
+	}
+	if len(gone) > 0 {
+		c.shrinkLocked()
 	}
 	return gone
 }

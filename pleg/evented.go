@@ -819,6 +819,9 @@ func (e *Evented) forget(uid types.UID) {
 		delete(e.witnessed, id)
 	}
 	maps.DeleteFunc(e.witnessed, func(_ string, w witness) bool { return w.pod == uid })
+	if len(e.witnessed) == 0 {
+		e.witnessed = make(map[string]witness) // a map keeps its room as it empties
+	}
 }
 
 func (e *Evented) owe(uid types.UID, name, namespace string) *pendingPod {

@@ -287,7 +287,11 @@ func (m *Manager) reconcileDue(ctx context.Context, now time.Time, full bool) ti
 			}
 		}
 	}
-	clear(m.dirty)
+	if len(m.dirty) > 0 {
+		// Made anew rather than cleared: a burst grows it to every pod,
+		// and a map keeps its room as it empties.
+		m.dirty = make(map[types.UID]struct{})
+	}
 	m.mu.Unlock()
 	for _, uid := range uids {
 		if ctx.Err() != nil {
@@ -405,6 +409,9 @@ func (m *Manager) unlockPod(e *podEntry) {
 	if idle(e.pod, e.actual) {
 		e.dead = true
 		delete(m.pods, e.uid)
+		if len(m.pods) == 0 {
+			m.pods = make(map[types.UID]*podEntry) // a map keeps its room as it empties
+		}
 	}
 	m.mu.Unlock()
 	e.op.Unlock()

@@ -333,6 +333,9 @@ func (r *Manager) removeOrphans() {
 	if stored {
 		r.storeLocked()
 	}
+	if forgot {
+		r.shrinkLocked()
+	}
 	r.mu.Unlock()
 	r.admitMu.Lock()
 	defer r.admitMu.Unlock()
@@ -341,6 +344,30 @@ func (r *Manager) removeOrphans() {
 	}
 	if forgot {
 		r.admitIn, r.admitOut = nil, nil
+	}
+}
+
+// shrinkLocked makes the maps that are empty anew: a map keeps the room it
+// grew to as it empties, and a churn of pods grows them to every pod in
+// flight at once.
+func (r *Manager) shrinkLocked() {
+	if len(r.alloc) == 0 {
+		r.alloc = map[types.UID]podmodel.Allocation{}
+	}
+	if len(r.asAllocated) == 0 {
+		r.asAllocated = nil // made when needed
+	}
+	if len(r.pending) == 0 {
+		r.pending = map[types.UID]pendingResize{}
+	}
+	if len(r.queued) == 0 {
+		r.queued = map[types.UID]bool{}
+	}
+	if len(r.inProgress) == 0 {
+		r.inProgress = map[types.UID]int64{}
+	}
+	if len(r.lastError) == 0 {
+		r.lastError = map[types.UID]string{}
 	}
 }
 
