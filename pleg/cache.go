@@ -363,7 +363,50 @@ func (c *StatusCache) Delete(uid types.UID) {
 	}
 	c.changes++
 	delete(c.pods, uid)
+	c.shrinkLocked()
 	c.notifyLocked(uid)
+}
+
+// shrinkLocked makes the maps anew once they are empty: a map gives back
+// none of the room it grew to as it empties, and a churn of pods grows
+// them to every pod in flight at once.
+func (c *StatusCache) shrinkLocked() {
+	if len(c.pods) == 0 {
+		c.pods = make(map[types.UID]*cacheEntry)
+	}
+	if len(c.waiters) == 0 {
+		c.waiters = make(map[types.UID][]*waiter)
+	}
+}
+
+// Prune forgets the pods keep does not want whose status holds nothing
+// of the runtime (no sandbox, no container) or a failed read, unless a
+// reader waits for them, and returns them. Housekeeping calls it with the
+// pods it still knows: a pod read after its objects were removed, or one
+// stopped before it made any, is in the cache with no event or relist to
+// take it out.
+func (c *StatusCache) Prune(keep func(types.UID) bool) []types.UID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var gone []types.UID
+	for uid, e := range c.pods {
+		if keep(uid) || len(c.waiters[uid]) > 0 {
+			continue
+		}
+		if e.err == nil && e.status != nil && len(e.status.SandboxStatuses)+len(e.status.ContainerStatuses) > 0 {
+			continue
+		}
+		if e.err != nil {
+			c.failed--
+		}
+		c.changes++
+		delete(c.pods, uid)
+		gone = append(gone, uid)
+	}
+	if len(gone) > 0 {
+		c.shrinkLocked()
+	}
+	return gone
 }
 
 // Changes returns a count of the entries set and deleted so far, and

@@ -517,3 +517,37 @@ func TestCacheAwait(t *testing.T) {
 		}
 	})
 }
+
+// TestCachePrune: Prune forgets the pods not kept that hold nothing of
+// the runtime or a failed read, and no other: not a pod with a sandbox
+// or container, not one kept, not one a reader waits for.
+func TestCachePrune(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewCache()
+		now := time.Now()
+		c.UpdateTime(now)
+		c.Set("empty", &runtime.PodStatus{ID: "empty"}, nil, now)
+		c.Set("failed", nil, errors.New("boom"), now)
+		c.Set("kept", &runtime.PodStatus{ID: "kept"}, nil, now)
+		c.Set("running", &runtime.PodStatus{ID: "running", ContainerStatuses: []*runtime.ContainerStatus{{ID: "c"}}}, nil, now)
+		c.Set("awaited", &runtime.PodStatus{ID: "awaited"}, nil, now)
+		go func() { _, _ = c.GetNewerThan(t.Context(), "awaited", now.Add(time.Hour)) }()
+		synctest.Wait()
+
+		gone := c.Prune(func(uid types.UID) bool { return uid == "kept" })
+		slices.Sort(gone)
+		if diff := cmp.Diff([]types.UID{"empty", "failed"}, gone); diff != "" {
+			t.Errorf("Prune (-want +got):\n%s", diff)
+		}
+		for _, uid := range []types.UID{"kept", "running", "awaited"} {
+			if _, ok := c.ReadAt(uid); !ok {
+				t.Errorf("%s was pruned", uid)
+			}
+		}
+		if _, ok := c.Pods(now); !ok {
+			t.Error("the pruned failed read still counts as one")
+		}
+		c.UpdateTime(now.Add(2 * time.Hour)) // releases the reader
+		synctest.Wait()
+	})
+}

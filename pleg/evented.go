@@ -203,6 +203,7 @@ type Evented struct {
 type witness struct {
 	state  plegState
 	relist uint64
+	pod    types.UID
 }
 
 type pendingPod struct {
@@ -647,12 +648,13 @@ func (e *Evented) witness(events []*runtimeapi.ContainerEventResponse) {
 			delete(e.witnessed, ev.GetContainerId())
 			continue
 		}
+		pod := types.UID(ev.GetPodSandboxStatus().GetMetadata().GetUid())
 		if sb := ev.GetPodSandboxStatus(); sb.GetId() != "" {
-			e.witnessed[sb.GetId()] = witness{state: sandboxState(sb.GetState()), relist: n}
+			e.witnessed[sb.GetId()] = witness{state: sandboxState(sb.GetState()), relist: n, pod: pod}
 		}
 		for _, c := range ev.GetContainersStatuses() {
 			if c.GetId() != "" {
-				e.witnessed[c.GetId()] = witness{state: containerState(c.GetState()), relist: n}
+				e.witnessed[c.GetId()] = witness{state: containerState(c.GetState()), relist: n, pod: pod}
 			}
 		}
 	}
@@ -798,11 +800,30 @@ func (e *Evented) inspect(ctx context.Context, uid types.UID, name, namespace st
 	}
 	if deleted && len(status.SandboxStatuses) == 0 && len(status.ContainerStatuses) == 0 {
 		e.cache.Delete(uid)
+		e.forget(uid)
 		return true
 	}
 	status.IPs = e.g.keepIPs(uid, status)
 	e.cache.Set(uid, status, nil, ts)
 	return true
+}
+
+// forget drops what the relist's tracker and the witnesses hold of a pod
+// of which nothing is left in the runtime, rather than keep it until the
+// next relist (minutes away while the stream works).
+func (e *Evented) forget(uid types.UID) {
+	e.g.mu.Lock()
+	ids := e.g.tracker.forget(uid)
+	e.g.mu.Unlock()
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	for _, id := range ids {
+		delete(e.witnessed, id)
+	}
+	maps.DeleteFunc(e.witnessed, func(_ string, w witness) bool { return w.pod == uid })
+	if len(e.witnessed) == 0 {
+		e.witnessed = make(map[string]witness) // a map keeps its room as it empties
+	}
 }
 
 func (e *Evented) owe(uid types.UID, name, namespace string) *pendingPod {

@@ -924,3 +924,49 @@ func TestEventedFullChannelLogsOnceAMinute(t *testing.T) {
 		}
 	})
 }
+
+// TestEventedForgetsRemovedPods: once the stream shows a pod's last
+// object deleted, the PLEG holds nothing of it: no cache entry, no record
+// of the relist's tracker (from a relist that saw it), no witness of its
+// containers' states; nothing waits for the next relist, minutes away.
+func TestEventedForgetsRemovedPods(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newEventedFixture(t, EventedOptions{}, nil)
+		time.Sleep(streamSettle)
+		synctest.Wait()
+		sb := f.runSandbox("a")
+		c := f.createContainer("a", sb, "app", true, "sleep", "infinity")
+		f.events()
+		// A relist sees the pod (as the safety net does every 5 minutes).
+		if err := f.e.Relist(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		f.events()
+		if err := f.rt.StopContainer(t.Context(), c, 0); err != nil {
+			t.Fatal(err)
+		}
+		f.events()
+		for _, step := range []func() error{
+			func() error { return f.rt.RemoveContainer(t.Context(), c) },
+			func() error { return f.rt.StopPodSandbox(t.Context(), sb) },
+			func() error { return f.rt.RemovePodSandbox(t.Context(), sb) },
+		} {
+			if err := step(); err != nil {
+				t.Fatal(err)
+			}
+			f.events()
+		}
+		if _, ok := f.cache.ReadAt("a"); ok {
+			t.Error("the cache still holds the pod")
+		}
+		f.e.g.mu.Lock()
+		records := len(f.e.g.tracker.pods) + len(f.e.g.tracker.ctrs)
+		f.e.g.mu.Unlock()
+		f.e.wmu.Lock()
+		witnessed := len(f.e.witnessed)
+		f.e.wmu.Unlock()
+		if records+witnessed != 0 {
+			t.Errorf("after the pod's removal: %d records of the relist's tracker, %d witnesses; want none", records, witnessed)
+		}
+	})
+}

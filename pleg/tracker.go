@@ -217,6 +217,26 @@ func (t *tracker) sweepContainers() {
 	}
 }
 
+// forget drops what the tracker knows of a pod that is gone from the
+// runtime (an event stream saw its last object deleted) and returns the
+// IDs of its records: the next relist, which does not list it either,
+// has nothing to report of it. A pod queued in the relist under way is
+// left to it.
+func (t *tracker) forget(uid types.UID) []string {
+	pod := t.pods[uid]
+	if pod == nil || pod.dirty {
+		return nil
+	}
+	delete(t.retry, uid)
+	ids := make([]string, 0, len(pod.ctrs))
+	for _, rec := range pod.ctrs {
+		delete(t.ctrs, rec.id)
+		ids = append(ids, rec.id)
+	}
+	delete(t.pods, uid)
+	return ids
+}
+
 func (p *podRecord) removeContainer(rec *ctrRecord) {
 	for i, r := range p.ctrs {
 		if r == rec {

@@ -153,7 +153,8 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *r
 		}
 		// New at a pod's first sandbox: one mkdir, where MkdirAll would
 		// look at it and its parents first.
-		if os.Mkdir(cfg.LogDirectory, 0o755) != nil {
+		madeLogDir := os.Mkdir(cfg.LogDirectory, 0o755) == nil
+		if !madeLogDir {
 			if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 				// The runtime writes the logs; it reports its own error if
 				// it cannot. An in-memory runtime does not need the
@@ -170,6 +171,11 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *r
 			id, err = m.rs.RunPodSandbox(ctx, cfg, handler)
 		}
 		if err != nil {
+			if madeLogDir && ctx.Err() != nil {
+				// The start lost its race with the pod's deletion: the
+				// directory it made goes too (empty, or kept).
+				_ = os.Remove(cfg.LogDirectory)
+			}
 			if pod.DeletionTimestamp == nil {
 				// As the kubelet, no event for a pod being deleted: the
 				// failure is likely its deletion's.
@@ -180,6 +186,11 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *r
 			return result
 		}
 		log.V(1).Info("created sandbox", "sandboxID", id, "attempt", actions.Attempt)
+		defer func() {
+			if ctx.Err() != nil && len(result.containers) == 0 && m.abandonSandbox(ctx, pod, id) && madeLogDir {
+				_ = os.RemoveAll(cfg.LogDirectory)
+			}
+		}()
 		resp, err := m.rs.PodSandboxStatus(ctx, id, false)
 		if err == nil && resp.GetStatus() == nil {
 			err = errors.New("empty sandbox status")
@@ -567,9 +578,16 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *runti
 	}
 	m.ev.container(pod, c, id, v1.EventTypeNormal, EventCreated, "Created container: "+c.Name)
 	if err := m.rs.StartContainer(ctx, id); err != nil {
-		m.ev.container(pod, c, id, v1.EventTypeWarning, EventFailed, "Error: "+errorMessage(err))
 		ar.Message = err.Error()
 		ar.Err = fmt.Errorf("%w: start container %s: %w", ErrRunContainer, id, err)
+		if ctx.Err() != nil {
+			// The start lost its race with the pod's termination (or
+			// the agent's stop): what it created goes, rather than stay
+			// as a container that never ran.
+			m.abandonContainer(ctx, pod, id)
+			return ar, ""
+		}
+		m.ev.container(pod, c, id, v1.EventTypeWarning, EventFailed, "Error: "+errorMessage(err))
 		return ar, id
 	}
 	m.ev.container(pod, c, id, v1.EventTypeNormal, EventStarted, "Started container "+c.Name)
@@ -579,6 +597,42 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *runti
 	}
 	m.log.V(1).Info("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "containerID", id, "restartCount", restartCount)
 	return ar, id
+}
+
+// abandonTimeout bounds the clean-up of what a cancelled sync created.
+const abandonTimeout = 30 * time.Second
+
+// abandonContainer removes a container whose start was cancelled (its
+// pod is terminating, or the agent stopping): the runtime stops whatever
+// the start got running. ctx has ended; the removal has a context of its
+// own. A failure is logged; housekeeping removes the containers of pods
+// no source wants.
+func (m *Manager) abandonContainer(ctx context.Context, pod *v1.Pod, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
+	defer cancel()
+	if err := m.rs.RemoveContainer(ctx, id); err != nil && !runtime.IsNotFound(err) {
+		m.log.Error(err, "cannot remove a container whose start was cancelled", "pod", podFullName(pod), "podUID", pod.UID, "containerID", id)
+		return
+	}
+	m.log.V(1).Info("removed a container whose start was cancelled", "pod", podFullName(pod), "podUID", pod.UID, "containerID", id)
+}
+
+// abandonSandbox stops and removes a sandbox a cancelled sync created and
+// started no container in, as abandonContainer; it reports whether the
+// sandbox is gone.
+func (m *Manager) abandonSandbox(ctx context.Context, pod *v1.Pod, id string) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
+	defer cancel()
+	err := m.rs.StopPodSandbox(ctx, id)
+	if err == nil || runtime.IsNotFound(err) {
+		err = m.rs.RemovePodSandbox(ctx, id)
+	}
+	if err != nil && !runtime.IsNotFound(err) {
+		m.log.Error(err, "cannot remove a sandbox whose pod's start was cancelled", "pod", podFullName(pod), "podUID", pod.UID, "sandboxID", id)
+		return false
+	}
+	m.log.V(1).Info("removed a sandbox whose pod's start was cancelled", "pod", podFullName(pod), "podUID", pod.UID, "sandboxID", id)
+	return true
 }
 
 // gcBackOffsLocked drops stale back-off entries at most once a minute.

@@ -165,14 +165,6 @@ func (q *Queue) takeFired(uid types.UID) bool {
 	return true
 }
 
-// forget drops the pod's wake-up, fired or not, when its worker is gone.
-func (q *Queue) forget(uid types.UID) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	delete(q.wakes, uid)
-	delete(q.fired, uid)
-}
-
 // Woken receives a value when a pod queued with Wake is due; the sync loop
 // then calls GetWork. It is never closed.
 func (q *Queue) Woken() <-chan struct{} {
@@ -208,6 +200,37 @@ func (q *Queue) GetWork() []types.UID {
 	}
 	slices.Sort(uids)
 	return uids
+}
+
+// remove takes the pod out of the queue, if it is in it, with its
+// wake-up, fired or not: a pod whose worker is forgotten is due no more.
+func (q *Queue) remove(uid types.UID) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.wakes, uid)
+	if len(q.wakes) == 0 {
+		q.wakes = nil
+	}
+	delete(q.fired, uid)
+	if len(q.fired) == 0 {
+		q.fired = nil
+	}
+	i, ok := q.index[uid]
+	if !ok {
+		return
+	}
+	last := len(q.heap) - 1
+	q.swap(i, last)
+	q.heap[last] = queueEntry{}
+	q.heap = q.heap[:last]
+	delete(q.index, uid)
+	if i < last {
+		q.down(i)
+		q.up(i)
+	}
+	if len(q.heap) == 0 {
+		q.heap, q.index = nil, nil
+	}
 }
 
 // Len returns how many pods are in the queue.

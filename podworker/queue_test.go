@@ -52,7 +52,11 @@ func TestQueueMatchesModel(t *testing.T) {
 			uids[i] = types.UID(fmt.Sprintf("pod-%03d", i))
 		}
 		for step := range 5000 {
-			switch rng.IntN(3) {
+			switch rng.IntN(4) {
+			case 3:
+				uid := uids[rng.IntN(len(uids))]
+				q.remove(uid)
+				delete(model, uid)
 			case 0, 1:
 				uid := uids[rng.IntN(len(uids))]
 				delay := time.Duration(rng.IntN(120)-10) * time.Second
@@ -200,7 +204,7 @@ func TestQueueWake(t *testing.T) {
 
 		// A worker gone: its wake-up goes too.
 		q.Wake("d", time.Second)
-		q.forget("d")
+		q.remove("d")
 		time.Sleep(2 * time.Second)
 		if q.takeFired("d") {
 			t.Error("a forgotten pod's wake-up fired")

@@ -374,7 +374,8 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 	}
 	if c.forget {
 		delete(w.pods, uid)
-		w.opts.Queue.forget(uid)
+		w.opts.Queue.remove(uid)
+		w.shrinkLocked()
 	}
 	if c.wake {
 		notify(wk)
@@ -403,6 +404,15 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 		w.opts.Queue.Enqueue(uid, jitter(w.opts.ResyncInterval, rand.Float64()))
 	case requeueBackOff:
 		w.opts.Queue.Enqueue(uid, jitter(w.opts.BackOffPeriod, rand.Float64()))
+	}
+	if c.requeue != requeueNone {
+		// Forgotten meanwhile (SyncKnownPods): not due any more.
+		w.mu.Lock()
+		gone := w.pods[uid] != wk
+		w.mu.Unlock()
+		if gone {
+			w.opts.Queue.remove(uid)
+		}
 	}
 	return c.exit
 }
@@ -464,6 +474,15 @@ func (w *Workers) eligibleLocked(uid types.UID) bool {
 	return ok && !wk.state.terminationRequested()
 }
 
+// shrinkLocked makes the map of workers anew once it is empty: a map
+// gives back none of the room it grew to as it empties, and a churn of
+// pods grows it to every pod in flight at once.
+func (w *Workers) shrinkLocked() {
+	if len(w.pods) == 0 {
+		w.pods = make(map[types.UID]*worker)
+	}
+}
+
 // releaseLocked frees a static pod's full name and wakes the pods waiting
 // for it.
 func (w *Workers) releaseLocked(s *podState) {
@@ -508,7 +527,8 @@ func (w *Workers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
 			// A goroutine still running sees the UID gone in step
 			// and exits.
 			delete(w.pods, uid)
-			w.opts.Queue.forget(uid)
+			w.opts.Queue.remove(uid)
+			w.shrinkLocked()
 			w.releaseLocked(&wk.state)
 			w.log.V(4).Info("Pod worker forgotten", "pod", wk.state.name(), "podUID", uid)
 			continue

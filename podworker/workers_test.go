@@ -1179,3 +1179,41 @@ func TestWorkersAggregateSyncErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkersForgottenPodLeavesQueue: once housekeeping forgets a pod's
+// worker, the pod is no longer in the queue (a synced pod is due again
+// in a minute: its UID stayed that long after the pod was gone).
+func TestWorkersForgottenPodLeavesQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startHarness(t, &fakeSync{})
+		defer h.stop()
+		for _, name := range []string{"a", "b"} {
+			h.update(create(newPod(name)))
+		}
+		if n := h.queue.Len(); n != 2 {
+			t.Fatalf("%d pods in the queue after their syncs, want 2", n)
+		}
+		h.update(kill(newPod("a"), nil))
+		h.w.SyncKnownPods([]*v1.Pod{newPod("b")})
+		if diff := cmp.Diff([]types.UID{"b"}, queued(h.queue)); diff != "" {
+			t.Errorf("queue after a's worker was forgotten (-want +got):\n%s", diff)
+		}
+		h.update(kill(newPod("b"), nil))
+		h.w.SyncKnownPods(nil)
+		if n := h.queue.Len(); n != 0 {
+			t.Errorf("%d pods in the queue with none left, want 0", n)
+		}
+	})
+}
+
+// queued lists the pods in q.
+func queued(q *Queue) []types.UID {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []types.UID
+	for _, e := range q.heap {
+		out = append(out, e.uid)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -359,6 +359,13 @@ func (m *Manager) RemoveOrphans(keep map[types.UID]bool) {
 			delete(m.stopped, uid)
 		}
 	}
+	// Made anew once empty: a map keeps the room it grew to as it empties.
+	if len(m.pods) == 0 {
+		m.pods = make(map[types.UID]*entry)
+	}
+	if len(m.stopped) == 0 {
+		m.stopped = make(map[types.UID]bool)
+	}
 }
 
 // Stats returns the API requests sent so far.

@@ -147,6 +147,9 @@ type Handler struct {
 	// activeCache); it is taken before mu.
 	activeMu sync.Mutex
 	active   activeCache
+	// hadWorker are the pods that had a worker at the last housekeeping
+	// pass (see forgetGone).
+	hadWorker map[types.UID]bool
 	// cleaned is what the last housekeeping pass that succeeded saw, and
 	// when it ran (see HandlePodCleanups).
 	cleaned struct {
@@ -218,6 +221,13 @@ const fullCleanupPeriod = time.Minute
 // (podworker.Workers has it).
 type terminationCounter interface {
 	Terminations() uint64
+}
+
+// cachePruner is the optional capability of CacheDeleter that forgets
+// the pods housekeeping no longer knows that hold nothing of the runtime,
+// and returns them (pleg.StatusCache has it).
+type cachePruner interface {
+	Prune(keep func(types.UID) bool) []types.UID
 }
 
 // changeCounter is the optional capability of RuntimePods that counts
@@ -305,6 +315,18 @@ func (h *Handler) admissionPodsLocked() {
 	active := h.activePods()
 	h.active.set(active, removals, workers)
 	h.active.ok = counted
+}
+
+// dropStaleActiveLocked lets go of the active pods kept for admission
+// once they no longer hold (a pod was removed or a worker ended since),
+// rather than keep gone pods until the next addition. The caller holds
+// activeMu.
+func (h *Handler) dropStaleActiveLocked() {
+	_, removals := h.c.Pods.Generation()
+	if wc, ok := h.c.Workers.(terminationCounter); ok && h.active.ok && h.active.removals == removals && h.active.workers == wc.Terminations() {
+		return
+	}
+	h.active = activeCache{}
 }
 
 func (h *Handler) activePods() []*v1.Pod {
@@ -530,6 +552,9 @@ func (h *Handler) ChangeCount() (uint64, bool) {
 
 // cleanup is one full housekeeping pass.
 func (h *Handler) cleanup(ctx context.Context) error {
+	h.activeMu.Lock()
+	h.dropStaleActiveLocked()
+	h.activeMu.Unlock()
 	desired := h.c.Pods.Pods()
 	desiredUIDs := make(map[types.UID]bool, len(desired))
 	for _, p := range desired {
@@ -551,11 +576,26 @@ func (h *Handler) cleanup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("synchandler: housekeeping: listing runtime pods: %w", err)
 	}
-	// Pod directories go with the pods: those no source wants and that
+	h.forgetGone(workers, desiredUIDs, all)
+	if c, ok := h.c.Cache.(cachePruner); ok {
+		for _, uid := range c.Prune(func(uid types.UID) bool {
+			_, known := workers[uid]
+			return known || desiredUIDs[uid]
+		}) {
+			h.c.Runtime.Forget(uid)
+		}
+	}
+	// Pod directories go with the pods: those no source wants, whose
+	// worker is done (or gone: a pod stopped before it started) and that
 	// have nothing left in the runtime.
 	keep := maps.Clone(desiredUIDs)
 	for _, rp := range all {
 		keep[rp.ID] = true
+	}
+	for uid, w := range workers {
+		if w.State != podworker.TerminatedPod {
+			keep[uid] = true
+		}
 	}
 	var errs []error
 	if err := h.c.Volumes.CleanupOrphans(ctx, keep); err != nil {
@@ -603,6 +643,43 @@ func (h *Handler) cleanup(ctx context.Context) error {
 		h.c.Logger.V(1).Info("Removed pod from the runtime", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
 	}
 	return errors.Join(errs...)
+}
+
+// forgetGone makes the runtime manager and the status cache forget the
+// pods whose worker went since the last pass, that no source wants and
+// that have nothing in the runtime: the runtime objects of the others are
+// removed below, which forgets them, but a pod stopped before it started,
+// or whose objects went before its worker read it a last time, has none.
+func (h *Handler) forgetGone(workers map[types.UID]podworker.PodWorkerSync, desired map[types.UID]bool, all []*runtime.Pod) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var inRuntime map[types.UID]bool
+	for uid := range h.hadWorker {
+		if _, ok := workers[uid]; ok || desired[uid] {
+			continue
+		}
+		if inRuntime == nil {
+			inRuntime = make(map[types.UID]bool, len(all))
+			for _, rp := range all {
+				inRuntime[rp.ID] = true
+			}
+		}
+		if !inRuntime[uid] {
+			h.c.Runtime.Forget(uid)
+			h.c.Cache.Delete(uid)
+		}
+	}
+	if len(workers) == 0 {
+		h.hadWorker = nil // a map gives back no room as it empties
+		return
+	}
+	if h.hadWorker == nil {
+		h.hadWorker = make(map[types.UID]bool, len(workers))
+	}
+	clear(h.hadWorker)
+	for uid := range workers {
+		h.hadWorker[uid] = true
+	}
 }
 
 // cleanupCgroups removes the cgroups of pods nobody wants, that have no

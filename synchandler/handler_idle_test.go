@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -275,5 +276,145 @@ func TestAdmissionKeepsActivePods(t *testing.T) {
 	}
 	if len(seen) != n-1 {
 		t.Fatalf("admitted against %d pods, want %d", len(seen), n-1)
+	}
+}
+
+// TestHousekeepingDropsGoneActivePods: the active pods kept for admission
+// are let go by the housekeeping pass after the pods are removed, not
+// kept until the next addition.
+func TestHousekeepingDropsGoneActivePods(t *testing.T) {
+	w := &countingWorkers{}
+	h := newCountingHandler(t, w, &countingRuntime{current: true})
+	var pods []*v1.Pod
+	for i := range 10 {
+		pods = append(pods, idlePod(i))
+	}
+	h.HandlePodAdditions(t.Context(), pods)
+	if err := h.HandlePodCleanups(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	h.activeMu.Lock()
+	n := len(h.active.pods)
+	h.activeMu.Unlock()
+	if n != 10 {
+		t.Fatalf("%d active pods kept with the 10 pods running, want 10", n)
+	}
+	h.HandlePodRemoves(t.Context(), pods)
+	for _, p := range pods {
+		w.end(p.UID)
+	}
+	if err := h.HandlePodCleanups(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	h.activeMu.Lock()
+	n = len(h.active.pods) + len(h.active.index)
+	h.activeMu.Unlock()
+	if n != 0 {
+		t.Errorf("the removed pods are still held for admission (%d entries)", n)
+	}
+}
+
+// knownWorkers are pod workers whose SyncKnownPods answers with the pods
+// the test sets.
+type knownWorkers struct {
+	countingWorkers
+	known map[types.UID]podworker.PodWorkerSync
+}
+
+func (w *knownWorkers) SyncKnownPods([]*v1.Pod) map[types.UID]podworker.PodWorkerSync {
+	return w.known
+}
+
+// forgettingRuntime records the pods the runtime manager is told to
+// forget.
+type forgettingRuntime struct {
+	countingRuntime
+	forgot []types.UID
+}
+
+func (r *forgettingRuntime) Forget(uid types.UID) { r.forgot = append(r.forgot, uid) }
+
+type recordingCache struct{ deleted []types.UID }
+
+func (c *recordingCache) Delete(uid types.UID) { c.deleted = append(c.deleted, uid) }
+
+// TestHousekeepingForgetsPodsWithNothingLeft: a pod whose worker went,
+// that no source wants and that has nothing in the runtime (stopped
+// before it started) is forgotten by the runtime manager and the status
+// cache at the next pass; a pod still with a worker is not.
+func TestHousekeepingForgetsPodsWithNothingLeft(t *testing.T) {
+	w := &knownWorkers{known: map[types.UID]podworker.PodWorkerSync{
+		"gone": {State: podworker.TerminatedPod, Orphan: true}, "kept": {State: podworker.SyncPod},
+	}}
+	rt := &forgettingRuntime{}
+	cache := &recordingCache{}
+	h, err := New(Config{
+		Pods: podmanager.New(), Workers: w, Statuses: nopStatuses{}, Volumes: nopVolumes{},
+		Probes: nopProbes{}, Cgroups: nopCgroups{}, Runtime: rt, Cache: cache,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.HandlePodCleanups(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(rt.forgot)+len(cache.deleted) != 0 {
+		t.Fatalf("forgotten while their workers are there: runtime %v, cache %v", rt.forgot, cache.deleted)
+	}
+	delete(w.known, "gone")
+	w.end("gone")
+	if err := h.HandlePodCleanups(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]types.UID{"gone"}, rt.forgot); diff != "" {
+		t.Errorf("runtime manager forgot (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]types.UID{"gone"}, cache.deleted); diff != "" {
+		t.Errorf("status cache forgot (-want +got):\n%s", diff)
+	}
+}
+
+// pruningCache is a status cache holding the pods set, that prunes as
+// pleg.StatusCache does for pods with nothing in the runtime.
+type pruningCache struct {
+	recordingCache
+	pods map[types.UID]bool
+}
+
+func (c *pruningCache) Prune(keep func(types.UID) bool) []types.UID {
+	var gone []types.UID
+	for uid := range c.pods {
+		if !keep(uid) {
+			delete(c.pods, uid)
+			gone = append(gone, uid)
+		}
+	}
+	return gone
+}
+
+// TestHousekeepingPrunesTheCache: the status cache's pods that housekeeping
+// no longer knows (no source wants them, no worker) are pruned, and the
+// runtime manager forgets them, even when no pass saw their worker.
+func TestHousekeepingPrunesTheCache(t *testing.T) {
+	w := &knownWorkers{known: map[types.UID]podworker.PodWorkerSync{"worker": {State: podworker.TerminatedPod}}}
+	rt := &forgettingRuntime{}
+	cache := &pruningCache{pods: map[types.UID]bool{"worker": true, "desired": true, "gone": true}}
+	pods := podmanager.New()
+	pods.AddOrUpdate(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "default", UID: "desired"}})
+	h, err := New(Config{
+		Pods: pods, Workers: w, Statuses: nopStatuses{}, Volumes: nopVolumes{},
+		Probes: nopProbes{}, Cgroups: nopCgroups{}, Runtime: rt, Cache: cache,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.HandlePodCleanups(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[types.UID]bool{"worker": true, "desired": true}, cache.pods); diff != "" {
+		t.Errorf("cache after housekeeping (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]types.UID{"gone"}, rt.forgot); diff != "" {
+		t.Errorf("runtime manager forgot (-want +got):\n%s", diff)
 	}
 }

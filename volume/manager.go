@@ -287,7 +287,11 @@ func (m *Manager) reconcileDue(ctx context.Context, now time.Time, full bool) ti
 			}
 		}
 	}
-	clear(m.dirty)
+	if len(m.dirty) > 0 {
+		// Made anew rather than cleared: a burst grows it to every pod,
+		// and a map keeps its room as it empties.
+		m.dirty = make(map[types.UID]struct{})
+	}
 	m.mu.Unlock()
 	for _, uid := range uids {
 		if ctx.Err() != nil {
@@ -405,6 +409,9 @@ func (m *Manager) unlockPod(e *podEntry) {
 	if idle(e.pod, e.actual) {
 		e.dead = true
 		delete(m.pods, e.uid)
+		if len(m.pods) == 0 {
+			m.pods = make(map[types.UID]*podEntry) // a map keeps its room as it empties
+		}
 	}
 	m.mu.Unlock()
 	e.op.Unlock()
@@ -737,14 +744,18 @@ func (m *Manager) ReleasePod(ctx context.Context, uid types.UID) error {
 	return nil
 }
 
-// CleanupOrphans is housekeeping: it releases the pod directories under
-// <root>/pods of pods that are neither in desired nor known to the Manager
-// (left by pods that are gone, or by an earlier run of the agent), as
-// ReleasePod does: their volumes are torn down and their directories
+// CleanupOrphans is housekeeping: it makes the pods given to the Manager
+// that are not in desired undesired, as RemovePod does, so that Run
+// releases them (a pod stopped before its worker started has nobody else
+// to release it), and it releases, as ReleasePod does, the pod
+// directories under <root>/pods of pods that are neither in desired nor
+// known to the Manager (left by pods that are gone, or by an earlier run
+// of the agent): their volumes are torn down and their directories
 // removed. A directory under which something is still mounted that no
 // plugin set up is never removed; it is logged once and kept. Call it
 // only once every pod source has been seen (the agent's housekeeping),
-// with every pod the sources list.
+// with every pod the sources list and every pod whose containers may
+// still run.
 //
 // A call with the same desired pods as the previous one, which left no
 // orphaned directory, does not read the pods directory again (the Manager
@@ -754,7 +765,15 @@ func (m *Manager) ReleasePod(ctx context.Context, uid types.UID) error {
 func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool) error {
 	now := time.Now()
 	m.mu.Lock()
-	skip := m.scan.covers(desired, now, m.opts.ReconcilePeriod)
+	// Pods given to the Manager (AddPod) that are no longer desired: a
+	// pod stopped before it started has no worker to release it.
+	var undesired []types.UID
+	for uid, e := range m.pods {
+		if e.pod != nil && !desired[uid] {
+			undesired = append(undesired, uid)
+		}
+	}
+	skip := len(undesired) == 0 && m.scan.covers(desired, now, m.opts.ReconcilePeriod)
 	m.mu.Unlock()
 	if skip {
 		return nil
@@ -762,9 +781,15 @@ func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool
 	clean := true
 	defer func() {
 		m.mu.Lock()
-		m.scan = orphanScan{at: now, clean: clean, desired: maps.Clone(desired)}
+		m.scan = orphanScan{at: now, clean: clean, desired: fingerprint(desired)}
 		m.mu.Unlock()
 	}()
+	// Run releases them, at once and off housekeeping's pass, as for
+	// RemovePod; their directories are not orphans meanwhile.
+	for _, uid := range undesired {
+		m.RemovePod(uid)
+	}
+	var errs []error
 	entries, err := os.ReadDir(m.dirs.Pods())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -774,11 +799,19 @@ func (m *Manager) CleanupOrphans(ctx context.Context, desired map[types.UID]bool
 		return fmt.Errorf("volume: listing pod directories: %w", err)
 	}
 	onDisk := map[types.UID]bool{}
-	var errs []error
 	for _, de := range entries {
 		uid := types.UID(de.Name())
 		onDisk[uid] = true
 		if !orphanCandidate(uid, desired) {
+			continue
+		}
+		m.mu.Lock()
+		_, tracked := m.pods[uid]
+		m.mu.Unlock()
+		if tracked {
+			// Run releases it (one of undesired, say), or it is in use:
+			// the next pass looks again.
+			clean = false
 			continue
 		}
 		e := m.lockPod(uid, true)

@@ -433,7 +433,7 @@ func TestReleasePodKeepsDirectoryWithForeignMount(t *testing.T) {
 func TestCleanupOrphans(t *testing.T) {
 	requireRoot(t)
 	e := newEnv(t, nil)
-	// A pod the manager knows (not in the desired map: still kept).
+	// A pod the manager knows, desired.
 	if _, err := e.m.WaitForPodVolumes(t.Context(), newPod("uid-a", emptyVol("scratch", ""))); err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func TestCleanupOrphans(t *testing.T) {
 	mountTmpfs(t, foreign)
 	mk(e.dirs.Containers("desired"))
 
-	desired := map[types.UID]bool{"desired": true}
+	desired := map[types.UID]bool{"desired": true, "uid-a": true}
 	for range 2 {
 		if err := e.m.CleanupOrphans(t.Context(), desired); err != nil {
 			t.Fatal(err)
@@ -503,6 +503,54 @@ func TestCleanupOrphans(t *testing.T) {
 // TestCleanupOrphansRereadsOnChange: after a housekeeping that left no
 // orphan, the next one with the same desired pods does not read the pods
 // directory again, until the desired pods change or ReconcilePeriod passes.
+// TestCleanupOrphansReleasesUndesiredPods: a pod given to the Manager
+// (AddPod, as the agent does for every pod it is sent) that housekeeping
+// no longer lists is released by Run, its directory and volumes with it:
+// a pod stopped before its worker started has nothing else to release it.
+func TestCleanupOrphansReleasesUndesiredPods(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	pod := newPod("uid-b", emptyVol("scratch", ""))
+	if _, err := e.m.WaitForPodVolumes(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(e.dirs.Pod("uid-b")) {
+		t.Fatal("the pod has no directory")
+	}
+	// A pod with no volume, only given (its worker never started): Run
+	// makes its directory.
+	e.m.AddPod(newPod("uid-c"))
+	deadline := time.Now().Add(10 * time.Second)
+	for !exists(e.dirs.Pod("uid-c")) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := e.m.CleanupOrphans(t.Context(), map[types.UID]bool{"uid-b": true, "uid-c": true}); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(e.dirs.Pod("uid-b")) || len(e.m.PodVolumes("uid-b")) != 1 {
+		t.Fatal("housekeeping released a desired pod")
+	}
+	if err := e.m.CleanupOrphans(t.Context(), map[types.UID]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	// Run releases them at once: a bound for a loaded machine.
+	deadline = time.Now().Add(10 * time.Second)
+	for (exists(e.dirs.Pod("uid-b")) || exists(e.dirs.Pod("uid-c"))) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, uid := range []types.UID{"uid-b", "uid-c"} {
+		if exists(e.dirs.Pod(uid)) {
+			t.Errorf("the directory of pod %s, no longer desired, is left", uid)
+		}
+	}
+	if n := len(e.m.PodVolumes("uid-b")); n != 0 {
+		t.Errorf("the Manager still holds %d volumes of the pod", n)
+	}
+}
+
 func TestCleanupOrphansRereadsOnChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, func(o *volume.Options) { o.ReconcilePeriod = time.Minute })

@@ -441,30 +441,44 @@ func earlier(a, b time.Time) time.Time {
 
 // orphanScan is what a CleanupOrphans that read the pods directory saw.
 type orphanScan struct {
-	at      time.Time
-	desired map[types.UID]bool
+	at time.Time
+	// desired is the desired pods, as a fingerprint: the scan holds no
+	// UID of them, which outlive the pods until the next scan otherwise.
+	desired podSet
 	// clean: no orphaned directory was left (none found, or all removed).
 	clean bool
 }
 
-// sameKeys reports whether a and b hold the same keys.
-func sameKeys(a, b map[types.UID]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k := range a {
-		if _, ok := b[k]; !ok {
-			return false
+// podSet is the fingerprint of a set of pod UIDs: how many, and the sum
+// and the exclusive or of their hashes. Two sets with the same fingerprint
+// are taken as the same; a collision skips one scan of the pods directory,
+// which the next full one (ReconcilePeriod) makes good.
+type podSet struct {
+	n        int
+	sum, xor uint64
+}
+
+// fingerprint returns the podSet of the keys of m.
+func fingerprint(m map[types.UID]bool) podSet {
+	s := podSet{n: len(m)}
+	for uid := range m {
+		// FNV-1a, 64 bits.
+		v := uint64(14695981039346656037)
+		for i := 0; i < len(uid); i++ {
+			v ^= uint64(uid[i])
+			v *= 1099511628211
 		}
+		s.sum += v
+		s.xor ^= v
 	}
-	return true
+	return s
 }
 
 // covers reports whether a CleanupOrphans at now with desired pods may
 // skip reading the pods directory: the last scan left no orphan, saw the
 // same desired pods and is younger than period.
 func (s orphanScan) covers(desired map[types.UID]bool, now time.Time, period time.Duration) bool {
-	return s.clean && now.Sub(s.at) < period && sameKeys(desired, s.desired)
+	return s.clean && now.Sub(s.at) < period && fingerprint(desired) == s.desired
 }
 
 // orphanCandidate reports whether the directory of uid under the pods

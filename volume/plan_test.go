@@ -837,13 +837,13 @@ func TestOrphans(t *testing.T) {
 		desired map[types.UID]bool
 		covers  bool
 	}{
-		{name: "same pods, clean, recent", scan: orphanScan{at: now.Add(-time.Second), desired: desired, clean: true}, desired: desired, covers: true},
+		{name: "same pods, clean, recent", scan: orphanScan{at: now.Add(-time.Second), desired: fingerprint(desired), clean: true}, desired: desired, covers: true},
 		{name: "never scanned", desired: desired},
-		{name: "orphans left", scan: orphanScan{at: now, desired: desired}, desired: desired},
-		{name: "period passed", scan: orphanScan{at: now.Add(-time.Minute), desired: desired, clean: true}, desired: desired},
-		{name: "a pod more", scan: orphanScan{at: now, desired: desired, clean: true}, desired: map[types.UID]bool{"a": true, "b": true, "c": true}},
-		{name: "other pods", scan: orphanScan{at: now, desired: desired, clean: true}, desired: map[types.UID]bool{"a": true, "c": true}},
-		{name: "no pods, again", scan: orphanScan{at: now, desired: map[types.UID]bool{}, clean: true}, covers: true},
+		{name: "orphans left", scan: orphanScan{at: now, desired: fingerprint(desired)}, desired: desired},
+		{name: "period passed", scan: orphanScan{at: now.Add(-time.Minute), desired: fingerprint(desired), clean: true}, desired: desired},
+		{name: "a pod more", scan: orphanScan{at: now, desired: fingerprint(desired), clean: true}, desired: map[types.UID]bool{"a": true, "b": true, "c": true}},
+		{name: "other pods", scan: orphanScan{at: now, desired: fingerprint(desired), clean: true}, desired: map[types.UID]bool{"a": true, "c": true}},
+		{name: "no pods, again", scan: orphanScan{at: now, desired: fingerprint(map[types.UID]bool{}), clean: true}, covers: true},
 	}
 	for _, tc := range scans {
 		if got := tc.scan.covers(tc.desired, now, time.Minute); got != tc.covers {

@@ -307,6 +307,83 @@ func (r *Manager) forgetLocked(uid types.UID) {
 	delete(r.asAllocated, uid)
 }
 
+// removeOrphans forgets the pods the agent no longer knows (housekeeping,
+// the kubelet's RemoveOrphanedPods): their allocations, written to the
+// checkpoint again when one went, their resize state and the pods as
+// allocated, with the last admission's pods.
+func (r *Manager) removeOrphans() {
+	if r.known == nil {
+		return
+	}
+	r.mu.Lock()
+	r.loadLocked()
+	stored := false
+	for uid := range r.alloc {
+		if !r.known(uid) {
+			r.forgetLocked(uid)
+			stored = true
+		}
+	}
+	// Deleting from a map while ranging over it is allowed.
+	forgot := forgetUnknown(r, r.asAllocated) || stored
+	forgot = forgetUnknown(r, r.pending) || forgot
+	forgot = forgetUnknown(r, r.queued) || forgot
+	forgot = forgetUnknown(r, r.inProgress) || forgot
+	forgot = forgetUnknown(r, r.lastError) || forgot
+	if stored {
+		r.storeLocked()
+	}
+	if forgot {
+		r.shrinkLocked()
+	}
+	r.mu.Unlock()
+	r.admitMu.Lock()
+	defer r.admitMu.Unlock()
+	for _, p := range r.admitIn {
+		forgot = forgot || !r.known(p.UID)
+	}
+	if forgot {
+		r.admitIn, r.admitOut = nil, nil
+	}
+}
+
+// shrinkLocked makes the maps that are empty anew: a map keeps the room it
+// grew to as it empties, and a churn of pods grows them to every pod in
+// flight at once.
+func (r *Manager) shrinkLocked() {
+	if len(r.alloc) == 0 {
+		r.alloc = map[types.UID]podmodel.Allocation{}
+	}
+	if len(r.asAllocated) == 0 {
+		r.asAllocated = nil // made when needed
+	}
+	if len(r.pending) == 0 {
+		r.pending = map[types.UID]pendingResize{}
+	}
+	if len(r.queued) == 0 {
+		r.queued = map[types.UID]bool{}
+	}
+	if len(r.inProgress) == 0 {
+		r.inProgress = map[types.UID]int64{}
+	}
+	if len(r.lastError) == 0 {
+		r.lastError = map[types.UID]string{}
+	}
+}
+
+// forgetUnknown forgets the pods of m the agent no longer knows, and
+// reports whether there was one; r.mu is held.
+func forgetUnknown[V any](r *Manager, m map[types.UID]V) bool {
+	forgot := false
+	for uid := range m {
+		if !r.known(uid) {
+			r.forgetLocked(uid)
+			forgot = true
+		}
+	}
+	return forgot
+}
+
 // allocated is the pod as allocated, and whether its spec asks for other
 // resources.
 func (r *Manager) allocated(pod *v1.Pod) (*v1.Pod, bool) {
@@ -819,6 +896,14 @@ func (h resizingHandler) HandlePodUpdates(ctx context.Context, pods []*v1.Pod) {
 	if h.r.queue(pods) {
 		h.r.retryPending(triggerPodResized)
 	}
+}
+
+// HandlePodCleanups is housekeeping: the allocation state of pods that
+// are gone goes too.
+func (h resizingHandler) HandlePodCleanups(ctx context.Context) error {
+	err := h.SyncHandler.HandlePodCleanups(ctx)
+	h.r.removeOrphans()
+	return err
 }
 
 func (h resizingHandler) HandlePodRemoves(ctx context.Context, pods []*v1.Pod) {

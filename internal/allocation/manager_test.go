@@ -635,3 +635,69 @@ func TestAdmitMapsOnlyNewPods(t *testing.T) {
 		}
 	}
 }
+
+// TestHousekeepingForgetsGonePods: once a pod is gone from the agent
+// (housekeeping, with no admission after it), the allocation manager holds
+// nothing of it: its allocation (also gone from the checkpoint), the pod
+// as allocated, and the last admission's pods.
+func TestHousekeepingForgetsGonePods(t *testing.T) {
+	path := filepath.Join(t.TempDir(), checkpointFile)
+	var mu sync.Mutex
+	known := map[types.UID]bool{}
+	r := &Manager{path: path, log: testr.New(t), known: func(uid types.UID) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return known[uid]
+	}}
+	admit := r.Admit(nil)
+	var active []*v1.Pod
+	for i := range 20 {
+		p := apiPodWithCPU(fmt.Sprint("p", i), "100m")
+		mu.Lock()
+		known[p.UID] = true
+		mu.Unlock()
+		if res := admit.Admit(p, active); !res.Admit {
+			t.Fatalf("pod %d refused: %+v", i, res)
+		}
+		active = append(active, p)
+		r.allocated(p) // as its sync does
+	}
+	h := r.WrapHandler(nopHandler{})
+	if err := h.HandlePodCleanups(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	n := len(r.alloc)
+	r.mu.Unlock()
+	if n != 20 {
+		t.Fatalf("%d allocations with every pod known, want 20", n)
+	}
+
+	mu.Lock()
+	clear(known)
+	mu.Unlock()
+	if err := h.HandlePodCleanups(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	alloc, asAllocated := len(r.alloc), len(r.asAllocated)
+	r.mu.Unlock()
+	r.admitMu.Lock()
+	admitted := len(r.admitIn) + len(r.admitOut)
+	r.admitMu.Unlock()
+	if alloc+asAllocated+admitted != 0 {
+		t.Errorf("after the pods are gone: %d allocations, %d pods as allocated, %d pods of the last admission; want none", alloc, asAllocated, admitted)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != `{"version":1,"pods":{}}` {
+		t.Errorf("checkpoint %s, want no pod", data)
+	}
+}
+
+// nopHandler is a syncloop.SyncHandler that does nothing.
+type nopHandler struct{ syncloop.SyncHandler }
+
+func (nopHandler) HandlePodCleanups(context.Context) error { return nil }

@@ -225,3 +225,63 @@ func TestNoStrayProcess(t *testing.T) {
 		t.Errorf("the container's directory is left: %v", err)
 	}
 }
+
+// TestCancelledStartLeavesNoProcess: a StartContainer whose context ends
+// while the monitor is starting the process (a pod deleted during its
+// start) returns the context's error and leaves no process running, with
+// the container exited; the monitor, which goes on by itself, has been
+// waited for.
+func TestCancelledStartLeavesNoProcess(t *testing.T) {
+	dir := t.TempDir()
+	rt := newRuntime(t, dir)
+	t.Cleanup(func() { rt.Close() })
+	sb, cfg := pod(t, &rt)
+	for i := range 5 {
+		id := container(t, rt, sb, cfg, "", "sleep", "3600")
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := rt.StartContainer(ctx, id); !errors.Is(err, context.Canceled) {
+			t.Fatalf("StartContainer with a cancelled context: %v, want context.Canceled", err)
+		}
+		if n := processesOf(filepath.Join(dir, "containers", id)); n != 0 {
+			t.Errorf("start %d: %d processes of the container run after its start was cancelled", i, n)
+		}
+		if st := status(t, rt, id); st.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			t.Errorf("start %d: the container is %s, want exited", i, st.State)
+		}
+	}
+}
+
+// processesOf counts the processes, zombies aside, whose command line
+// names the container's directory (its monitor) or that run in the group
+// its monitor recorded.
+func processesOf(containerDir string) int {
+	pgid := 0
+	if data, err := os.ReadFile(filepath.Join(containerDir, "process.json")); err == nil {
+		s := string(data)
+		if i := strings.Index(s, `"PID":`); i >= 0 {
+			s = s[i+len(`"PID":`):]
+			pgid, _ = strconv.Atoi(s[:strings.IndexAny(s, ",}")])
+		}
+	}
+	n := 0
+	if pgid > 0 && !gone(pgid) {
+		n++
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		s := string(stat)
+		if i := strings.LastIndexByte(s, ')'); i < 0 || strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z") {
+			continue
+		}
+		if strings.Contains(string(cmd), containerDir) {
+			n++
+		}
+	}
+	return n
+}

@@ -196,10 +196,20 @@ func (b *Backend) Start(ctx context.Context, id string, s backend.Spec) error {
 	select {
 	case m = <-msgc:
 	case <-ctx.Done():
-		r.Close() // the decoder returns; the monitor's report fails
-		<-msgc
-		b.kill(dir)
+		// The monitor goes on and starts the process all the same: wait
+		// for its report (it comes, or the pipe closes as the monitor
+		// ends), then kill what it started, so that a start given up
+		// leaves no process behind.
+		abandon := time.NewTimer(startAbandonTimeout)
+		select {
+		case m = <-msgc:
+		case <-abandon.C:
+			r.Close() // the decoder returns; the monitor's report fails
+			m = <-msgc
+		}
+		abandon.Stop()
 		<-waitErr
+		b.abort(context.WithoutCancel(ctx), dir, m.Proc)
 		return ctx.Err()
 	}
 	<-waitErr
@@ -207,6 +217,32 @@ func (b *Backend) Start(ctx context.Context, id string, s backend.Spec) error {
 		return errors.New(m.Error)
 	}
 	return nil
+}
+
+// startAbandonTimeout bounds how long a cancelled Start waits for the
+// monitor's report before it gives up on it: a monitor reports within
+// milliseconds, or ends.
+const startAbandonTimeout = 10 * time.Second
+
+// abort kills the container a cancelled Start may have left running: the
+// process group of p (the monitor's report; nil when there was none, and
+// then what the monitor wrote, if anything), and its monitor, which it
+// waits for, so that the container's exit status is written before the
+// caller goes on.
+func (b *Backend) abort(ctx context.Context, dir string, p *procInfo) {
+	if p == nil {
+		p, _ = procOf(dir)
+	}
+	if p == nil {
+		return
+	}
+	if alive(p.MonitorPID, p.MonitorStart) {
+		b.signal(p, syscall.SIGKILL)
+		ctx, cancel := context.WithTimeout(ctx, startAbandonTimeout)
+		_ = waitExit(ctx, p.MonitorPID, p.MonitorStart)
+		cancel()
+	}
+	b.kill(dir)
 }
 
 // procOf reads the process's identity; nil before it started.
