@@ -165,6 +165,14 @@ func (q *Queue) takeFired(uid types.UID) bool {
 	return true
 }
 
+// wakeTime returns the time of the pod's wake-up that has not fired yet.
+func (q *Queue) wakeTime(uid types.UID) (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	at, ok := q.wakes[uid]
+	return at, ok
+}
+
 // Woken receives a value when a pod queued with Wake is due; the sync loop
 // then calls GetWork. It is never closed.
 func (q *Queue) Woken() <-chan struct{} {

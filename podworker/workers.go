@@ -420,6 +420,26 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 // call reads the pod's runtime status and calls the sync function for w.
 // The status is newer than the end of the worker's previous sync, so the
 // worker never acts on a status that predates its own last action.
+// newerStatus waits for a status of the pod read after lastSync, as
+// call's syncs do; for a sync, no later than the pod's wake-up (its
+// deadline): a wake-up that comes while the worker waits here would
+// otherwise be acted on only at the next refresh of the cache, seconds
+// late. The sync then takes the status held.
+func (w *Workers) newerStatus(ctx context.Context, uid types.UID, kind workKind, lastSync time.Time) (*runtime.PodStatus, error) {
+	at, ok := w.opts.Queue.wakeTime(uid)
+	if kind != workSync || !ok {
+		return w.opts.Cache.GetNewerThan(ctx, uid, lastSync)
+	}
+	wctx, cancel := context.WithDeadline(ctx, at)
+	defer cancel()
+	status, err := w.opts.Cache.GetNewerThan(wctx, uid, lastSync)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		w.opts.Queue.takeFired(uid)
+		return w.opts.Cache.Get(uid)
+	}
+	return status, err
+}
+
 func (w *Workers) call(ctx context.Context, uid types.UID, wrk work, lastSync *time.Time) result {
 	if wrk.kind == workTerminatingRuntime {
 		start := time.Now()
@@ -436,7 +456,7 @@ func (w *Workers) call(ctx context.Context, uid types.UID, wrk work, lastSync *t
 		// action, and waiting for the next refresh would act late.
 		status, err = w.opts.Cache.Get(uid)
 	} else {
-		status, err = w.opts.Cache.GetNewerThan(ctx, uid, *lastSync)
+		status, err = w.newerStatus(ctx, uid, wrk.kind, *lastSync)
 	}
 	if err != nil {
 		return result{err: err}

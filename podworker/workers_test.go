@@ -1217,3 +1217,32 @@ func queued(q *Queue) []types.UID {
 	slices.Sort(out)
 	return out
 }
+
+// TestWorkersWakeEndsStatusWait: a sync waiting for a newer status than
+// the worker's last (a cache not refreshed yet) stops waiting when the
+// pod's wake-up comes and syncs on the status held, at the wake-up's time
+// rather than at the next refresh of the cache: a pod's active deadline is
+// acted on when it passes.
+func TestWorkersWakeEndsStatusWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &fakeSync{}
+		h := newHarness(t, fs, logr.Discard())
+		blocking := &blockingCache{fakeCache: h.cache, block: make(chan struct{})}
+		defer blocking.unblock()
+		h.w.opts.Cache = blocking
+		h.start()
+		defer h.stop()
+
+		pod := newPod("a")
+		h.queue.Wake(pod.UID, 2*time.Second)
+		start := time.Now()
+		h.update(create(pod))
+		h.wantCalls()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		h.wantCalls("SyncPod create a@1")
+		if d := time.Since(start); d != 2*time.Second {
+			t.Errorf("synced %v after the update, want at the wake-up, 2s", d)
+		}
+	})
+}

@@ -215,11 +215,17 @@ func (c *cluster) runtimeHandlersReported(t *testing.T) error {
 	if !userns && os.Getenv(envRequired) != "" {
 		return fmt.Errorf("containerd 2.x does not report user namespaces for its default handler")
 	}
-	yes := true
-	features := func() *v1.NodeRuntimeHandlerFeatures {
-		return &v1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: &yes, UserNamespaces: &userns}
+	// Every handler the runtime lists (hack/containerd.sh configures
+	// runc-b beside runc), each with the features it reports.
+	var want []v1.NodeRuntimeHandler
+	for _, h := range st.GetRuntimeHandlers() {
+		rro, un := h.GetFeatures().GetRecursiveReadOnlyMounts(), h.GetFeatures().GetUserNamespaces()
+		want = append(want, v1.NodeRuntimeHandler{Name: h.GetName(), Features: &v1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: &rro, UserNamespaces: &un}})
 	}
-	want := []v1.NodeRuntimeHandler{{Name: "", Features: features()}, {Name: "runc", Features: features()}}
+	if len(want) < 2 {
+		return fmt.Errorf("containerd 2.x lists %d runtime handlers, want the default and runc at least", len(want))
+	}
+	slices.SortFunc(want, func(a, b v1.NodeRuntimeHandler) int { return strings.Compare(a.Name, b.Name) })
 	n, err := c.api.CoreV1().Nodes().Get(t.Context(), c.node, metav1.GetOptions{})
 	if err != nil {
 		return err
