@@ -258,6 +258,11 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 	if keyed && updateType == podworker.SyncPodSync && s.stillSettled(pod.UID, key) {
 		return false, nil
 	}
+	if h, ok := s.c.Statuses.(statusHolder); ok {
+		// The statuses this sync sets (the one it starts from, the one
+		// read back after it started containers) go out as one write.
+		defer h.Hold(pod.UID)()
+	}
 	settled := false
 	defer func() {
 		if !settled || !keyed {
@@ -451,6 +456,12 @@ func (s *Syncer) syncError(pod *v1.Pod, result podruntime.SyncResult) error {
 		return nil
 	}
 	return err
+}
+
+// statusHolder is the optional capability of PodStatuses that keeps a
+// pod's status unwritten while a sync runs (status.Manager has it).
+type statusHolder interface {
+	Hold(uid types.UID) (release func())
 }
 
 // syncStatusReader is the optional capability of PodRuntime that reads a
