@@ -8,6 +8,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/gc"
 	"github.com/nodekit/nodekit/logrotate"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/runtime"
@@ -32,7 +33,15 @@ type cachedContainers struct {
 var (
 	_ logrotate.LogPathLister = cachedContainers{}
 	_ logrotate.ChangeCounter = cachedContainers{}
+	_ gc.CachedLister         = cachedContainers{}
 )
+
+// CachedListing implements gc.CachedLister: the pods of the cache with
+// something dead, while the cache is current, so that the container
+// collector decodes no listing of every container and sandbox.
+func (c cachedContainers) CachedListing() ([]*runtimeapi.Container, []*runtimeapi.PodSandbox, bool) {
+	return c.cache.NotRunning(time.Now().Add(-pleg.CacheMaxAge))
+}
 
 // RunningContainersChanges implements logrotate.ChangeCounter: the count
 // of the cache's changes, while the cache is current (ListContainers then
@@ -97,6 +106,16 @@ func (c cachedContainers) Unwrap() runtime.RuntimeService { return c.RuntimeServ
 func onlyRunning(f *runtimeapi.ContainerFilter) bool {
 	return f != nil && f.GetState().GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING && f.State != nil &&
 		f.GetId() == "" && f.GetPodSandboxId() == "" && len(f.GetLabelSelector()) == 0
+}
+
+// gcRuntime is the runtime the container collector reads: its listings
+// come from the PLEG's cache when the PLEG keeps every pod of the runtime
+// there (Parts.Cache).
+func (m *Manager) gcRuntime() gc.Runtime {
+	if m.p.Cache == nil {
+		return m.p.Runtime
+	}
+	return cachedContainers{RuntimeService: m.p.Runtime, cache: m.p.Cache}
 }
 
 // logRotationRuntime is the runtime the log rotator reads: the running

@@ -26,7 +26,9 @@
 // The log rotator reads the size of the logs written since its last pass
 // (inotify) and the running containers from the PLEG's cache; the
 // container collector does not list the runtime while nothing it depends
-// on changed (Parts.Changes). See packages logrotate and gc.
+// on changed (Parts.Changes), and otherwise reads the pods with something
+// dead from the PLEG's cache (gc.CachedLister), listing the runtime
+// itself every gc.ContainerOptions.Resync. See packages logrotate and gc.
 //
 // # Concurrency
 //
@@ -256,7 +258,7 @@ func (m *Manager) build() error {
 		if co.Logger.GetSink() == nil {
 			co.Logger = m.log
 		}
-		c, err := gc.NewContainerCollector(m.p.Runtime, co)
+		c, err := gc.NewContainerCollector(m.gcRuntime(), co)
 		if err != nil {
 			return fmt.Errorf("upkeep: %w", err)
 		}
