@@ -105,6 +105,9 @@ type Generic struct {
 	// guards them.
 	wire                         runtime.WireLister
 	sandboxItems, containerItems []wireItem
+	// sandboxBuf and containerBuf hold the last answers' bytes, which
+	// the next relist reuses (see relistWire).
+	sandboxBuf, containerBuf []byte
 
 	status StatusGetter
 	cache  Cache
@@ -295,16 +298,21 @@ func (g *Generic) Relist(ctx context.Context) error {
 // sandboxes and containers were listed. An error wrapping
 // runtime.ErrUnimplemented means the lister cannot list in wire form.
 func (g *Generic) relistWire(ctx context.Context) (pods []*podRecord, dropped, nSandboxes, nContainers int, err error) {
-	// The answers are not kept between relists: at 1000 pods they weigh
-	// megabytes, which the agent would hold for the bytes of a second.
-	sb, err := g.wire.ListPodSandboxWire(ctx, nil, nil)
+	// Each relist reads its answers into the buffers of the last: at
+	// 10,000 pods a fresh pair was megabytes of garbage every second, whose
+	// collection cost more than the relist. A buffer much larger than its
+	// last answer (the pods went) is dropped, so that what is held stays
+	// about the size of the runtime's lists.
+	sb, err := g.wire.ListPodSandboxWire(ctx, nil, g.sandboxBuf)
 	if err != nil {
 		return nil, 0, 0, 0, fmt.Errorf("pleg: list sandboxes: %w", err)
 	}
-	cs, err := g.wire.ListContainersWire(ctx, nil, nil)
+	g.sandboxBuf = keepBuffer(sb)
+	cs, err := g.wire.ListContainersWire(ctx, nil, g.containerBuf)
 	if err != nil {
 		return nil, 0, 0, 0, fmt.Errorf("pleg: list containers: %w", err)
 	}
+	g.containerBuf = keepBuffer(cs)
 	g.sandboxItems, err = splitList(sb, fieldSandboxState, g.sandboxItems[:0])
 	if err != nil {
 		return nil, 0, 0, 0, fmt.Errorf("pleg: list sandboxes: %w", err)
@@ -320,6 +328,17 @@ func (g *Generic) relistWire(ctx context.Context) (pods []*podRecord, dropped, n
 	}
 	pods, dropped = g.tracker.end(g.send)
 	return pods, dropped, len(g.sandboxItems), len(g.containerItems), nil
+}
+
+// keepBuffer returns the answer b for the next relist to reuse, or nil
+// when its capacity is more than four times its length (and above 64
+// KiB): the runtime's lists shrank, and the next relist allocates one of
+// their size.
+func keepBuffer(b []byte) []byte {
+	if cap(b) > 64<<10 && cap(b) > 4*len(b) {
+		return nil
+	}
+	return b
 }
 
 // syncPod inspects a pod the tracker found changed (or owed a retry) and
