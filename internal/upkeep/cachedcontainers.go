@@ -52,8 +52,13 @@ func (c cachedContainers) RunningContainersChanges() (uint64, bool) {
 }
 
 // RunningLogPaths implements logrotate.LogPathLister: the log paths of the
-// running containers the cache holds, while it is current, so that the
-// rotator's first pass over new containers reads none of their statuses.
+// running containers the cache holds, so that the rotator's first pass
+// over new containers reads none of their statuses. The cache need not be
+// current: a container's log path is fixed when it is created, and the
+// rotator asks only for the containers its list of running ones found (a
+// start of 10,000 pods keeps the relisting PLEG's cache behind for a
+// while, and the rotator's passes meanwhile read the paths here rather
+// than one container status each).
 // A path is listed only when its pod's log directory is there (the agent
 // makes it before the pod's sandbox): a container created while the agent
 // put logs elsewhere (another PodLogsDir) has its status read.
@@ -63,7 +68,7 @@ func (c cachedContainers) RunningLogPaths() (map[string]string, bool) {
 	}
 	paths := map[string]string{}
 	var dirs []string
-	ok := c.cache.EachRunningContainer(time.Now().Add(-pleg.CacheMaxAge), func(pod *runtime.PodStatus, cs *runtime.ContainerStatus) {
+	ok := c.cache.EachRunningContainer(time.Time{}, func(pod *runtime.PodStatus, cs *runtime.ContainerStatus) {
 		if pod.ID != "" && pod.Name != "" && pod.Namespace != "" && cs.Name != "" {
 			paths[cs.ID] = c.logPath(pod, cs)
 			dirs = append(dirs, c.podLogDir(pod))
