@@ -256,7 +256,15 @@ func New(c Config) (*Syncer, error) {
 // deadline. A drift the agent would see (a container that died, a spec or
 // status changed) changes one of them; what it would not see (a pod
 // cgroup removed behind its back) is fixed by the full sync every pod
-// still gets at least every 10 minutes, at a time of its own.
+// still gets at least every 10 minutes, at a time of its own. A sync from
+// the same inputs as the API status a sync that did something generated
+// from what it read back (the sync the runtime's events bring after a
+// start) takes that status instead of generating it again, and drives the
+// runtime as any sync.
+//
+// The statuses a sync sets go out to the API server as one write, its
+// last (status.Manager.Hold, when PodStatuses has it): a start writes
+// Running, not Pending first.
 func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod *v1.Pod, podStatus *runtime.PodStatus) (bool, error) {
 	s.c.Objects.RegisterPod(pod)
 	key, keyed := s.settledKey(pod, podStatus)
