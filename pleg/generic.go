@@ -269,7 +269,7 @@ func (g *Generic) Relist(ctx context.Context) error {
 			break
 		}
 		inspected++
-		n := g.syncPod(ctx, pod)
+		n := g.syncPod(ctx, pod, start)
 		if n > 0 {
 			dropped += n
 			droppedPods++
@@ -330,6 +330,23 @@ func (g *Generic) relistWire(ctx context.Context) (pods []*podRecord, dropped, n
 	return pods, dropped, len(g.sandboxItems), len(g.containerItems), nil
 }
 
+// readAt is the optional capability of a Cache that tells when a pod's
+// status held was read (StatusCache has it).
+type readAt interface {
+	ReadAt(uid types.UID) (time.Time, bool)
+}
+
+// readSince reports whether the cache holds a status of the pod read
+// after since, and the pod owes no retry of a failed inspection.
+func (g *Generic) readSince(pod *podRecord, since time.Time) bool {
+	c, ok := g.cache.(readAt)
+	if !ok || pod.owed&retryInspect != 0 {
+		return false
+	}
+	at, ok := c.ReadAt(pod.uid)
+	return ok && at.After(since)
+}
+
 // keepBuffer returns the answer b for the next relist to reuse, or nil
 // when its capacity is more than four times its length (and above 64
 // KiB): the runtime's lists shrank, and the next relist allocates one of
@@ -345,7 +362,7 @@ func keepBuffer(b []byte) []byte {
 // updates the cache, or deletes a pod that is gone from it, then has the
 // tracker commit the pod and send its events. It returns how many events
 // the channel could not take.
-func (g *Generic) syncPod(ctx context.Context, pod *podRecord) int {
+func (g *Generic) syncPod(ctx context.Context, pod *podRecord, listed time.Time) int {
 	if g.tracker.gone(pod) {
 		g.cache.Delete(pod.uid)
 		return g.tracker.commit(pod, g.send)
@@ -357,6 +374,14 @@ func (g *Generic) syncPod(ctx context.Context, pod *podRecord) int {
 		if pod.owed == 0 && g.announced != nil && g.announced(pod) {
 			return g.tracker.commit(pod, sentBefore)
 		}
+		return g.tracker.commit(pod, g.send)
+	}
+	if g.readSince(pod, listed) {
+		// The cache holds a read of the pod made after this relist
+		// listed it (by the sync that started its containers): reading
+		// it again would find it as fresh, and the events the list gave
+		// go out as they are. A start of thousands of pods keeps the
+		// relists behind it; this spares them one read of each pod.
 		return g.tracker.commit(pod, g.send)
 	}
 	ts := time.Now()
