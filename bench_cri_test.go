@@ -169,6 +169,10 @@ const clockTicks = 100
 //   - idle-cpu-%: the agent's CPU over 10 s (NODEKIT_BENCH_IDLE changes
 //     it) once its pods run and nothing changes, after 3 s of settling
 //     (NODEKIT_BENCH_SETTLE changes it), as a percentage of one core;
+//   - settled-cpu-% and idle/settled, with NODEKIT_BENCH_SETTLED set to a
+//     duration (60s: the start's tail is over): the agent's CPU over the
+//     same window that long after all pods ran, and idle-cpu-% over it,
+//     which is 1 when the start's work ends with the start;
 //   - relist-floor-%: the CPU this process spends listing every sandbox and
 //     container over the socket once a second with the standard client
 //     calls (the floor of a relisting PLEG that decodes its lists),
@@ -211,6 +215,8 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 	var longestCall time.Duration
 	var heapGrowth int64
 	idle := idleWindow(b)
+	settled := envDuration(b, settledEnv, 0)
+	var settledCPU time.Duration
 	const relists = 10
 	const unary = 1000
 	b.ResetTimer()
@@ -280,6 +286,13 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 		time.Sleep(idle)
 		idleCPU += rusage() - i0
 		stopProfile()
+		if settled > 0 {
+			// The same window once the start's tail is over.
+			time.Sleep(max(0, settled-settle(b)-idle))
+			s0 := rusage()
+			time.Sleep(idle)
+			settledCPU += rusage() - s0
+		}
 		goruntime.GC()
 		heapGrowth += heapBytes() - heap0
 		cancel()
@@ -341,6 +354,13 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 	b.ReportMetric(float64(longestCall.Microseconds())/1000, "max-handler-ms")
 	idlePct := 100 * float64(idleCPU) / float64(idle) / runs
 	b.ReportMetric(idlePct, "idle-cpu-%")
+	if settled > 0 {
+		settledPct := 100 * float64(settledCPU) / float64(idle) / runs
+		b.ReportMetric(settledPct, "settled-cpu-%")
+		if settledPct > 0 {
+			b.ReportMetric(idlePct/settledPct, "idle/settled")
+		}
+	}
 	// relists happen once a second: their CPU over one second per relist.
 	relistPct := 100 * float64(relistCPU) / float64(relists*time.Second) / runs
 	b.ReportMetric(relistPct, "relist-floor-%")
@@ -408,6 +428,10 @@ func benchRelists(b *testing.B, rt runtime.RuntimeService, n, relists int) time.
 const settleEnv = "NODEKIT_BENCH_SETTLE"
 
 func settle(b *testing.B) time.Duration { return envDuration(b, settleEnv, 3*time.Second) }
+
+// settledEnv, when set to a duration, adds a second idle window that
+// long after all pods ran (see BenchmarkCRI: settled-cpu-%).
+const settledEnv = "NODEKIT_BENCH_SETTLED"
 
 // idleEnv, when set to a duration, replaces the 10 s idle window: 70 s
 // takes in the work done every minute (container garbage collection, a

@@ -26,6 +26,19 @@ type Runtime interface {
 	RemovePodSandbox(ctx context.Context, podSandboxID string) error
 }
 
+// CachedLister is the optional capability of a Runtime that answers a
+// collection's listing from a cache it keeps current, without calling the
+// runtime: the containers and sandboxes of every pod that has a container
+// not running or a sandbox not ready, as the runtime lists them (a pod
+// whose containers all run in ready sandboxes has nothing to remove, and
+// may be left out); false when the cache cannot answer. The agent's
+// runtime answers from its PLEG's cache (pleg.StatusCache.NotRunning).
+// Every Resync, and for Collect with evictNonDeletedPods, the collector
+// lists the runtime itself.
+type CachedLister interface {
+	CachedListing() (containers []*runtimeapi.Container, sandboxes []*runtimeapi.PodSandbox, ok bool)
+}
+
 // Defaults of the collectors, the kubelet's.
 const (
 	// DefaultContainerPeriod is the kubelet's ContainerGCPeriod.
@@ -95,8 +108,11 @@ type ContainerCollector struct {
 		count uint64
 		at    time.Time
 	}
-	// skipped counts the collections that did not list the runtime.
-	skipped int
+	// listed is when a collection last listed the runtime itself.
+	listed time.Time
+	// skipped counts the collections that did not list the runtime;
+	// cached those that read a CachedLister's listing.
+	skipped, cached int
 }
 
 // NewContainerCollector returns a collector over rt. It does no I/O.
@@ -131,13 +147,17 @@ func NewContainerCollector(rt Runtime, opts ContainerOptions) (*ContainerCollect
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &ContainerCollector{
+	c := &ContainerCollector{
 		rt:      rt,
 		opts:    opts,
 		log:     opts.Logger.WithName("containergc"),
 		trigger: make(chan struct{}, 1),
 		running: make(chan struct{}, 1),
-	}, nil
+	}
+	// A CachedLister's cache holds what the runtime held when the agent
+	// started: the first listing of the runtime itself is a Resync later.
+	c.listed = opts.Clock.Now()
+	return c, nil
 }
 
 // Trigger asks Run for a collection now and then every RetryPeriod for
@@ -232,12 +252,21 @@ func (c *ContainerCollector) collect(ctx context.Context, evictNonDeletedPods, m
 	}
 	c.clean.ok = false
 	var l Listing
-	var err error
-	if l.Containers, err = c.rt.ListContainers(ctx, nil); err != nil {
-		return ContainerPlan{}, &listError{fmt.Errorf("gc: listing containers: %w", err)}
+	fromCache := false
+	if cl, ok := c.rt.(CachedLister); ok && !evictNonDeletedPods && now.Sub(c.listed) < c.opts.Resync {
+		l.Containers, l.Sandboxes, fromCache = cl.CachedListing()
 	}
-	if l.Sandboxes, err = c.rt.ListPodSandbox(ctx, nil); err != nil {
-		return ContainerPlan{}, &listError{fmt.Errorf("gc: listing sandboxes: %w", err)}
+	if fromCache {
+		c.cached++
+	} else {
+		var err error
+		if l.Containers, err = c.rt.ListContainers(ctx, nil); err != nil {
+			return ContainerPlan{}, &listError{fmt.Errorf("gc: listing containers: %w", err)}
+		}
+		if l.Sandboxes, err = c.rt.ListPodSandbox(ctx, nil); err != nil {
+			return ContainerPlan{}, &listError{fmt.Errorf("gc: listing sandboxes: %w", err)}
+		}
+		c.listed = now
 	}
 	var errs []error
 	if c.opts.PodLogsDir != "-" && ready {

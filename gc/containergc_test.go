@@ -317,3 +317,82 @@ func TestContainerCollectorSkipsUnchanged(t *testing.T) {
 		t.Errorf("resync: listed %d times, want 7", lr.lists)
 	}
 }
+
+// cachedLister is a runtime with a cache (CachedLister) that answers the
+// pods with something dead from a listing of the runtime it counts apart.
+type cachedLister struct {
+	countingLister
+	cacheOK bool
+	cached  int
+}
+
+func (c *cachedLister) CachedListing() ([]*runtimeapi.Container, []*runtimeapi.PodSandbox, bool) {
+	if !c.cacheOK {
+		return nil, nil, false
+	}
+	c.cached++
+	cs, err := c.Runtime.ListContainers(context.Background(), nil)
+	if err != nil {
+		return nil, nil, false
+	}
+	sbs, err := c.Runtime.ListPodSandbox(context.Background(), nil)
+	if err != nil {
+		return nil, nil, false
+	}
+	return cs, sbs, true
+}
+
+// TestContainerCollectorReadsCache: a runtime with a current cache answers
+// a collection's listing (the first after a start too), which removes
+// what a listing of the runtime would; the runtime itself is listed when
+// the cache cannot answer, every Resync and for the reclaim.
+func TestContainerCollectorReadsCache(t *testing.T) {
+	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
+	defer rt.Close()
+	a := sandboxConfig("a", 0)
+	sb := runSandbox(t, rt, a, false)
+	addContainer(t, rt, sb, a, "app", false)
+	g := sandboxConfig("gone", 0)
+	gsb := runSandbox(t, rt, g, true)
+	lr := &cachedLister{countingLister: countingLister{Runtime: rt}, cacheOK: true}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c, err := NewContainerCollector(lr, ContainerOptions{
+		Pods:       pods{deleted: map[types.UID]bool{"gone": true}},
+		PodLogsDir: "-",
+		Clock:      clk,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect := func(evict bool) ContainerPlan {
+		t.Helper()
+		p, err := c.Collect(t.Context(), evict)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	clk.Step(time.Minute)
+	if p := collect(false); len(p.Sandboxes) != 1 || p.Sandboxes[0].ID != gsb {
+		t.Errorf("plan %+v, want the gone pod's sandbox removed", p)
+	}
+	if lr.lists != 0 || lr.cached != 1 {
+		t.Errorf("first collection: %d runtime lists, %d cached, want 0 and 1", lr.lists, lr.cached)
+	}
+	lr.cacheOK = false
+	collect(false)
+	if lr.lists != 1 {
+		t.Errorf("cache not current: %d runtime lists, want 1", lr.lists)
+	}
+	lr.cacheOK = true
+	collect(false)
+	collect(true)
+	if lr.lists != 2 || lr.cached != 2 {
+		t.Errorf("cached then reclaim: %d runtime lists, %d cached, want 2 and 2", lr.lists, lr.cached)
+	}
+	clk.Step(DefaultContainerResync)
+	collect(false)
+	if lr.lists != 3 {
+		t.Errorf("resync: %d runtime lists, want 3", lr.lists)
+	}
+}

@@ -72,6 +72,12 @@
 //     lists every Resync (10m) whatever the count, so that what changed
 //     out of the agent's sight (a sandbox another client left) is
 //     collected within that time rather than within a minute.
+//   - A runtime that keeps a current cache of its pods (CachedLister: the
+//     agent's, from its PLEG) answers a collection that lists with the
+//     pods that have something dead, without a call to the runtime: the
+//     first collections after a start of 10,000 pods decode no list of
+//     20,000 containers and sandboxes. The runtime itself is listed every
+//     Resync and for the eviction manager's reclaim.
 //   - The legacy /var/log/containers symlinks are not managed (nodekit
 //     does not create them).
 //   - ContainerPolicy.MaxPerPodContainer 0 means the default (1); use

@@ -281,8 +281,9 @@ func (s *statusLoop) observe(ctx context.Context) observed {
 func (s *statusLoop) run(ctx context.Context) {
 	t := time.NewTicker(s.c.opts.StatusUpdateFrequency)
 	defer t.Stop()
-	s.update(ctx)
-	s.untilHealthy(ctx)
+	if !s.update(ctx) || s.c.opts.Health() != nil {
+		s.untilHealthy(ctx)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -303,16 +304,19 @@ func (c *Controller) readNode(ctx context.Context) (*v1.Node, error) {
 	return c.client.CoreV1().Nodes().Get(ctx, c.opts.nodeName, metav1.GetOptions{})
 }
 
-// untilHealthy is the kubelet's fast status update after start-up: while
-// Health fails (the agent's first relist has not happened yet), it checks
-// it every 100ms, for at most StatusUpdateFrequency, and updates the
-// status as soon as it passes, so that a new Node is Ready at once rather
-// than at the next tick.
+// nodeReadyGracePeriod bounds untilHealthy: the kubelet's.
+const nodeReadyGracePeriod = 120 * time.Second
+
+// untilHealthy is the kubelet's fast status update after start-up
+// (fastNodeStatusUpdate), when the first update did not leave the Node
+// Ready: while Health fails (the agent's first relist has not happened
+// yet) it checks it every 100ms, and once it passes it updates the
+// status, every 100ms until an update succeeds, so that a new
+// Node is Ready at once rather than at the next tick. It gives up after
+// the kubelet's 120s: a start that takes longer than StatusUpdateFrequency
+// (many agents starting on one machine) still gets its Node Ready at once.
 func (s *statusLoop) untilHealthy(ctx context.Context) {
-	if s.c.opts.Health() == nil {
-		return
-	}
-	deadline := time.Now().Add(s.c.opts.StatusUpdateFrequency)
+	deadline := time.Now().Add(nodeReadyGracePeriod)
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for time.Now().Before(deadline) {
@@ -321,8 +325,7 @@ func (s *statusLoop) untilHealthy(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if s.c.opts.Health() == nil {
-			s.update(ctx)
+		if s.c.opts.Health() == nil && s.update(ctx) {
 			return
 		}
 	}
@@ -330,8 +333,9 @@ func (s *statusLoop) untilHealthy(ctx context.Context) {
 
 // update reads the Node, computes its status and PATCHes it when it
 // changed or StatusReportFrequency passed since the last report. A Node
-// found deleted is registered again first.
-func (s *statusLoop) update(ctx context.Context) {
+// found deleted is registered again first. It reports whether the Node
+// read or written has the status computed (false when a request failed).
+func (s *statusLoop) update(ctx context.Context) bool {
 	c := s.c
 	nodes := c.client.CoreV1().Nodes()
 	obs := s.observe(ctx)
@@ -341,7 +345,7 @@ func (s *statusLoop) update(ctx context.Context) {
 		c.log.Info("the node was deleted: registering it again")
 		c.setNode(nil)
 		if !s.register(ctx) {
-			return
+			return false
 		}
 		n, err = nodes.Get(ctx, c.opts.nodeName, metav1.GetOptions{})
 	}
@@ -349,29 +353,30 @@ func (s *statusLoop) update(ctx context.Context) {
 		if ctx.Err() == nil {
 			c.log.Error(err, "reading the node failed")
 		}
-		return
+		return false
 	}
 	c.setNode(n)
 	now := time.Now()
 	status := s.facts.statusOf(n.Status, obs, now)
 	if !statusChanged(n.Status, status) && now.Sub(s.lastReport) < c.opts.StatusReportFrequency {
 		c.log.V(4).Info("node status unchanged: not reporting")
-		return
+		return true
 	}
 	patch, err := statusPatch(n, status)
 	if err != nil {
 		c.log.Error(err, "computing the status patch failed")
-		return
+		return false
 	}
 	updated, err := nodes.Patch(ctx, c.opts.nodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Error(err, "updating the node status failed")
 		}
-		return
+		return false
 	}
 	s.lastReport = now
 	c.recordConditionEvents(n.Status, updated.Status)
 	c.setNode(updated)
 	c.log.V(4).Info("node status updated", "ready", health == nil)
+	return true
 }

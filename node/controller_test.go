@@ -500,3 +500,70 @@ func TestReadySoonAfterStart(t *testing.T) {
 		stop()
 	})
 }
+
+// TestReadyOnFirstPassAfterSlowStart: a Node whose agent becomes healthy
+// later than StatusUpdateFrequency after it registered is Ready within
+// the fast update's 100ms, not at the next tick.
+func TestReadyOnFirstPassAfterSlowStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newClient()
+		var healthy atomic.Bool
+		stop := start(t, newController(t, c, node.Options{
+			Health: func() error {
+				if healthy.Load() {
+					return nil
+				}
+				return errors.New("pleg: no relist yet")
+			},
+		}))
+		synctest.Wait()
+		if s, _ := ready(getNode(t, c)); s != v1.ConditionFalse {
+			t.Fatalf("Ready = %s at registration, want False", s)
+		}
+		time.Sleep(15 * time.Second)
+		healthy.Store(true)
+		time.Sleep(150 * time.Millisecond)
+		synctest.Wait()
+		if s, _ := ready(getNode(t, c)); s != v1.ConditionTrue {
+			t.Errorf("Ready = %s 150ms after the agent became healthy at 15s, want True", s)
+		}
+		stop()
+	})
+}
+
+// TestReadyRetriedAfterFailedPatch: the first status write after the
+// agent became healthy fails; it is retried within 100ms, not at the next
+// tick.
+func TestReadyRetriedAfterFailedPatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newClient()
+		var healthy atomic.Bool
+		var failed atomic.Int32
+		c.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() == "status" && failed.Add(1) == 1 {
+				return true, nil, apierrors.NewServiceUnavailable("down")
+			}
+			return false, nil, nil
+		})
+		stop := start(t, newController(t, c, node.Options{
+			Health: func() error {
+				if healthy.Load() {
+					return nil
+				}
+				return errors.New("pleg: no relist yet")
+			},
+		}))
+		synctest.Wait()
+		time.Sleep(time.Second)
+		healthy.Store(true)
+		time.Sleep(250 * time.Millisecond)
+		synctest.Wait()
+		if s, _ := ready(getNode(t, c)); s != v1.ConditionTrue {
+			t.Errorf("Ready = %s 250ms after the agent became healthy (first write failed), want True", s)
+		}
+		if got := failed.Load(); got < 2 {
+			t.Errorf("%d status patches, want the failed one retried", got)
+		}
+		stop()
+	})
+}

@@ -324,6 +324,83 @@ func (c *StatusCache) RunningContainers(since time.Time) ([]*runtimeapi.Containe
 	return out, true
 }
 
+// NotRunning returns, as CRI ListContainers and ListPodSandbox list them
+// (ID, sandbox, metadata, the pod UID and container name labels, state
+// and creation time set), the containers and sandboxes of every pod in
+// the cache that has a container not running or a sandbox not ready,
+// provided the cache was refreshed at or after since and holds no failed
+// read; otherwise it returns false, and the caller lists the runtime
+// itself. A pod whose containers all run in ready sandboxes is left out:
+// a garbage collection has nothing of it to remove (package gc), and an
+// idle node's collection then costs in proportion to what is dead rather
+// than to what runs. The sandboxes' metadata is shared with the cache:
+// treat it as read-only.
+func (c *StatusCache) NotRunning(since time.Time) (containers []*runtimeapi.Container, sandboxes []*runtimeapi.PodSandbox, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refreshed.Before(since) || c.failed > 0 {
+		return nil, nil, false
+	}
+	for uid, e := range c.pods {
+		st := e.status
+		if st == nil || !anyNotRunning(st) {
+			continue
+		}
+		for _, cs := range st.ContainerStatuses {
+			containers = append(containers, &runtimeapi.Container{
+				Id:           cs.ID,
+				PodSandboxId: cs.SandboxID,
+				Metadata:     &runtimeapi.ContainerMetadata{Name: cs.Name},
+				Labels:       map[string]string{runtime.LabelPodUID: string(uid), runtime.LabelContainerName: cs.Name},
+				Image:        &runtimeapi.ImageSpec{Image: cs.Image},
+				ImageRef:     cs.ImageRef,
+				State:        criContainerState(cs.State),
+				CreatedAt:    cs.CreatedAt.UnixNano(),
+			})
+		}
+		for _, sb := range st.SandboxStatuses {
+			sandboxes = append(sandboxes, &runtimeapi.PodSandbox{
+				Id:        sb.GetId(),
+				Metadata:  sb.GetMetadata(),
+				State:     sb.GetState(),
+				CreatedAt: sb.GetCreatedAt(),
+			})
+		}
+	}
+	slices.SortFunc(containers, func(a, b *runtimeapi.Container) int { return cmp.Compare(a.Id, b.Id) })
+	slices.SortFunc(sandboxes, func(a, b *runtimeapi.PodSandbox) int { return cmp.Compare(a.Id, b.Id) })
+	return containers, sandboxes, true
+}
+
+// anyNotRunning reports whether the pod has a container not running or a
+// sandbox not ready.
+func anyNotRunning(st *runtime.PodStatus) bool {
+	for _, cs := range st.ContainerStatuses {
+		if cs.State != runtime.ContainerStateRunning {
+			return true
+		}
+	}
+	for _, sb := range st.SandboxStatuses {
+		if sb.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
+			return true
+		}
+	}
+	return false
+}
+
+// criContainerState is the CRI state of a container in state s.
+func criContainerState(s runtime.ContainerState) runtimeapi.ContainerState {
+	switch s {
+	case runtime.ContainerStateCreated:
+		return runtimeapi.ContainerState_CONTAINER_CREATED
+	case runtime.ContainerStateRunning:
+		return runtimeapi.ContainerState_CONTAINER_RUNNING
+	case runtime.ContainerStateExited:
+		return runtimeapi.ContainerState_CONTAINER_EXITED
+	}
+	return runtimeapi.ContainerState_CONTAINER_UNKNOWN
+}
+
 // EachRunningContainer calls fn with each running container the cache
 // holds and the status of its pod, and reports true, when the cache was
 // refreshed since since and holds no failed read, as RunningContainers;

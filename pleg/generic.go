@@ -105,6 +105,9 @@ type Generic struct {
 	// guards them.
 	wire                         runtime.WireLister
 	sandboxItems, containerItems []wireItem
+	// sandboxBuf and containerBuf hold the last answers' bytes, which
+	// the next relist reuses (see relistWire).
+	sandboxBuf, containerBuf []byte
 
 	status StatusGetter
 	cache  Cache
@@ -266,7 +269,7 @@ func (g *Generic) Relist(ctx context.Context) error {
 			break
 		}
 		inspected++
-		n := g.syncPod(ctx, pod)
+		n := g.syncPod(ctx, pod, start)
 		if n > 0 {
 			dropped += n
 			droppedPods++
@@ -295,16 +298,21 @@ func (g *Generic) Relist(ctx context.Context) error {
 // sandboxes and containers were listed. An error wrapping
 // runtime.ErrUnimplemented means the lister cannot list in wire form.
 func (g *Generic) relistWire(ctx context.Context) (pods []*podRecord, dropped, nSandboxes, nContainers int, err error) {
-	// The answers are not kept between relists: at 1000 pods they weigh
-	// megabytes, which the agent would hold for the bytes of a second.
-	sb, err := g.wire.ListPodSandboxWire(ctx, nil, nil)
+	// Each relist reads its answers into the buffers of the last: at
+	// 10,000 pods a fresh pair was megabytes of garbage every second, whose
+	// collection cost more than the relist. A buffer much larger than its
+	// last answer (the pods went) is dropped, so that what is held stays
+	// about the size of the runtime's lists.
+	sb, err := g.wire.ListPodSandboxWire(ctx, nil, g.sandboxBuf)
 	if err != nil {
 		return nil, 0, 0, 0, fmt.Errorf("pleg: list sandboxes: %w", err)
 	}
-	cs, err := g.wire.ListContainersWire(ctx, nil, nil)
+	g.sandboxBuf = keepBuffer(sb)
+	cs, err := g.wire.ListContainersWire(ctx, nil, g.containerBuf)
 	if err != nil {
 		return nil, 0, 0, 0, fmt.Errorf("pleg: list containers: %w", err)
 	}
+	g.containerBuf = keepBuffer(cs)
 	g.sandboxItems, err = splitList(sb, fieldSandboxState, g.sandboxItems[:0])
 	if err != nil {
 		return nil, 0, 0, 0, fmt.Errorf("pleg: list sandboxes: %w", err)
@@ -322,11 +330,39 @@ func (g *Generic) relistWire(ctx context.Context) (pods []*podRecord, dropped, n
 	return pods, dropped, len(g.sandboxItems), len(g.containerItems), nil
 }
 
+// readAt is the optional capability of a Cache that tells when a pod's
+// status held was read (StatusCache has it).
+type readAt interface {
+	ReadAt(uid types.UID) (time.Time, bool)
+}
+
+// readSince reports whether the cache holds a status of the pod read
+// after since, and the pod owes no retry of a failed inspection.
+func (g *Generic) readSince(pod *podRecord, since time.Time) bool {
+	c, ok := g.cache.(readAt)
+	if !ok || pod.owed&retryInspect != 0 {
+		return false
+	}
+	at, ok := c.ReadAt(pod.uid)
+	return ok && at.After(since)
+}
+
+// keepBuffer returns the answer b for the next relist to reuse, or nil
+// when its capacity is more than four times its length (and above 64
+// KiB): the runtime's lists shrank, and the next relist allocates one of
+// their size.
+func keepBuffer(b []byte) []byte {
+	if cap(b) > 64<<10 && cap(b) > 4*len(b) {
+		return nil
+	}
+	return b
+}
+
 // syncPod inspects a pod the tracker found changed (or owed a retry) and
 // updates the cache, or deletes a pod that is gone from it, then has the
 // tracker commit the pod and send its events. It returns how many events
 // the channel could not take.
-func (g *Generic) syncPod(ctx context.Context, pod *podRecord) int {
+func (g *Generic) syncPod(ctx context.Context, pod *podRecord, listed time.Time) int {
 	if g.tracker.gone(pod) {
 		g.cache.Delete(pod.uid)
 		return g.tracker.commit(pod, g.send)
@@ -338,6 +374,14 @@ func (g *Generic) syncPod(ctx context.Context, pod *podRecord) int {
 		if pod.owed == 0 && g.announced != nil && g.announced(pod) {
 			return g.tracker.commit(pod, sentBefore)
 		}
+		return g.tracker.commit(pod, g.send)
+	}
+	if g.readSince(pod, listed) {
+		// The cache holds a read of the pod made after this relist
+		// listed it (by the sync that started its containers): reading
+		// it again would find it as fresh, and the events the list gave
+		// go out as they are. A start of thousands of pods keeps the
+		// relists behind it; this spares them one read of each pod.
 		return g.tracker.commit(pod, g.send)
 	}
 	ts := time.Now()

@@ -15,7 +15,7 @@ import (
 
 // benchRuntime returns a runtime holding pods pods of one sandbox and one
 // running container each.
-func benchRuntime(b *testing.B, pods int) (*runtimetest.Runtime, []string) {
+func benchRuntime(b testing.TB, pods int) (*runtimetest.Runtime, []string) {
 	b.Helper()
 	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
 	b.Cleanup(rt.Close)

@@ -864,3 +864,45 @@ func TestRunAggregatesErrorLines(t *testing.T) {
 		}
 	})
 }
+
+// TestRelistTrustsCacheReadAfterList: a pod whose status in the cache was
+// read after the relist listed it (by the sync that started it) is not
+// inspected again; its events go out as the list gave them.
+func TestRelistTrustsCacheReadAfterList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inspected := map[types.UID]int{}
+		read := runtimeStatus(nil)
+		getter := StatusGetterFunc(func(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error) {
+			inspected[uid]++
+			return read(ctx, uid, name, namespace)
+		})
+		f := newFixture(t, getter, GenericOptions{})
+		read = runtimeStatus(f.rt)
+		sb := f.runSandbox("c")
+		ctr := f.createContainer("c", sb, "app", false)
+		// The sync's read after the relist's list, which showed the
+		// container created: it shows it started (the bubble's clock
+		// does not move while the relist runs: a read a second later
+		// stands for it).
+		st, err := read(t.Context(), "c", "c", "ns")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.ContainerStatuses[0].State = runtime.ContainerStateRunning
+		f.cache.Set("c", st, nil, time.Now().Add(time.Second))
+		got := f.relist()
+		if want := []Event{{ID: "c", Type: ContainerStarted, Data: sb}}; !slices.Equal(got, want) {
+			t.Errorf("events %v, want %v (a created container has none)", got, want)
+		}
+		if err := f.rt.StartContainer(t.Context(), ctr); err != nil {
+			t.Fatal(err)
+		}
+		// The list now shows what the cache holds.
+		if got := f.relist(); !slices.Equal(got, []Event{{ID: "c", Type: ContainerStarted, Data: ctr}}) {
+			t.Errorf("events after the start %v, want the container started", got)
+		}
+		if inspected["c"] != 0 {
+			t.Errorf("c inspected %d times, want none (read after the list)", inspected["c"])
+		}
+	})
+}

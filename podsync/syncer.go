@@ -197,6 +197,11 @@ type settledEntry struct {
 	probes  uint64
 	hostIPs *[]string
 	until   time.Duration
+	// generated: the entry is what the API status held was generated
+	// from after a sync that did something (its read back), not a sync
+	// that found nothing to do: a sync from the same inputs takes that
+	// status rather than generate it again, and still drives the runtime.
+	generated bool
 }
 
 // fullResyncPeriod bounds how long a pod's periodic syncs may be skipped
@@ -251,15 +256,41 @@ func New(c Config) (*Syncer, error) {
 // deadline. A drift the agent would see (a container that died, a spec or
 // status changed) changes one of them; what it would not see (a pod
 // cgroup removed behind its back) is fixed by the full sync every pod
-// still gets at least every 10 minutes, at a time of its own.
+// still gets at least every 10 minutes, at a time of its own. A sync from
+// the same inputs as the API status a sync that did something generated
+// from what it read back (the sync the runtime's events bring after a
+// start) takes that status instead of generating it again, and drives the
+// runtime as any sync.
+//
+// The statuses a sync sets go out to the API server as one write, its
+// last (status.Manager.Hold, when PodStatuses has it): a start writes
+// Running, not Pending first.
 func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, pod *v1.Pod, podStatus *runtime.PodStatus) (bool, error) {
 	s.c.Objects.RegisterPod(pod)
 	key, keyed := s.settledKey(pod, podStatus)
 	if keyed && updateType == podworker.SyncPodSync && s.stillSettled(pod.UID, key) {
 		return false, nil
 	}
+	if h, ok := s.c.Statuses.(statusHolder); ok {
+		// The statuses this sync sets (the one it starts from, the one
+		// read back after it started containers) go out as one write.
+		defer h.Hold(pod.UID)()
+	}
 	settled := false
+	// readBack is the runtime status the sync read back and generated
+	// the API status from, with what that generation depended on.
+	var readBack *runtime.PodStatus
+	var readKey settledSync
 	defer func() {
+		if readBack != nil && keyed && !settled {
+			// The next sync from the same inputs generates the same API
+			// status: it takes the one held.
+			if k, ok := s.settledKey(pod, readBack); ok {
+				readKey.status = k.status
+				s.generated(pod.UID, readKey)
+				return
+			}
+		}
 		if !settled || !keyed {
 			s.unsettle(pod.UID)
 			return
@@ -276,7 +307,12 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 		}
 	}()
 	var pastDeadline bool
-	apiStatus := s.setStatusMerged(pod, podStatus, false, s.activeDeadline(pod, &pastDeadline))
+	var apiStatus v1.PodStatus
+	if keyed && s.generatedFrom(pod.UID, key) {
+		apiStatus, _ = s.c.Statuses.GetPodStatus(pod.UID)
+	} else {
+		apiStatus = s.setStatusMerged(pod, podStatus, false, s.activeDeadline(pod, &pastDeadline))
+	}
 	if podmodel.IsTerminal(apiStatus.Phase) {
 		if pastDeadline {
 			s.killAtDeadline(ctx, pod, podStatus)
@@ -334,7 +370,12 @@ func (s *Syncer) SyncPod(ctx context.Context, updateType podworker.UpdateType, p
 	// created reads those objects and the ones the pod had, without
 	// listing the pod's (see podruntime.Manager.PodStatusAfterSync).
 	if len(result.Results) > 0 {
-		s.readBack(ctx, pod, podStatus, result)
+		// What the generation depends on beside the status version,
+		// counted before it reads them.
+		readKey, _ = s.settledKey(pod, nil)
+		if rb := s.readBack(ctx, pod, podStatus, result); rb != nil {
+			readBack, readKey.runtime = rb, rb
+		}
 	}
 	if restartAll && result.Err() == nil && result.RemovedContainers() {
 		// The containers are gone: start the pod over at once.
@@ -398,8 +439,35 @@ func (s *Syncer) stillSettled(uid types.UID, key settledSync) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.settled[uid]
-	return ok && e.pod == key.pod && e.runtime == key.runtime && e.status == key.status &&
+	return ok && !e.generated && e.pod == key.pod && e.runtime == key.runtime && e.status == key.status &&
 		e.probes == key.probes && slices.Equal(*e.hostIPs, key.hostIPs) && time.Since(s.epoch) < e.until
+}
+
+// generatedFrom reports whether the API status held for the pod was
+// generated, after its last sync, from the inputs of key: generating it
+// again would give the same. After a start of thousands of pods, the
+// syncs their runtime's events bring (the containers started) then cost
+// no API status each.
+func (s *Syncer) generatedFrom(uid types.UID, key settledSync) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.settled[uid]
+	return ok && e.generated && e.pod == key.pod && e.runtime == key.runtime && e.status == key.status &&
+		e.probes == key.probes && slices.Equal(*e.hostIPs, key.hostIPs)
+}
+
+// generated records what the API status held for the pod was generated
+// from after a sync that did something.
+func (s *Syncer) generated(uid types.UID, key settledSync) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := settledEntry{pod: key.pod, runtime: key.runtime, status: key.status, probes: key.probes, generated: true}
+	if s.hostIPs == nil || !slices.Equal(*s.hostIPs, key.hostIPs) {
+		ips := slices.Clone(key.hostIPs)
+		s.hostIPs = &ips
+	}
+	e.hostIPs = s.hostIPs
+	s.settled[uid] = e
 }
 
 // settle records that a sync of the pod from key found nothing to do.
@@ -453,6 +521,12 @@ func (s *Syncer) syncError(pod *v1.Pod, result podruntime.SyncResult) error {
 	return err
 }
 
+// statusHolder is the optional capability of PodStatuses that keeps a
+// pod's status unwritten while a sync runs (status.Manager has it).
+type statusHolder interface {
+	Hold(uid types.UID) (release func())
+}
+
 // syncStatusReader is the optional capability of PodRuntime that reads a
 // pod back after a sync without listing it (podruntime.Manager has it).
 type syncStatusReader interface {
@@ -462,24 +536,23 @@ type syncStatusReader interface {
 // readBack reads the pod's status after a sync from podStatus that
 // returned result, stores it in the cache and reports the API status; or,
 // when the runtime's events bring the status (awaitEvents), reports the
-// status they brought.
-func (s *Syncer) readBack(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus, result podruntime.SyncResult) {
+// status they brought. It returns the status read, nil when it could not
+// read it.
+func (s *Syncer) readBack(ctx context.Context, pod *v1.Pod, podStatus *runtime.PodStatus, result podruntime.SyncResult) *runtime.PodStatus {
 	if st, ok := s.awaitEvents(ctx, pod.UID, result); ok {
 		s.setStatus(pod, st, false, nil)
-		return
+		return st
 	}
 	r, ok := s.c.Runtime.(syncStatusReader)
 	if !ok {
-		s.refresh(ctx, pod, false, nil)
-		return
+		return s.refresh(ctx, pod, false, nil)
 	}
 	ts := time.Now()
 	st, ok, err := r.PodStatusAfterSync(ctx, pod.UID, pod.Name, pod.Namespace, podStatus, result)
 	if !ok {
-		s.refresh(ctx, pod, false, nil)
-		return
+		return s.refresh(ctx, pod, false, nil)
 	}
-	s.store(ctx, pod, st, err, ts, false, nil)
+	return s.store(ctx, pod, st, err, ts, false, nil)
 }
 
 // statusAwaiter is the optional capability of StatusCache that waits for
@@ -534,23 +607,24 @@ func (s *Syncer) awaitEvents(ctx context.Context, uid types.UID, result podrunti
 
 // refresh reads the pod's status from the runtime, stores it in the cache
 // and reports the API status.
-func (s *Syncer) refresh(ctx context.Context, pod *v1.Pod, terminal bool, edit func(*v1.PodStatus)) {
+func (s *Syncer) refresh(ctx context.Context, pod *v1.Pod, terminal bool, edit func(*v1.PodStatus)) *runtime.PodStatus {
 	ts := time.Now()
 	st, err := s.c.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
-	s.store(ctx, pod, st, err, ts, terminal, edit)
+	return s.store(ctx, pod, st, err, ts, terminal, edit)
 }
 
 // store puts the pod's status read at ts (or the error reading it) in
 // the cache and reports the API status.
-func (s *Syncer) store(ctx context.Context, pod *v1.Pod, st *runtime.PodStatus, err error, ts time.Time, terminal bool, edit func(*v1.PodStatus)) {
+func (s *Syncer) store(ctx context.Context, pod *v1.Pod, st *runtime.PodStatus, err error, ts time.Time, terminal bool, edit func(*v1.PodStatus)) *runtime.PodStatus {
 	if err != nil {
 		if ctx.Err() == nil {
 			s.c.Logger.Error(err, "Reading pod status", "pod", podmodel.FullName(pod), "podUID", pod.UID)
 		}
-		return
+		return nil
 	}
 	s.c.Cache.Set(pod.UID, st, nil, ts)
 	s.setStatus(pod, st, terminal, edit)
+	return st
 }
 
 // setStatus generates the pod's API status, once per sync, and hands it to

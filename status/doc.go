@@ -10,6 +10,17 @@
 //     through a channel of capacity 1, so any number of changes made
 //     before it runs go out as one write, the latest. A resync every 10 s
 //     writes what is still unwritten (failed writes) and what drifted;
+//   - a pod start is one write. The kubelet writes a status in each pass
+//     of its status manager: Pending when its first sync begins, then
+//     Running after the PLEG saw the containers start, two writes when
+//     they fall in different passes (nearly always, one relist apart).
+//     Here the sync that starts a pod reads it back at its end, and holds
+//     the pod's status meanwhile (Hold, podsync does), so that the
+//     statuses of one sync go out as one write, the last: Running, or
+//     Pending with its containers' waiting reasons when they did not
+//     start. A hold lasts at most MaxHold (2s): a sync that takes longer
+//     (an image pull) has its Pending status written then, as the
+//     kubelet's would be;
 //   - each write starts from the pod as last read or written, or as the
 //     agent got it from the API server, and reads it when it has none (for
 //     a static pod: its mirror pod, found by the static pod's name and

@@ -27,6 +27,7 @@ type Observer func(pod *v1.Pod, status v1.PodStatus)
 const (
 	DefaultResyncPeriod   = 10 * time.Second
 	DefaultWriteDelay     = 100 * time.Millisecond
+	DefaultMaxHold        = 2 * time.Second
 	DefaultRequestTimeout = 10 * time.Second
 )
 
@@ -53,6 +54,11 @@ type Options struct {
 	// succession (Pending, then Running and Ready) go out in one PATCH.
 	// Defaults to 100ms; negative writes at once.
 	WriteDelay time.Duration
+	// MaxHold bounds how long Hold keeps a pod's status unwritten: a pod
+	// held longer (a sync that pulls an image, a runtime that is slow) has
+	// its status written then, as if it were not held. Defaults to 2s;
+	// zero or negative means the default.
+	MaxHold time.Duration
 	// RequestTimeout bounds each API request. Defaults to 10s; zero or
 	// negative means the default.
 	RequestTimeout time.Duration
@@ -81,6 +87,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.MaxHold <= 0 {
+		o.MaxHold = DefaultMaxHold
 	}
 }
 
@@ -116,6 +125,8 @@ type Manager struct {
 
 	mu   sync.Mutex
 	pods map[types.UID]*entry
+	// holds are the pods held (Hold).
+	holds map[types.UID]*hold
 	// conds shares the conditions of the statuses held.
 	conds conditionsCache
 	// stopped holds the pods told to PodTerminated: their containers
@@ -169,6 +180,7 @@ func NewManager(opts Options) *Manager {
 		log:     log,
 		errs:    logagg.New(log, logagg.Options{}),
 		pods:    make(map[types.UID]*entry),
+		holds:   make(map[types.UID]*hold),
 		stopped: make(map[types.UID]bool),
 		wake:    make(chan struct{}, 1),
 	}
@@ -295,6 +307,57 @@ func (m *Manager) Requeue(uid types.UID) {
 	}
 	e.api, e.reread, e.dirty = nil, true, true
 	m.poke()
+}
+
+// Hold keeps the pod's status unwritten until the returned release is
+// called (once; later calls do nothing), or for at most Options.MaxHold,
+// so that the statuses one pass of the agent over the pod sets (a sync:
+// Pending as it begins, Running once it started the containers) go out as
+// one write, the last. Holds nest. The pod need not have a status yet.
+// Release wakes the writer when a change waits.
+func (m *Manager) Hold(uid types.UID) (release func()) {
+	m.mu.Lock()
+	h, ok := m.holds[uid]
+	if !ok {
+		h = &hold{since: time.Now()}
+		m.holds[uid] = h
+	}
+	h.n++
+	m.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			m.mu.Lock()
+			h.n--
+			var poke bool
+			if h.n == 0 {
+				delete(m.holds, uid)
+				e := m.pods[uid]
+				poke = e != nil && e.dirty
+			}
+			m.mu.Unlock()
+			if poke {
+				m.poke()
+			}
+		})
+	}
+}
+
+// hold is a pod's Holds not released (n) and when the first began.
+type hold struct {
+	n     int
+	since time.Time
+}
+
+// heldUntil reports whether the pod is held at now, and until when.
+// Called with mu held.
+func (m *Manager) heldUntil(uid types.UID, now time.Time) (time.Time, bool) {
+	h, ok := m.holds[uid]
+	if !ok {
+		return time.Time{}, false
+	}
+	until := h.since.Add(m.opts.MaxHold)
+	return until, now.Before(until)
 }
 
 // Version returns the number of changes recorded for the pod.

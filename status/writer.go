@@ -22,7 +22,8 @@ const maxAttempts = 3
 
 // Run writes the statuses to the API server until ctx ends, then returns
 // nil. It is the manager's only writer: one goroutine (the caller's),
-// woken by SetPodStatus (after WriteDelay) and every ResyncPeriod. For each
+// woken by SetPodStatus (after WriteDelay), by the end of a Hold and every
+// ResyncPeriod; a pod held waits for its Hold to end. For each
 // pod to write it takes the pod as last read or written, or as given to
 // SetPodStatus when that is an API object, and reads it (a static pod's
 // mirror pod) when it has neither; it skips it if
@@ -47,7 +48,17 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.log.V(1).Info("Writing pod statuses to the API server", "resyncPeriod", m.opts.ResyncPeriod)
 	resync := time.NewTicker(m.opts.ResyncPeriod)
 	defer resync.Stop()
+	// held fires when the first Hold of a pod left unwritten ends
+	// (Options.MaxHold); nil when none waits.
+	var held <-chan time.Time
+	var heldTimer *time.Timer
+	defer func() {
+		if heldTimer != nil {
+			heldTimer.Stop()
+		}
+	}()
 	for {
+		var next time.Time
 		select {
 		case <-ctx.Done():
 			return nil
@@ -61,21 +72,41 @@ func (m *Manager) Run(ctx context.Context) error {
 				case <-t.C:
 				}
 			}
-			m.syncBatch(ctx, false)
+			next = m.syncBatch(ctx, false)
+		case <-held:
+			next = m.syncBatch(ctx, false)
 		case <-resync.C:
-			m.syncBatch(ctx, true)
+			next = m.syncBatch(ctx, true)
+		}
+		if heldTimer != nil {
+			heldTimer.Stop()
+			heldTimer, held = nil, nil
+		}
+		if !next.IsZero() {
+			heldTimer = time.NewTimer(time.Until(next))
+			held = heldTimer.C
 		}
 	}
 }
 
 // syncBatch writes the dirty pods and, with all, every pod whose status
-// differs from what was written or from what the API server shows.
-func (m *Manager) syncBatch(ctx context.Context, all bool) {
+// differs from what was written or from what the API server shows. A pod
+// held (Hold) is left dirty: syncBatch returns the earliest time a Hold of
+// a pod it left ends, zero when it left none.
+func (m *Manager) syncBatch(ctx context.Context, all bool) (next time.Time) {
 	defer m.errs.Flush()
 	var uids []types.UID
 	var check []snapshot
+	now := time.Now()
 	m.mu.Lock()
 	for uid, e := range m.pods {
+		if until, ok := m.heldUntil(uid, now); ok && !e.gone {
+			// Release, or the timer at until, writes it.
+			if e.dirty && (next.IsZero() || until.Before(next)) {
+				next = until
+			}
+			continue
+		}
 		switch {
 		case e.gone:
 			e.dirty = false
@@ -104,7 +135,7 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) {
 	slices.Sort(uids)
 	for i, uid := range uids {
 		if ctx.Err() != nil {
-			return
+			return next
 		}
 		err := m.syncPod(ctx, uid)
 		if err == nil {
@@ -114,10 +145,11 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) {
 			// The API server does not answer: leave the rest to the next
 			// resync rather than wait for each of them.
 			m.errs.Error(err, "Writing pod statuses failed; retrying at the next resync", "pods", len(uids)-i)
-			return
+			return next
 		}
 		m.errs.ErrorFor(string(uid), err, "Writing pod status failed; retrying at the next resync", "podUID", uid)
 	}
+	return next
 }
 
 // snapshot is what the resync compares of a pod whose status was written.

@@ -8,6 +8,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/gc"
 	"github.com/nodekit/nodekit/logrotate"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/runtime"
@@ -32,7 +33,15 @@ type cachedContainers struct {
 var (
 	_ logrotate.LogPathLister = cachedContainers{}
 	_ logrotate.ChangeCounter = cachedContainers{}
+	_ gc.CachedLister         = cachedContainers{}
 )
+
+// CachedListing implements gc.CachedLister: the pods of the cache with
+// something dead, while the cache is current, so that the container
+// collector decodes no listing of every container and sandbox.
+func (c cachedContainers) CachedListing() ([]*runtimeapi.Container, []*runtimeapi.PodSandbox, bool) {
+	return c.cache.NotRunning(time.Now().Add(-pleg.CacheMaxAge))
+}
 
 // RunningContainersChanges implements logrotate.ChangeCounter: the count
 // of the cache's changes, while the cache is current (ListContainers then
@@ -43,8 +52,13 @@ func (c cachedContainers) RunningContainersChanges() (uint64, bool) {
 }
 
 // RunningLogPaths implements logrotate.LogPathLister: the log paths of the
-// running containers the cache holds, while it is current, so that the
-// rotator's first pass over new containers reads none of their statuses.
+// running containers the cache holds, so that the rotator's first pass
+// over new containers reads none of their statuses. The cache need not be
+// current: a container's log path is fixed when it is created, and the
+// rotator asks only for the containers its list of running ones found (a
+// start of 10,000 pods keeps the relisting PLEG's cache behind for a
+// while, and the rotator's passes meanwhile read the paths here rather
+// than one container status each).
 // A path is listed only when its pod's log directory is there (the agent
 // makes it before the pod's sandbox): a container created while the agent
 // put logs elsewhere (another PodLogsDir) has its status read.
@@ -54,7 +68,7 @@ func (c cachedContainers) RunningLogPaths() (map[string]string, bool) {
 	}
 	paths := map[string]string{}
 	var dirs []string
-	ok := c.cache.EachRunningContainer(time.Now().Add(-pleg.CacheMaxAge), func(pod *runtime.PodStatus, cs *runtime.ContainerStatus) {
+	ok := c.cache.EachRunningContainer(time.Time{}, func(pod *runtime.PodStatus, cs *runtime.ContainerStatus) {
 		if pod.ID != "" && pod.Name != "" && pod.Namespace != "" && cs.Name != "" {
 			paths[cs.ID] = c.logPath(pod, cs)
 			dirs = append(dirs, c.podLogDir(pod))
@@ -97,6 +111,16 @@ func (c cachedContainers) Unwrap() runtime.RuntimeService { return c.RuntimeServ
 func onlyRunning(f *runtimeapi.ContainerFilter) bool {
 	return f != nil && f.GetState().GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING && f.State != nil &&
 		f.GetId() == "" && f.GetPodSandboxId() == "" && len(f.GetLabelSelector()) == 0
+}
+
+// gcRuntime is the runtime the container collector reads: its listings
+// come from the PLEG's cache when the PLEG keeps every pod of the runtime
+// there (Parts.Cache).
+func (m *Manager) gcRuntime() gc.Runtime {
+	if m.p.Cache == nil {
+		return m.p.Runtime
+	}
+	return cachedContainers{RuntimeService: m.p.Runtime, cache: m.p.Cache}
 }
 
 // logRotationRuntime is the runtime the log rotator reads: the running

@@ -29,7 +29,9 @@
 // container's logs stay close to MaxSize × MaxFiles; it reads the running
 // containers from the PLEG's cache; the
 // container collector does not list the runtime while nothing it depends
-// on changed (Parts.Changes). See packages logrotate and gc.
+// on changed (Parts.Changes), and otherwise reads the pods with something
+// dead from the PLEG's cache (gc.CachedLister), listing the runtime
+// itself every gc.ContainerOptions.Resync. See packages logrotate and gc.
 //
 // # Concurrency
 //
@@ -261,7 +263,7 @@ func (m *Manager) build() error {
 		if co.Logger.GetSink() == nil {
 			co.Logger = m.log
 		}
-		c, err := gc.NewContainerCollector(m.p.Runtime, co)
+		c, err := gc.NewContainerCollector(m.gcRuntime(), co)
 		if err != nil {
 			return fmt.Errorf("upkeep: %w", err)
 		}
