@@ -351,6 +351,10 @@ func TestChurn(t *testing.T) {
 			if float64(m.heap) > 1.1*float64(base.heap) {
 				t.Errorf("heap %d KiB, %d KiB before the churn (more than 10 %% over)", m.heap>>10, base.heap>>10)
 			}
+			// A pod's state goes at the first housekeeping pass after its
+			// worker finished (the last ones finish as the runtime's
+			// objects go): give the agent two passes before looking.
+			time.Sleep(2 * housekeeping)
 			a.stop()
 			if h := podHolders(a.agent); len(h) > 0 {
 				t.Errorf("pods of the churn still reachable from the stopped agent:\n%s", formatHolders(h))
