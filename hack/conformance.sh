@@ -386,18 +386,20 @@ cmd_table() {
 	[ -s "$report" ] || die "no report in $DIR/report"
 	jq -r '
 	def class:
-		(.Failure.Message // "") + " " + (.Failure.FailureNodeType // "") as $m
-		| if ($m | test("ErrImagePull|ImagePullBackOff|ErrImageNeverPull|pull access denied|failed to pull|failed to resolve reference|glibc-dns-testing"; "i")) then "image"
+		((.Failure.Message // "") + " " + (.Failure.FailureNodeType // "")) as $m
+		| if ($m | test("ErrImagePull|ImagePullBackOff|ErrImageNeverPull|ImagePull|pull access denied|failed to pull|failed to resolve reference|glibc-dns-testing"; "i")) then "image"
 		  elif ($m | test("dummy|modprobe|not supported by the kernel|Protocol not supported|Address family not supported|sysctl.*not allowed|no such device"; "i")) then "kernel"
 		  elif ($m | test("SynchronizedBeforeSuite|kube-proxy|cluster DNS|no endpoints|service .* unreachable|ClusterIP|Service.*not reachable"; "i")) then "set-up"
 		  else "nodekit" end;
-	[.[].SpecReports[] | select(.LeafNodeType == "It") | select(.State != "skipped" and .State != "pending")]
+	([.[].SpecReports[] | select(.LeafNodeType != "It" and .State != "passed" and .State != "skipped")
+	  | "SUITE \(.LeafNodeType) \(.State): \(.Failure.Message // "" | .[0:300])"] | .[]),
+	([.[].SpecReports[] | select(.LeafNodeType == "It") | select(.State != "skipped" and .State != "pending")]
 	| (.[] | [(if .State == "passed" then "PASS" else "FAIL " + class end),
 	          ((.ContainerHierarchyTexts + [.LeafNodeText]) | join(" "))] | @tsv),
 	  "",
 	  "passed\t\(map(select(.State == "passed")) | length)",
 	  (map(select(.State != "passed")) | group_by(class) | .[] | "failed: \(.[0] | class)\t\(length)"),
-	  "total\t\(length)"
+	  "total\t\(length)")
 	' "$report" | awk -F'\t' '{ if (NF == 2) printf "%-14s %s\n", $1, $2; else print }'
 }
 
