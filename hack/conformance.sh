@@ -310,7 +310,20 @@ stop_daemon() {
 	rm -f "$DIR/$1.pid"
 }
 
+# stop_suite interrupts a running suite and waits up to 2 minutes for its
+# clean-ups.
+stop_suite() {
+	alive "${SUITE_PID:-}" || return 0
+	log "interrupting the suite ($SUITE_PID)"
+	kill -TERM "$SUITE_PID" 2>/dev/null || true
+	local i
+	for i in $(seq 1 1200); do alive "$SUITE_PID" || return 0; sleep 0.1; done
+	log "the suite ($SUITE_PID) still runs after 2 minutes: killing it"
+	kill -KILL "$SUITE_PID" 2>/dev/null || true
+}
+
 cmd_stop() {
+	stop_suite
 	[ -d "$DIR" ] || return 0
 	stop_daemon agent
 	stop_daemon kube-scheduler
@@ -370,12 +383,18 @@ run_suite() {
 	if [ "$PROCS" -gt 1 ]; then
 		"$BIN/ginkgo" --procs="$PROCS" --timeout="$TIMEOUT" --focus="$FOCUS" --skip="$SKIP" \
 			--json-report=report.json --output-dir="$report" --no-color \
-			"$BIN/e2e.test" -- "${e2e_flags[@]}" >"$DIR/e2e.log" 2>&1 || rc=$?
+			"$BIN/e2e.test" -- "${e2e_flags[@]}" >"$DIR/e2e.log" 2>&1 &
 	else
-		(cd "$report" && "$BIN/e2e.test" "${e2e_flags[@]}" --ginkgo.timeout="$TIMEOUT" \
+		(cd "$report" && exec "$BIN/e2e.test" "${e2e_flags[@]}" --ginkgo.timeout="$TIMEOUT" \
 			--ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP" --ginkgo.no-color \
-			--ginkgo.json-report="$report/report.json") >"$DIR/e2e.log" 2>&1 || rc=$?
+			--ginkgo.json-report="$report/report.json") >"$DIR/e2e.log" 2>&1 &
 	fi
+	# In the background, so that a signal reaches the EXIT trap at once,
+	# which interrupts the suite (ginkgo then runs its clean-ups and writes
+	# its report) before it stops the cluster.
+	SUITE_PID=$!
+	wait "$SUITE_PID" || rc=$?
+	SUITE_PID=
 	log "e2e.test exited $rc after $((SECONDS - s)) s"
 	[ -s "$report/report.json" ] || { tail -n 30 "$DIR/e2e.log" >&2; die "no report: see $DIR/e2e.log"; }
 }
@@ -433,7 +452,7 @@ usage() {
 [ $# -ge 1 ] || usage
 cmd=$1
 shift
-AGENT=minimal AGENT_ARGS= PROCS=1 TIMEOUT=2h KEEP=
+AGENT=minimal AGENT_ARGS= PROCS=1 SUITE_PID= TIMEOUT=2h KEEP=
 FOCUS='\[NodeConformance\]'
 SKIP='\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Slow\]|\[Feature:'
 while [ $# -gt 0 ]; do
