@@ -35,7 +35,10 @@
 # Each failure is put in a class from its message: image (an image this
 # machine could not build or pull), kernel (a kernel feature the machine
 # lacks), set-up (the cluster: no kube-proxy, no DNS, no service network)
-# or nodekit (everything else: the agent's to fix). The classes are a
+# or nodekit (everything else: the agent's to fix); a spec cut by
+# --timeout is of class timeout. busybox's stand-in shell is bash, whose
+# error messages differ from ash's: the read-only root filesystem spec,
+# which compares one, fails in class image. The classes are a
 # first sort, to be read with the failure's message, which the run's
 # DIR/e2e.log holds in full.
 #
@@ -406,9 +409,12 @@ cmd_table() {
 	jq -r '
 	def class:
 		((.Failure.Message // "") + " " + (.Failure.FailureNodeType // "")) as $m
-		| if ($m | test("ErrImagePull|ImagePullBackOff|ErrImageNeverPull|ImagePull|pull access denied|failed to pull|failed to resolve reference|glibc-dns-testing"; "i")) then "image"
+		| if ($m | test("ErrImagePull|ImagePullBackOff|ErrImageNeverPull")) or
+		     ($m | test("pull access denied|failed to pull|failed to resolve reference|glibc-dns-testing"; "i")) or
+		     ($m | test("can.t create /file: Read-only file system")) then "image"
 		  elif ($m | test("dummy|modprobe|not supported by the kernel|Protocol not supported|Address family not supported|sysctl.*not allowed|no such device"; "i")) then "kernel"
-		  elif ($m | test("SynchronizedBeforeSuite|kube-proxy|cluster DNS|no endpoints|service .* unreachable|ClusterIP|Service.*not reachable"; "i")) then "set-up"
+		  elif ($m | test("A suite timeout occurred")) then "timeout"
+	  elif ($m | test("SynchronizedBeforeSuite|kube-proxy|cluster DNS|no endpoints|service .* unreachable|ClusterIP|Service.*not reachable"; "i")) then "set-up"
 		  else "nodekit" end;
 	([.[].SpecReports[] | select(.LeafNodeType != "It" and .State != "passed" and .State != "skipped")
 	  | "SUITE \(.LeafNodeType) \(.State): \(.Failure.Message // "" | .[0:300])"] | .[]),
