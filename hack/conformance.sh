@@ -65,7 +65,7 @@ BUILD_DIR=$CACHE/conformance-$KUBE_VERSION
 BIN=$BUILD_DIR/bin
 IMAGES=$CACHE/conformance-images
 # Bump when the image recipes change, to rebuild the cached tarballs.
-IMAGES_RECIPE=1
+IMAGES_RECIPE=2
 DIR=${NODEKIT_CONFORMANCE_DIR:-${TMPDIR:-/tmp}/nodekit-conformance}
 NODE=conformance
 CTD_NAME=conformance
@@ -219,6 +219,8 @@ cmd_images() {
 	rm -f "$work/agnhost/bin/nc" "$work/agnhost/bin/wget"
 	[ -d /etc/ssl/certs ] && mkdir -p "$work/agnhost/etc/ssl" && cp -rL /etc/ssl/certs "$work/agnhost/etc/ssl/" 2>/dev/null || true
 	cp "$BIN/agnhost" "$work/agnhost/agnhost"
+	# The TLS pair of netexec's --tls-cert-file in the specs (porter's).
+	cp "$(cd "$BUILD_DIR" && GOWORK=off go env GOMODCACHE)/k8s.io/kubernetes@$KUBE_VERSION/test/images/agnhost/porter/localhost".{crt,key} "$work/agnhost/"
 	ln -s agnhost "$work/agnhost/agnhost-2"
 	mkdir -p "$work/agnhost/uploads" "$work/agnhost/home/user-defined-in-image"
 	echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >>"$work/agnhost/etc/passwd"
