@@ -12,6 +12,9 @@
 #   hack/containerd.sh stop  [--version 1.6|2] [--name NAME]   # pods, daemon, shims, mounts, state
 #   hack/containerd.sh status [--version 1.6|2] [--name NAME]
 #   hack/containerd.sh env                      # export NODEKIT_CRI_ENDPOINT=... NODEKIT_CRI2_ENDPOINT=...
+#   hack/containerd.sh oci-image OUT NAME CONFIG_JSON ROOTFS...  # an image tarball of more images
+#   hack/containerd.sh import [--version 1.6|2] [--name NAME] FILE.tar...
+#   hack/containerd.sh tag    [--version 1.6|2] [--name NAME] SOURCE TARGET
 #
 # start prints the CRI endpoint (unix://STATE/NAME/containerd.sock); it is
 # idempotent (a running instance is left alone) and so is stop. Each
@@ -189,6 +192,33 @@ build_images() {
 	oci_image "$IMAGES_DIR/pause.tar" "$PAUSE_IMAGE" '{"Entrypoint":["/pause"]}' "$work/pause"
 	rm -rf "$work"
 	images_key >"$IMAGES_DIR/key"
+}
+
+# cmd_import imports image tarballs (oci-image's) into a running instance.
+cmd_import() {
+	local files=() args=() a
+	for a in "$@"; do
+		case $a in
+		*.tar) files+=("$a") ;;
+		*) args+=("$a") ;;
+		esac
+	done
+	parse_instance "${args[@]}"
+	pid_alive && answers || die "import: $NAME does not run"
+	for a in "${files[@]}"; do
+		"$CTR" --address "$SOCK" -n k8s.io images import --snapshotter "$(cat "$DIR/snapshotter")" "$a" >/dev/null ||
+			die "importing $a into $NAME failed"
+	done
+}
+
+# cmd_tag names an image of a running instance a second time (a stand-in
+# for an image of another name).
+cmd_tag() {
+	[ $# -ge 2 ] || usage
+	local dst=${*: -1} src=${*: -2:1}
+	parse_instance "${@:1:$#-2}"
+	pid_alive && answers || die "tag: $NAME does not run"
+	"$CTR" --address "$SOCK" -n k8s.io images tag --force "$src" "$dst" >/dev/null || die "tag $src $dst failed"
 }
 
 # ------------------------------------------------------------------ build
@@ -689,5 +719,8 @@ kill) cmd_kill "$@" ;;
 stop) cmd_stop "$@" ;;
 status) cmd_status "$@" ;;
 env) cmd_env ;;
+oci-image) [ $# -ge 4 ] || usage; oci_image "$@" ;;
+import) cmd_import "$@" ;;
+tag) cmd_tag "$@" ;;
 *) usage ;;
 esac

@@ -129,3 +129,22 @@ kube_build() {
 		mv "$out.tmp" "$out"
 	)
 }
+
+# kube_test_build DIR OUT PACKAGE compiles the tests of a k8s.io/kubernetes
+# package (test/e2e: e2e.test) in the scratch module DIR, with kube_build's
+# stamps, to OUT through OUT.tmp.
+kube_test_build() {
+	local dir=$1 out=$2 pkg=$3
+	local ldflags="-s -w \
+-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION \
+-X k8s.io/component-base/version.gitMajor=1 \
+-X k8s.io/component-base/version.gitMinor=37 \
+-X k8s.io/component-base/version.gitTreeState=clean \
+-X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION"
+	(
+		cd "$dir"
+		export GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 GOWORK=off
+		go test -c -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg"
+		mv "$out.tmp" "$out"
+	)
+}
