@@ -196,6 +196,42 @@ func TestSubPathModeOfVolumeRoot(t *testing.T) {
 	}
 }
 
+// TestSubPathOfMemoryEmptyDirWithFSGroup is the node's side of the e2e
+// spec "EmptyDir volumes when FSGroup is specified ... nonexistent volume
+// subPath should have the correct mode and owner using FSGroup": a Memory
+// emptyDir of a pod with fsGroup 123, mounted by a missing subPath, gives
+// the container a directory owned by root, group 123, mode dgtrwxrwxrwx
+// (the tmpfs root's 1777 with setgid, as the kubelet's).
+func TestSubPathOfMemoryEmptyDirWithFSGroup(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, func(o *volume.Options) { o.NoSubPathBind = true })
+	pod := newPod("uid-web", emptyVol("test-volume", v1.StorageMediumMemory))
+	gid := int64(123)
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: &gid}
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts[0].SubPath = "test-sub"
+	mounts, err := e.m.WaitForPodVolumes(t.Context(), pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms, err := e.m.ContainerMounts(pod, c, mounts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cms) != 1 {
+		t.Fatalf("container mounts %+v, want one", cms)
+	}
+	fi, err := os.Stat(cms[0].HostPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	want := fs.ModeDir | fs.ModeSetgid | fs.ModeSticky | 0o777
+	if fi.Mode() != want || st.Uid != 0 || int64(st.Gid) != gid {
+		t.Errorf("subPath %s: mode %v uid %d gid %d, want mode %v (dgtrwxrwxrwx) uid 0 gid %d", cms[0].HostPath, fi.Mode(), st.Uid, st.Gid, want, gid)
+	}
+}
+
 func TestSubPathBindMount(t *testing.T) {
 	requireRoot(t)
 	e := newEnv(t, nil)

@@ -13,7 +13,9 @@
 // with mode 0777 (the kubelet's), owned by the pod's fsGroup (setgid) when
 // it has one. Medium Memory mounts a tmpfs there, of the size MemorySize
 // computes: the smaller of the volume's sizeLimit and the pod's memory
-// limit; writes beyond it fail with ENOSPC. The tmpfs is mounted with
+// limit; writes beyond it fail with ENOSPC. The tmpfs root keeps the mode
+// tmpfs gives it, 1777 (sticky), as the kubelet's: with an fsGroup it is
+// dgtrwxrwxrwx, and a missing subPath of it is created with that mode. The tmpfs is mounted with
 // mount(2), so the agent needs CAP_SYS_ADMIN for Memory volumes. TearDown
 // unmounts the tmpfs and deletes the directory.
 //

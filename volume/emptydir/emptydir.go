@@ -50,7 +50,8 @@ func (p *Plugin) CanSupport(vol *v1.Volume) bool { return vol.EmptyDir != nil }
 
 // SetUp creates req.Dir with mode 0777 (and its group set to the pod's
 // fsGroup, with the setgid bit, when it has one) and, for medium Memory,
-// mounts a tmpfs on it sized by MemorySize. When the directory exists
+// mounts a tmpfs on it sized by MemorySize, whose root is 1777 (sticky), as
+// the kubelet's. When the directory exists
 // (or, for Memory, a tmpfs is already mounted there) it is kept with its
 // content: the agent restarted.
 func (p *Plugin) SetUp(_ context.Context, req volume.SetUpRequest) (volume.Mount, error) {
@@ -80,12 +81,10 @@ func (p *Plugin) SetUp(_ context.Context, req volume.SetUpRequest) (volume.Mount
 			if err := hostfs.MountTmpfs(req.Dir, size); err != nil {
 				return volume.Mount{}, fmt.Errorf("emptydir: volume %s: %w", vol.Name, err)
 			}
+			// The tmpfs root comes up as 1777 (sticky) and stays so, as
+			// the kubelet's, which mounts it without a mode option: a
+			// missing subPath is then created 1777 too.
 			p.log.V(1).Info("Mounted tmpfs", "podUID", podUID(req.Pod), "volume", vol.Name, "dir", req.Dir, "size", size)
-			// The tmpfs root comes up as 1777; make it what the kubelet
-			// shows (0777, or the fsGroup's).
-			if err := os.Chmod(req.Dir, perm); err != nil {
-				return volume.Mount{}, fmt.Errorf("emptydir: volume %s: %w", vol.Name, err)
-			}
 		}
 	}
 	if err := setFSGroup(req.Dir, req.Pod); err != nil {
@@ -115,15 +114,16 @@ func setupDir(dir string) error {
 		return fmt.Errorf("%s is not a directory", dir)
 	}
 	if fi.Mode().Perm() != perm {
-		return os.Chmod(dir, perm|fi.Mode()&fs.ModeSetgid)
+		return os.Chmod(dir, perm|fi.Mode()&(fs.ModeSetgid|fs.ModeSticky))
 	}
 	return nil
 }
 
 // setFSGroup gives dir to the pod's fsGroup, group-writable and setgid, so
 // that files created in it belong to the group: the kubelet's
-// SetVolumeOwnership on a new volume (the kubelet also walks existing
-// content; a new emptyDir has none).
+// SetVolumeOwnership on a new volume, which adds g+rwx and setgid to the
+// mode the directory has (a tmpfs root keeps its sticky bit: dgtrwxrwxrwx).
+// The kubelet also walks existing content; a new emptyDir has none.
 func setFSGroup(dir string, pod *v1.Pod) error {
 	if pod == nil || pod.Spec.SecurityContext == nil || pod.Spec.SecurityContext.FSGroup == nil {
 		return nil
@@ -132,7 +132,12 @@ func setFSGroup(dir string, pod *v1.Pod) error {
 	if err := os.Lchown(dir, -1, gid); err != nil {
 		return err
 	}
-	return os.Chmod(dir, perm|fs.ModeSetgid)
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	mode := fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
+	return os.Chmod(dir, mode|0o770|fs.ModeSetgid)
 }
 
 // MemorySize is the size of the tmpfs of a Memory emptyDir, the kubelet's

@@ -131,8 +131,39 @@ func TestFSGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := fi.Sys().(*syscall.Stat_t)
-	if int64(st.Gid) != gid || fi.Mode()&fs.ModeSetgid == 0 || fi.Mode().Perm() != 0o777 {
-		t.Errorf("directory gid %d mode %v, want gid %d, setgid, 0777", st.Gid, fi.Mode(), gid)
+	if want := fs.ModeDir | fs.ModeSetgid | 0o777; int64(st.Gid) != gid || fi.Mode() != want {
+		t.Errorf("directory gid %d mode %v, want gid %d, mode %v", st.Gid, fi.Mode(), gid, want)
+	}
+}
+
+// TestMemoryFSGroup: a Memory emptyDir of a pod with an fsGroup has the
+// mode the kubelet gives it, dgtrwxrwxrwx: the tmpfs root's 1777 with
+// setgid added, which the e2e spec "nonexistent volume subPath should have
+// the correct mode and owner using FSGroup" reads on a subPath created
+// from it. A second SetUp (the agent restarted) keeps it.
+func TestMemoryFSGroup(t *testing.T) {
+	requireRoot(t)
+	gid := int64(123)
+	pod := &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{FSGroup: &gid}}}
+	pod.UID = "uid-memory-fsgroup"
+	p := emptydir.New(emptydir.Options{})
+	req := request(t, pod, emptyDirVolume("shared", v1.StorageMediumMemory, "1Mi"))
+	want := fs.ModeDir | fs.ModeSetgid | fs.ModeSticky | 0o777
+	for i := range 2 {
+		if _, err := p.SetUp(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			t.Cleanup(func() { _ = tearDown(t, p, req) })
+		}
+		fi, err := os.Stat(req.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if int64(st.Gid) != gid || fi.Mode() != want {
+			t.Errorf("SetUp %d: tmpfs root gid %d mode %v, want gid %d, mode %v (dgtrwxrwxrwx)", i+1, st.Gid, fi.Mode(), gid, want)
+		}
 	}
 }
 
@@ -151,8 +182,8 @@ func TestMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi.Mode().Perm() != 0o777 || fi.Mode()&fs.ModeSticky != 0 {
-		t.Errorf("tmpfs root mode %v, want 0777 (as the kubelet's)", fi.Mode())
+	if want := fs.ModeDir | fs.ModeSticky | 0o777; fi.Mode() != want {
+		t.Errorf("tmpfs root mode %v, want %v (tmpfs's 1777, as the kubelet's)", fi.Mode(), want)
 	}
 
 	// Writing beyond the size limit fails with ENOSPC.
