@@ -425,6 +425,9 @@ func wire(o Options) (*parts, error) {
 		if nodeOpts.RuntimeHandlers == nil {
 			nodeOpts.RuntimeHandlers = handlers.Handlers
 		}
+		if nodeOpts.RuntimeFeatures == nil {
+			nodeOpts.RuntimeFeatures = handlers.Features
+		}
 		keeper.NodeOptions(&nodeOpts)
 		if nodeCtl, err = node.New(o.KubeClient, o.NodeName, nodeOpts); err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)

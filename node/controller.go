@@ -270,6 +270,7 @@ func (s *statusLoop) readRuntimeVersion(ctx context.Context) string {
 // observe reads what the status reports beside the facts.
 func (s *statusLoop) observe(ctx context.Context) observed {
 	obs := observed{runtimeVersion: s.readRuntimeVersion(ctx), health: s.c.opts.Health(), images: s.readImages(ctx), runtimeHandlers: s.readRuntimeHandlers(ctx)}
+	obs.features = s.readRuntimeFeatures(ctx)
 	if s.c.opts.Pressure != nil {
 		obs.pressure = s.c.opts.Pressure()
 	}

@@ -26,6 +26,11 @@
 // recursiveReadOnlyMounts and userNamespaces features, as the kubelet's
 // RuntimeHandlers setter reports them; the scheduler places a hostUsers:
 // false pod only on a Node whose handlers support user namespaces.
+// status.features is the runtime's features of its Status response
+// (Options.RuntimeFeatures), as the kubelet's NodeFeatures setter:
+// supplementalGroupsPolicy true when the runtime supports the Strict
+// policy (containerd 2.x), the field left alone when the runtime reports
+// no features (containerd 1.6).
 // MemoryPressure, DiskPressure and PIDPressure are True while
 // Options.Pressure (the eviction manager) reports them, with the
 // kubelet's reasons.

@@ -27,6 +27,35 @@ func RuntimeHandlers(hs []*runtimeapi.RuntimeHandler) []v1.NodeRuntimeHandler {
 	return out
 }
 
+// RuntimeFeatures converts the features of a CRI Status response
+// (StatusResponse.Features) to the Node's status.features, as the
+// kubelet's NodeFeatures status setter does (SupplementalGroupsPolicy is
+// GA in v1.37): supplementalGroupsPolicy always set, false when the
+// runtime does not support it. A runtime that reports no features
+// (containerd 1.6, whose CRI predates them) gives nil: the Node's
+// status.features is left alone, as the kubelet leaves it.
+func RuntimeFeatures(f *runtimeapi.RuntimeFeatures) *v1.NodeFeatures {
+	if f == nil {
+		return nil
+	}
+	sgp := f.GetSupplementalGroupsPolicy()
+	return &v1.NodeFeatures{SupplementalGroupsPolicy: &sgp}
+}
+
+// readRuntimeFeatures asks Options.RuntimeFeatures; nil (the Node's stay)
+// when it is unset, fails or reports none.
+func (s *statusLoop) readRuntimeFeatures(ctx context.Context) *v1.NodeFeatures {
+	if s.c.opts.RuntimeFeatures == nil {
+		return nil
+	}
+	f, err := s.c.opts.RuntimeFeatures(ctx)
+	if err != nil {
+		s.c.log.V(4).Info("reading the runtime features failed", "err", err)
+		return nil
+	}
+	return RuntimeFeatures(f)
+}
+
 // readRuntimeHandlers asks Options.RuntimeHandlers; nil (the Node's stay)
 // when it is unset or fails.
 func (s *statusLoop) readRuntimeHandlers(ctx context.Context) []v1.NodeRuntimeHandler {

@@ -119,6 +119,17 @@ type Options struct {
 	// (no CRI call of its own, as the kubelet's updateRuntimeUp keeps
 	// them): it should return what it holds, not call the runtime.
 	RuntimeHandlers func(ctx context.Context) ([]*runtimeapi.RuntimeHandler, error)
+	// RuntimeFeatures returns the runtime's features, the Features of its
+	// CRI Status response, reported as status.features
+	// (supplementalGroupsPolicy, which the scheduler and the API server
+	// match pods with supplementalGroupsPolicy: Strict against). Called
+	// once per status update; on error, or when it returns nil (a runtime
+	// that reports no features, such as containerd 1.6), the Node's are
+	// kept. Defaults to none: status.features is left alone. The Agent
+	// sets it to the features its runtime health check last read from a
+	// ready runtime, as RuntimeHandlers: it should return what it holds,
+	// not call the runtime.
+	RuntimeFeatures func(ctx context.Context) (*runtimeapi.RuntimeFeatures, error)
 	// AgentVersion is reported as the Node's kubelet version
 	// (status.nodeInfo.kubeletVersion), which the control plane and tools
 	// parse as a semantic version for the version skew between them and

@@ -91,6 +91,8 @@ type observed struct {
 	images []v1.ContainerImage
 	// runtimeHandlers for status.runtimeHandlers; nil leaves the Node's.
 	runtimeHandlers []v1.NodeRuntimeHandler
+	// features for status.features; nil leaves the Node's.
+	features *v1.NodeFeatures
 }
 
 // The reasons and messages of the pressure conditions when under

@@ -116,8 +116,8 @@ func (f facts) status(old v1.NodeStatus, runtimeVersion string, health error, no
 }
 
 // statusOf is status with everything observed: the pressure conditions
-// set True, status.images and status.runtimeHandlers replaced when obs
-// has them.
+// set True, status.images, status.runtimeHandlers and status.features
+// replaced when obs has them.
 func (f facts) statusOf(old v1.NodeStatus, obs observed, now time.Time) v1.NodeStatus {
 	runtimeVersion, health := obs.runtimeVersion, obs.health
 	s := *old.DeepCopy()
@@ -144,6 +144,9 @@ func (f facts) statusOf(old v1.NodeStatus, obs observed, now time.Time) v1.NodeS
 	}
 	if obs.runtimeHandlers != nil {
 		s.RuntimeHandlers = obs.runtimeHandlers
+	}
+	if obs.features != nil {
+		s.Features = obs.features
 	}
 	t := metav1.NewTime(now)
 	for _, want := range ownedConditions(health, obs.pressure) {

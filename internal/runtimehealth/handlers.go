@@ -41,7 +41,7 @@ func (c *HandlerCache) Status(ctx context.Context, verbose bool) (*runtimeapi.St
 }
 
 // errNoRuntimeHandlers: no Status of a ready runtime has been read yet.
-var errNoRuntimeHandlers = errors.New("runtimehealth: runtime handlers not known yet: the runtime has not been ready")
+var errNoRuntimeHandlers = errors.New("runtimehealth: runtime handlers and features not known yet: the runtime has not been ready")
 
 // Handlers returns the handlers kept, or an error until a ready
 // runtime's Status was read.
@@ -52,6 +52,20 @@ func (c *HandlerCache) Handlers(context.Context) ([]*runtimeapi.RuntimeHandler, 
 		return nil, errNoRuntimeHandlers
 	}
 	return c.handlers, nil
+}
+
+// Features returns the features of the last ready Status (nil when the
+// runtime reports none, as containerd 1.6), or an error until a ready
+// runtime's Status was read: the Node's status.features
+// (node.Options.RuntimeFeatures), as the kubelet's runtimeState keeps
+// them.
+func (c *HandlerCache) Features(context.Context) (*runtimeapi.RuntimeFeatures, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.known {
+		return nil, errNoRuntimeHandlers
+	}
+	return c.features, nil
 }
 
 // SupplementalGroupsPolicy reports whether the runtime, as its last

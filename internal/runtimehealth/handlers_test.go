@@ -88,3 +88,54 @@ func TestNodeRuntimeHandlers(t *testing.T) {
 	}
 	check("Status failed", []string{"", "runc"}, false)
 }
+
+// TestNodeRuntimeFeatures: the Node's runtime features are those of the
+// last Status of a ready runtime, as the kubelet's runtimeState keeps
+// them: not known before one (the Node's stay), nil when the runtime
+// reports none (containerd 1.6), kept across a Status of a runtime not
+// ready, and replaced, nil included, by the next ready one.
+func TestNodeRuntimeFeatures(t *testing.T) {
+	ctx := context.Background()
+	status := func(ready bool, f *runtimeapi.RuntimeFeatures) *runtimeapi.StatusResponse {
+		return &runtimeapi.StatusResponse{
+			Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+				{Type: runtimeapi.RuntimeReady, Status: ready}, {Type: runtimeapi.NetworkReady, Status: true},
+			}},
+			Features: f,
+		}
+	}
+	fake := &statusRuntime{resp: status(false, &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true})}
+	c := &HandlerCache{}
+	o := node.Options{RuntimeFeatures: c.Features}
+	c.RuntimeService = fake
+	check := func(label string, want *runtimeapi.RuntimeFeatures, wantErr bool) {
+		t.Helper()
+		before := fake.calls
+		f, err := o.RuntimeFeatures(ctx)
+		if (err != nil) != wantErr {
+			t.Errorf("%s: error %v, want error %v", label, err, wantErr)
+		}
+		if (f == nil) != (want == nil) || f.GetSupplementalGroupsPolicy() != want.GetSupplementalGroupsPolicy() {
+			t.Errorf("%s: features %v, want %v", label, f, want)
+		}
+		if fake.calls != before {
+			t.Errorf("%s: %d Status calls to read the features, want none", label, fake.calls-before)
+		}
+	}
+	step := func(resp *runtimeapi.StatusResponse) {
+		t.Helper()
+		fake.resp = resp
+		if _, err := c.Status(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("before any Status", nil, true)
+	step(fake.resp)
+	check("runtime not ready", nil, true)
+	step(status(true, nil))
+	check("ready runtime without features", nil, false)
+	step(status(true, &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true}))
+	check("ready runtime with features", &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true}, false)
+	step(status(false, nil))
+	check("runtime no longer ready", &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true}, false)
+}
