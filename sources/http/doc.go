@@ -3,7 +3,10 @@
 // net/http, which its code imports as nethttp.
 //
 // The body is a Pod or a PodList, YAML or JSON; the kind field decides (a
-// missing kind means Pod). Every pod gets sources.StaticPodDefaults with the
+// missing kind means Pod). A body of several YAML documents gives the pods
+// of its first (empty documents aside), as the kubelet reads it; unlike the
+// kubelet, which ignores them silently, each later document is logged as
+// ignored (the first ten one by one, the others as a count). Every pod gets sources.StaticPodDefaults with the
 // URL as its source and must pass sources.ValidateStatic (the API server's
 // checks, which the kubelet also runs on static pods).
 //
@@ -19,7 +22,8 @@
 //	cfg.Add(sources.HTTPSource, src)
 //
 // Given to an agent (nodekit.Options.Sources), the Source takes the
-// agent's node name (sources.NodeNamer): leave NodeName empty.
+// agent's node name (sources.NodeNamer): leave NodeName empty; without a
+// Logger of its own, it logs through the agent's (sources.LoggerSetter).
 //
 // # Errors
 //

@@ -30,6 +30,10 @@ const (
 	// later ones are logged at V(4) until a poll succeeds, as the kubelet
 	// does.
 	quietAfter = 3
+
+	// maxIgnoredLogged is the number of ignored documents of one body
+	// logged one by one; the others of that body are logged as one count.
+	maxIgnoredLogged = 10
 )
 
 // Options configures a Source.
@@ -53,7 +57,11 @@ type Options struct {
 	// Client sends the requests. Defaults to a client of the Source's own,
 	// with its own connection pool, closed when Run returns.
 	Client *nethttp.Client
-	// Logger receives the source's logs. Defaults to discarding them.
+	// Logger receives the source's logs: every failed poll, and every
+	// document of a body, or pod of a list, that gives no pod, with the
+	// reason. Defaults to the agent's logger when the Source is given to an
+	// agent (sources.LoggerSetter), else to discarding them (a
+	// logr.Discard() Logger counts as none).
 	Logger logr.Logger
 }
 
@@ -91,18 +99,25 @@ func (o *Options) setDefaults() error {
 type Source struct {
 	opts Options
 	log  logr.Logger
+	// ownLogger: Options.Logger was given, and SetLogger keeps it.
+	ownLogger bool
 	// ownClient is the client New made, nil when Options.Client was given.
 	ownClient *nethttp.Client
 }
 
-var _ sources.Source = (*Source)(nil)
+var (
+	_ sources.Source       = (*Source)(nil)
+	_ sources.NodeNamer    = (*Source)(nil)
+	_ sources.LoggerSetter = (*Source)(nil)
+)
 
 // New returns a Source for opts. It does no I/O.
 func New(opts Options) (*Source, error) {
+	own := opts.Logger.GetSink() != nil
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Source{opts: opts, log: opts.Logger.WithValues("url", opts.URL)}
+	s := &Source{opts: opts, log: opts.Logger.WithValues("url", opts.URL), ownLogger: own}
 	if s.opts.Client == nil {
 		var rt nethttp.RoundTripper = nethttp.DefaultTransport
 		if t, ok := nethttp.DefaultTransport.(*nethttp.Transport); ok {
@@ -112,6 +127,16 @@ func New(opts Options) (*Source, error) {
 		s.opts.Client = s.ownClient
 	}
 	return s, nil
+}
+
+// SetLogger implements sources.LoggerSetter: the agent's logger, unless
+// Options.Logger was given. It must be called before Run.
+func (s *Source) SetLogger(log logr.Logger) {
+	if s.ownLogger {
+		return
+	}
+	s.opts.Logger = log.WithName("http")
+	s.log = s.opts.Logger.WithValues("url", s.opts.URL)
 }
 
 // SetNodeName implements sources.NodeNamer: the agent's name, unless
@@ -129,6 +154,9 @@ func (s *Source) SetNodeName(name string) error {
 // returns after its requests have ended.
 //
 // A body byte-identical to the last one is neither decoded nor sent again.
+// A body of several YAML documents gives the pods of its first (empty
+// documents aside), as the kubelet reads it; each later one is logged as
+// ignored, once per new body.
 // An empty body sends an empty snapshot (the source becomes ready, with no
 // pods) and is logged as an error, as the kubelet does. Every other failure
 // (request, status, size, decoding, an invalid single Pod) is logged with
@@ -243,10 +271,13 @@ func (s *Source) fetch(ctx context.Context) ([]byte, error) {
 	return body, nil
 }
 
-// decode turns a body into the pods to send.
+// decode turns a body into the pods to send: those of its first YAML
+// document (empty documents aside), as the kubelet reads a body; each
+// later document is logged as ignored.
 func (s *Source) decode(body []byte) ([]*v1.Pod, error) {
 	s.log.V(4).Info("decoding body", "bytes", len(body))
-	pods, kind, err := manifest.Decode(body)
+	pods, kind, ignored, err := manifest.DecodeFirst(body)
+	s.reportIgnored(ignored)
 	if err != nil {
 		return nil, fmt.Errorf("http: %s: cannot decode body: %w", s.opts.URL, err)
 	}
@@ -269,6 +300,20 @@ func (s *Source) decode(body []byte) ([]*v1.Pod, error) {
 		valid = append(valid, pod)
 	}
 	return valid, nil
+}
+
+// reportIgnored logs the ignored documents after the first of a body of
+// ignored+1 documents: the first maxIgnoredLogged one by one, the others
+// as one count, so that a body of many small documents costs a few lines.
+func (s *Source) reportIgnored(ignored int) {
+	for i := range min(ignored, maxIgnoredLogged) {
+		s.log.Error(fmt.Errorf("http: %s: document %d of %d ignored: a body gives the pods of its first document, a Pod or a PodList, as the kubelet reads it (list several pods in a PodList)",
+			s.opts.URL, i+2, ignored+1), "manifest document ignored")
+	}
+	if rest := ignored - maxIgnoredLogged; rest > 0 {
+		s.log.Error(fmt.Errorf("http: %s: documents %d to %d of %d ignored", s.opts.URL, maxIgnoredLogged+2, ignored+1, ignored+1),
+			"manifest documents ignored", "count", rest)
+	}
 }
 
 // report logs the outcome of a poll: consecutive failures as errors, the

@@ -307,6 +307,18 @@ func TestBodies(t *testing.T) {
 			body: podListJSON(),
 			want: []string{},
 		},
+		{
+			name:    "two documents: the first one's pod, the second logged",
+			body:    "---\n" + podYAML("a", "x:1") + "---\n" + podYAML("b", "y:1"),
+			want:    []string{"a-node-1 x:1"},
+			wantLog: []string{`"msg"="manifest document ignored"`, "document 2 of 2 ignored", "as the kubelet reads it"},
+		},
+		{
+			name:    "a pod list, then a pod: the list's pods",
+			body:    podListJSON(podJSON("a", "nginx:1"), podJSON("b", "redis:7")) + "\n---\n" + podYAML("c", "x:1") + "---\n# only a comment\n",
+			want:    []string{"a-node-1 nginx:1", "b-node-1 redis:7"},
+			wantLog: []string{`"msg"="manifest document ignored"`, "document 2 of 2 ignored"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -376,9 +388,9 @@ func TestFailuresKeepThePreviousSnapshot(t *testing.T) {
 			wantLog: "cannot decode body",
 		},
 		{
-			name:    "two documents",
-			break_:  func(s *server) { s.set(nethttp.StatusOK, podYAML("a", "x:1")+"---\n"+podYAML("b", "x:1")) },
-			wantLog: "more than one document",
+			name:    "two documents, the first one bad",
+			break_:  func(s *server) { s.set(nethttp.StatusOK, "{not yaml\n---\n"+podYAML("b", "x:1")) },
+			wantLog: "cannot decode body",
 		},
 		{
 			name:    "invalid single pod",
@@ -559,5 +571,74 @@ func TestSetNodeName(t *testing.T) {
 	other, _ := New(Options{URL: "http://h/p", NodeName: "n2"})
 	if err := other.SetNodeName("n1"); err == nil || !strings.Contains(err.Error(), `"n2" is not the agent's node name "n1"`) {
 		t.Fatalf("SetNodeName over another node's name = %v", err)
+	}
+}
+
+// TestManyDocuments: a body of many documents gives the first one's pod;
+// the first ten ignored documents are logged one by one and the others as
+// one count, once per new body.
+func TestManyDocuments(t *testing.T) {
+	body := podYAML("a", "x:1") + strings.Repeat("---\n"+podYAML("b", "y:1"), 1000)
+	srv := newServer(t, body)
+	h := start(t, Options{URL: srv.URL})
+	if got := summary(h.next()); !cmp.Equal(got, []string{"a-node-1 x:1"}) {
+		t.Fatalf("snapshot = %q, want the first document's pod", got)
+	}
+	srv.waitRequests(t, 3)
+	if n := len(h.logs.find(`"msg"="manifest document ignored"`)); n != 10 {
+		t.Errorf("%d lines for single ignored documents, want 10", n)
+	}
+	for _, d := range []string{"document 2 of 1001 ignored", "document 11 of 1001 ignored"} {
+		if n := len(h.logs.find(`"msg"="manifest document ignored"`, d)); n != 1 {
+			t.Errorf("%d lines with %q, want 1", n, d)
+		}
+	}
+	if n := len(h.logs.find(`"msg"="manifest documents ignored"`, `"count"=990`, "documents 12 to 1001 of 1001 ignored")); n != 1 {
+		t.Errorf("%d lines counting the other ignored documents, want 1: %q", n, h.logs.find("ignored"))
+	}
+}
+
+// TestSetLogger: a Source made without a Logger logs through the one
+// SetLogger gives (the agent's); one made with a Logger keeps its own.
+func TestSetLogger(t *testing.T) {
+	body := podYAML("a", "x:1") + "---\n" + podYAML("b", "y:1")
+	for _, tt := range []struct {
+		name          string
+		own           bool
+		wantOwn, want int
+	}{
+		{name: "no Logger of its own", own: false, wantOwn: 0, want: 1},
+		{name: "a Logger of its own", own: true, wantOwn: 1, want: 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, body)
+			own, agent := &logLines{}, &logLines{}
+			opts := Options{URL: srv.URL, NodeName: node, Period: period}
+			if tt.own {
+				opts.Logger = own.logger()
+			}
+			src, err := New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var setter sources.LoggerSetter = src
+			setter.SetLogger(agent.logger().WithName("sources"))
+			ctx, cancel := context.WithCancel(t.Context())
+			snaps := make(chan []*v1.Pod, 100)
+			done := make(chan error, 1)
+			go func() { done <- src.Run(ctx, snaps) }()
+			<-snaps
+			srv.waitRequests(t, 2)
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("Run() = %v", err)
+			}
+			if n := len(own.find(`"msg"="manifest document ignored"`)); n != tt.wantOwn {
+				t.Errorf("%d lines in the Source's own logger, want %d", n, tt.wantOwn)
+			}
+			if n := len(agent.find(`sources/http`, `"msg"="manifest document ignored"`, `"url"="`+srv.URL+`"`)); n != tt.want {
+				t.Errorf("%d lines in the agent's logger, want %d: %q", n, tt.want, agent.find())
+			}
+		})
 	}
 }
