@@ -112,7 +112,15 @@ type Source struct {
 	store atomic.Pointer[notifyingStore]
 }
 
-var _ sources.Source = (*Source)(nil)
+var (
+	_ sources.Source       = (*Source)(nil)
+	_ sources.ReadOnlyPods = (*Source)(nil)
+)
+
+// PodsReadOnly implements sources.ReadOnlyPods: the pods of the snapshots
+// are the watch's decoded objects (or the checkpoint's), which a change
+// replaces and nothing modifies, so the merge need not copy them deeply.
+func (s *Source) PodsReadOnly() bool { return true }
 
 // New returns a Source for the pods bound to the node nodeName
 // (spec.nodeName), read through client. It does no I/O.
