@@ -5,6 +5,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,9 +31,14 @@ import (
 //     pod running.
 //
 // Run it alone: go test -run '^$' -bench 'HollowNodes/nodes=50' -benchtime 1x ./hollow
+//
+// NODEKIT_HOLLOW_HEAPPROFILE=FILE writes a profile of the live heap (after
+// a GC) once every pod runs, the nodes still running, to FILE-<shape>, and
+// the goroutines of the idle nodes to FILE-<shape>.goroutines; with
+// -test.memprofilerate=512 the heap profile sees small objects.
 func BenchmarkHollowNodes(b *testing.B) {
 	cfg := restConfig(b)
-	for _, shape := range []struct{ nodes, pods int }{{50, 20}, {200, 10}} {
+	for _, shape := range []struct{ nodes, pods int }{{50, 20}, {200, 10}, {1000, 1}} {
 		for _, mode := range []string{"shared", "unshared"} {
 			b.Run(fmt.Sprintf("nodes=%d/pods=%d/%s", shape.nodes, shape.pods, mode), func(b *testing.B) {
 				for b.Loop() {
@@ -64,6 +70,18 @@ func sample(b *testing.B) procSample {
 		goroutines: goruntime.NumGoroutine(),
 		cpu:        time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
 		at:         time.Now(),
+	}
+}
+
+// writeProfile writes the profile name to file.
+func writeProfile(b *testing.B, name, file string, debug int) {
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup(name).WriteTo(f, debug); err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -100,6 +118,9 @@ func benchmarkHollow(b *testing.B, cfg *rest.Config, n, perNode int, opts Option
 	ready := time.Since(before.at)
 	time.Sleep(5 * time.Second) // the first status passes and Lease renewals settle
 	idle := sample(b)
+	if f := os.Getenv("NODEKIT_HOLLOW_HEAPPROFILE"); f != "" {
+		writeProfile(b, "goroutine", fmt.Sprintf("%s-%dx%d.goroutines", f, n, perNode), 1)
+	}
 	time.Sleep(20 * time.Second)
 	idleEnd := sample(b)
 
@@ -108,6 +129,10 @@ func benchmarkHollow(b *testing.B, cfg *rest.Config, n, perNode int, opts Option
 	started := sample(b)
 	time.Sleep(3 * time.Second)
 	running := sample(b)
+	if f := os.Getenv("NODEKIT_HOLLOW_HEAPPROFILE"); f != "" {
+		goruntime.GC()
+		writeProfile(b, "heap", fmt.Sprintf("%s-%dx%d", f, n, perNode), 0)
+	}
 
 	nf, pf := float64(n), float64(want)
 	b.ReportMetric(float64(idle.rss-before.rss)/(1<<20)/nf, "rss-MiB/node")

@@ -100,6 +100,11 @@ func (c *Config) Add(name string, src Source) error {
 		}
 	}
 	c.sources = append(c.sources, namedSource{name: name, src: src})
+	if ro, ok := src.(ReadOnlyPods); ok && ro.PodsReadOnly() {
+		c.mergeMu.Lock()
+		c.store.readOnly[name] = true
+		c.mergeMu.Unlock()
+	}
 	return nil
 }
 

@@ -19,13 +19,18 @@ import (
 // turns one full snapshot into the PodUpdates it implies. store does no I/O,
 // keeps no clock and is not safe for concurrent use; Config owns one.
 //
-// The pods store holds are its own deep copies of what sources sent. It
-// hands the same objects out in PodUpdates and never modifies one after
-// storing it: a change stores a new object, an unchanged pod keeps its
-// object (pointer identity is stable across snapshots).
+// The pods store holds are its own deep copies of what sources sent
+// (shallow copies for the sources in readOnly). It hands the same objects
+// out in PodUpdates and never modifies one after storing it: a change
+// stores a new object, an unchanged pod keeps its object (pointer identity
+// is stable across snapshots).
 type store struct {
 	pods map[string]map[types.UID]*v1.Pod
 	seen map[string]bool
+	// readOnly holds the sources whose pods are never modified once sent
+	// (ReadOnlyPods): their copies share all but the Pod and its
+	// annotations with the source's objects.
+	readOnly map[string]bool
 	// emptySecurityContext is the spec.securityContext of the pods whose
 	// one is set and empty (the API server sets {} on every pod it
 	// serves), shared by all of them; nil until the first.
@@ -40,7 +45,7 @@ type rejection struct {
 }
 
 func newStore() *store {
-	return &store{pods: map[string]map[types.UID]*v1.Pod{}, seen: map[string]bool{}}
+	return &store{pods: map[string]map[types.UID]*v1.Pod{}, seen: map[string]bool{}, readOnly: map[string]bool{}}
 }
 
 // change is what a new version of a stored pod amounts to.
@@ -223,9 +228,10 @@ type podCopier struct {
 	shared map[string]map[string]string
 }
 
-// copyPod returns the store's copy of in: a deep copy whose annotations are
-// in's (less a config.seen or config.source of the source's own) with
-// config.source, and config.seen set to seen when hasSeen.
+// copyPod returns the store's copy of in: a deep copy (a shallow one for a
+// read-only source) whose annotations are in's (less a config.seen or
+// config.source of the source's own) with config.source, and config.seen
+// set to seen when hasSeen.
 func (a *podCopier) copyPod(in *v1.Pod, seen string, hasSeen bool) *v1.Pod {
 	own := 0
 	for k := range in.Annotations {
@@ -242,7 +248,10 @@ func (a *podCopier) copyPod(in *v1.Pod, seen string, hasSeen bool) *v1.Pod {
 	if emptySC {
 		shallow.Spec.SecurityContext = nil
 	}
-	p := shallow.DeepCopy()
+	p := &shallow
+	if !a.store.readOnly[a.source] {
+		p = shallow.DeepCopy()
+	}
 	if emptySC {
 		if a.store.emptySecurityContext == nil {
 			a.store.emptySecurityContext = &v1.PodSecurityContext{}

@@ -1,10 +1,12 @@
 package sources
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -545,5 +547,73 @@ func TestStoreMergeOwnsItsPods(t *testing.T) {
 	}
 	if s.pods["api"]["uid-b"] != storedB {
 		t.Error("unchanged pod lost its object identity")
+	}
+}
+
+// readOnlySource is a chanSource whose pods are never modified once sent.
+type readOnlySource chan []*v1.Pod
+
+func (c readOnlySource) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
+	return Chan(c).Run(ctx, snapshots)
+}
+
+func (readOnlySource) PodsReadOnly() bool { return true }
+
+// The pods of a source that says its pods are read-only (ReadOnlyPods)
+// share their spec, metadata and status with the source's objects; the
+// merge's own annotations are on a Pod of the merge's, and the source's
+// object is left as it was. Other sources' pods are deep copies.
+func TestConfigSharesReadOnlyPods(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		roIn, fileIn := make(readOnlySource), make(chan []*v1.Pod)
+		c := NewConfig(ConfigOptions{})
+		if err := c.Add(APIServerSource, roIn); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Add(FileSource, chanSource(fileIn)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- c.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+
+		in := testPod("a")
+		roIn <- []*v1.Pod{in}
+		got := (<-c.Updates()).Pods[0]
+		if got == in || in.Annotations != nil || got.Annotations[AnnotationSource] != APIServerSource {
+			t.Errorf("stored %p (source's %p), source's annotations %v, stored %v; want a Pod of the merge's, the source's unchanged", got, in, in.Annotations, got.Annotations)
+		}
+		if &got.Spec.Containers[0] != &in.Spec.Containers[0] || !reflect.DeepEqual(got.Spec, in.Spec) {
+			t.Error("the read-only source's pod was copied deeply, want its spec shared")
+		}
+
+		// A change is a new object from the source: an UPDATE with it.
+		changed := testPod("a", withImage("busybox:2"))
+		roIn <- []*v1.Pod{changed}
+		up := <-c.Updates()
+		if up.Op != Update || up.Pods[0].Spec.Containers[0].Image != "busybox:2" || got.Spec.Containers[0].Image != "busybox:1" {
+			t.Errorf("update %v with image %q, the first delivered now %q; want an UPDATE to busybox:2, the first unchanged", up.Op, up.Pods[0].Spec.Containers[0].Image, got.Spec.Containers[0].Image)
+		}
+
+		fin := testPod("b")
+		fileIn <- []*v1.Pod{fin}
+		fgot := (<-c.Updates()).Pods[0]
+		if &fgot.Spec.Containers[0] == &fin.Spec.Containers[0] {
+			t.Error("the file source's pod shares its spec, want a deep copy")
+		}
+	})
+}
+
+func BenchmarkStoreMergeAddReadOnly(b *testing.B) {
+	pods := make([]*v1.Pod, 1000)
+	for i := range pods {
+		pods[i] = testPod(fmt.Sprintf("p%d", i))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s := newStore()
+		s.readOnly["api"] = true
+		s.merge("api", pods, t0)
 	}
 }

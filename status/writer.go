@@ -388,7 +388,10 @@ func (m *Manager) get(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 		m.failures.Add(1)
 		return nil, fmt.Errorf("status: reading pod %s: %w", podmodel.FullName(pod), err)
 	}
-	return got, err
+	if err != nil {
+		return nil, err
+	}
+	return trimHeld(got), nil
 }
 
 func (m *Manager) patch(ctx context.Context, api *v1.Pod, patch []byte) (*v1.Pod, error) {
@@ -398,7 +401,7 @@ func (m *Manager) patch(ctx context.Context, api *v1.Pod, patch []byte) (*v1.Pod
 	got, err := m.opts.Client.CoreV1().Pods(api.Namespace).Patch(ctx, api.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	switch {
 	case err == nil:
-		return got, nil
+		return trimHeld(got), nil
 	case apierrors.IsConflict(err):
 		m.conflicts.Add(1)
 		return nil, err
@@ -407,6 +410,19 @@ func (m *Manager) patch(ctx context.Context, api *v1.Pod, patch []byte) (*v1.Pod
 	}
 	m.failures.Add(1)
 	return nil, fmt.Errorf("status: patching the status of pod %s: %w", podmodel.FullName(api), err)
+}
+
+// trimHeld trims the pod a PATCH (or a GET) returned, which the pod's
+// entry holds as the base of its next write, to what the writer reads of
+// it: its
+// metadata without managedFields, spec.nodeName and its status. The rest
+// (the spec, the server-side apply records) would cost every running pod
+// a second copy of its object for as long as it runs. got is the
+// client's fresh object, not shared.
+func trimHeld(got *v1.Pod) *v1.Pod {
+	got.ManagedFields = nil
+	got.Spec = v1.PodSpec{NodeName: got.Spec.NodeName}
+	return got
 }
 
 // deletePod deletes the pod that finished terminating, with grace period

@@ -201,6 +201,41 @@ func TestWritePatchesStatus(t *testing.T) {
 	})
 }
 
+// The pod a PATCH returned, which the manager holds as the base of its
+// next write, is kept without its spec (but spec.nodeName) and
+// managedFields; the next write and the resync work from it as before.
+func TestWrittenPodHeldTrimmed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := statustest.NewFakeAPI(boundPod("web", "uid-web"))
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
+		defer run(t, m)()
+		pod := f.Pod("default", "web")
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
+		settle()
+
+		m.mu.Lock()
+		held := m.pods[pod.UID].api
+		m.mu.Unlock()
+		if held == nil || held == pod {
+			t.Fatalf("held %p (the source's %p), want the PATCH's answer", held, pod)
+		}
+		if held.Spec.Containers != nil || held.Spec.NodeName != testNode || held.ManagedFields != nil || held.UID != pod.UID || held.Status.Phase != v1.PodRunning {
+			t.Errorf("held pod: spec %+v, managedFields %v, uid %s, phase %s; want only spec.nodeName, no managedFields, the pod's UID, Running",
+				held.Spec, held.ManagedFields, held.UID, held.Status.Phase)
+		}
+
+		// The next write starts from it: one PATCH, no read.
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", false))
+		settle()
+		if got := storedStatus(t, f, "web"); conditionStatus(got, v1.PodReady) != v1.ConditionFalse {
+			t.Errorf("Ready = %q after the second write, want False", conditionStatus(got, v1.PodReady))
+		}
+		if diff := cmp.Diff(Stats{Patches: 2}, m.Stats()); diff != "" {
+			t.Errorf("stats (-want +got):\n%s", diff)
+		}
+	})
+}
+
 // TestStalePodObjectIsReadAgain: the pod object the agent holds is older
 // than the API server's; the PATCH based on it is refused and the pod read
 // again.

@@ -112,7 +112,15 @@ type Source struct {
 	store atomic.Pointer[notifyingStore]
 }
 
-var _ sources.Source = (*Source)(nil)
+var (
+	_ sources.Source       = (*Source)(nil)
+	_ sources.ReadOnlyPods = (*Source)(nil)
+)
+
+// PodsReadOnly implements sources.ReadOnlyPods: the pods of the snapshots
+// are the watch's decoded objects (or the checkpoint's), which a change
+// replaces and nothing modifies, so the merge need not copy them deeply.
+func (s *Source) PodsReadOnly() bool { return true }
 
 // New returns a Source for the pods bound to the node nodeName
 // (spec.nodeName), read through client. It does no I/O.
@@ -344,13 +352,27 @@ func (s *notifyingStore) notify() {
 	}
 }
 
+// dropManagedFields drops the metadata.managedFields of a pod the
+// reflector just decoded, before any store holds it: nothing in the agent
+// reads them, and they are a third of what a running pod's object holds
+// (its server-side apply records: the creator's fields and the agent's
+// own status fields). The object is not shared yet; a pod without them is
+// left untouched.
+func dropManagedFields(obj any) {
+	if p, ok := obj.(*v1.Pod); ok && p.ManagedFields != nil {
+		p.ManagedFields = nil
+	}
+}
+
 func (s *notifyingStore) Add(obj any) error {
+	dropManagedFields(obj)
 	err := s.Store.Add(obj)
 	s.notify()
 	return err
 }
 
 func (s *notifyingStore) Update(obj any) error {
+	dropManagedFields(obj)
 	err := s.Store.Update(obj)
 	s.notify()
 	return err
@@ -363,6 +385,9 @@ func (s *notifyingStore) Delete(obj any) error {
 }
 
 func (s *notifyingStore) Replace(list []any, resourceVersion string) error {
+	for _, obj := range list {
+		dropManagedFields(obj)
+	}
 	err := s.Store.Replace(list, resourceVersion)
 	s.mu.Lock()
 	s.listed = true

@@ -14,6 +14,12 @@
 // list completed. The mirror pod manager takes the node's pods from it
 // (mirror.Options.Pods) instead of listing them at every housekeeping.
 //
+// The pods the store holds, and so those Pods returns and the snapshots
+// send, lack their metadata.managedFields: nothing in the agent reads
+// them, and they are about a third of a running pod's object (the
+// creator's and the agent's own server-side apply records). They are
+// dropped as each pod is decoded, before any store holds it.
+//
 // # Usage
 //
 //	src, err := apiserver.New(client, node, apiserver.Options{Logger: log})

@@ -121,10 +121,12 @@ type sharedStore struct {
 var _ cache.Store = sharedStore{}
 
 func (s sharedStore) Add(obj any) error {
+	dropManagedFields(obj)
 	return errors.Join(s.Store.Add(obj), s.p.view(nodeOf(obj)).Add(obj))
 }
 
 func (s sharedStore) Update(obj any) error {
+	dropManagedFields(obj)
 	return errors.Join(s.Store.Update(obj), s.p.view(nodeOf(obj)).Update(obj))
 }
 
@@ -137,6 +139,7 @@ func (s sharedStore) Delete(obj any) error {
 func (s sharedStore) Replace(list []any, resourceVersion string) error {
 	byNode := map[string][]any{}
 	for _, obj := range list {
+		dropManagedFields(obj)
 		n := nodeOf(obj)
 		byNode[n] = append(byNode[n], obj)
 	}
