@@ -1,6 +1,7 @@
 package nodekit_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	goruntime "runtime"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,12 +47,16 @@ func TestMain(m *testing.M) {
 	if sock := os.Getenv(criServerEnv); sock != "" {
 		os.Exit(serveCRI(sock))
 	}
+	if sock := os.Getenv(replayEnv); sock != "" {
+		os.Exit(serveReplay(sock, os.Getenv(replayFileEnv)))
+	}
 	os.Exit(m.Run())
 }
 
 // serveCRI serves an in-memory runtime with busybox:1.36 on the unix
 // socket sock until its standard input closes (the benchmark ended or
-// died).
+// died). Its standard input takes commands that record the calls it
+// serves (see callRecorder).
 func serveCRI(sock string) int {
 	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox:1.36"}})
 	defer rt.Close()
@@ -73,8 +79,9 @@ func serveCRI(sock string) int {
 		defer pprof.StopCPUProfile()
 	}
 	srv := runtimetest.NewServer(rt)
-	go srv.Serve(lis)
-	io.Copy(io.Discard, os.Stdin)
+	rec := newCallRecorder()
+	go srv.Serve(lis, rec.serverOptions()...)
+	serveCommands(rec, os.Stdin, os.Stdout)
 	srv.Stop()
 	return 0
 }
@@ -86,33 +93,56 @@ const serverProfileEnv = "NODEKIT_BENCH_CRI_CPUPROFILE"
 
 // criProcess starts the fake CRI server process and returns a client
 // connected to it. Both stop at the end of the benchmark.
-func criProcess(b *testing.B) (*cri.Client, int) {
+func criProcess(b *testing.B, opts ...cri.Opt) (*cri.Client, *helperProcess) {
 	b.Helper()
-	sock, pid := criServer(b)
+	proc := startHelper(b, criServerEnv+"="+sockPath(b))
 	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Second)
 	defer cancel()
-	c, err := cri.New(ctx, "unix://"+sock)
+	c, err := cri.New(ctx, "unix://"+proc.sock, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	return c, pid
+	return c, proc
 }
 
 // criServer starts the fake CRI server process and returns its socket and
 // process ID once it serves. It stops at the end of the benchmark.
 func criServer(b *testing.B) (string, int) {
 	b.Helper()
-	dir, err := os.MkdirTemp("", "nodekit-cri-")
+	proc := startHelper(b, criServerEnv+"="+sockPath(b))
+	return proc.sock, proc.pid
+}
+
+// helperProcess is this test binary run as a server (the fake CRI server,
+// the replay of recorded calls) on a unix socket, until its standard
+// input closes.
+type helperProcess struct {
+	sock string
+	pid  int
+	in   io.Writer
+	out  *bufio.Reader
+}
+
+// startHelper starts this test binary with env, one entry of which names
+// the socket the helper serves on, and returns once it serves. It stops
+// at the end of the benchmark.
+func startHelper(b *testing.B, env ...string) *helperProcess {
+	b.Helper()
+	var sock string
+	for _, e := range env {
+		if k, v, _ := strings.Cut(e, "="); k == criServerEnv || k == replayEnv {
+			sock = v
+		}
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), env...), "GOMAXPROCS=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "cri.sock")
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), criServerEnv+"="+sock, "GOMAXPROCS=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,11 +161,26 @@ func criServer(b *testing.B) (string, int) {
 		}
 		select {
 		case <-ctx.Done():
-			b.Fatal("the CRI server process did not create its socket")
+			b.Fatal("the helper process did not create its socket")
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	return sock, cmd.Process.Pid
+	return &helperProcess{sock: sock, pid: cmd.Process.Pid, in: stdin, out: bufio.NewReader(stdout)}
+}
+
+// command sends a command line to the helper and waits for its answer.
+func (p *helperProcess) command(b *testing.B, line string) {
+	b.Helper()
+	if _, err := fmt.Fprintln(p.in, line); err != nil {
+		b.Fatal(err)
+	}
+	ans, err := p.out.ReadString('\n')
+	if err != nil {
+		b.Fatalf("%s: %v", line, err)
+	}
+	if ans != "ok\n" {
+		b.Fatalf("%s: %s", line, ans)
+	}
 }
 
 // procCPU is the CPU time (user+system) of process pid so far.
@@ -185,8 +230,15 @@ const clockTicks = 100
 //     on the same runtime, finding nothing changed, measured after the
 //     agent stopped, and pleg-relist/relist-floor, its ratio to
 //     relist-floor-%;
-//   - unary-floor-us: the CPU of one CRI Version call, the floor of one
-//     round trip;
+//   - unary-floor-us: the CPU of one CRI Version call, the floor of the
+//     smallest round trip;
+//   - cri-calls/pod and cri-events/pod: the unary CRI calls the agent made
+//     from handing it the pods until all ran, and the messages its event
+//     streams received, per pod;
+//   - call-floor-us/pod: the CPU of those calls alone, per pod: the same
+//     requests sent and the same answers received and decoded as the
+//     agent did, at the agent's mean concurrency, in the same run (see
+//     callRecorder);
 //   - max-handler-ms: the longest call of the sync loop's handler until
 //     every pod runs (the 10,000 pods' additions come in one call), which
 //     bounds an iteration of the loop;
@@ -194,7 +246,10 @@ const clockTicks = 100
 //     relisting PLEG that decodes its lists; what the agent spends above
 //     its relists), idle/wire-list-floor the same over wire-list-floor-%
 //     (at least 1 for the relisting PLEG, which reads its lists in wire
-//     form), and pod-cpu/unary-floor: cpu-ms/pod in CRI round trips.
+//     form), pod-cpu/unary-floor: cpu-ms/pod in Version round trips, and
+//     pod-cpu/call-floor: cpu-ms/pod over call-floor-us/pod, what a pod
+//     start costs against the floor of its own CRI calls (1 when the agent
+//     does nothing but its calls).
 //
 // The benchmark process also runs the test framework, and reads its
 // memory right after a collection, before the Go runtime returned the
@@ -210,7 +265,8 @@ func BenchmarkCRI(b *testing.B) {
 
 func benchmarkCRI(b *testing.B, n int, generic bool) {
 	pods := benchPods(n)
-	var cpu, srvCPU, idleCPU, relistCPU, wireCPU, plegCPU, unaryCPU time.Duration
+	var cpu, srvCPU, idleCPU, relistCPU, wireCPU, plegCPU, unaryCPU, callCPU time.Duration
+	var unaryCalls, streamMsgs int
 	var listBytes int
 	var longestCall time.Duration
 	var heapGrowth int64
@@ -222,7 +278,10 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		client, pid := criProcess(b)
+		var calls clientCalls
+		client, proc := criProcess(b, calls.dialOption())
+		pid := proc.pid
+		recorded := filepath.Join(shmDir(b, "calls"), "calls")
 		var timed timedHandler
 		var running atomic.Int64
 		allRunning := make(chan struct{})
@@ -264,6 +323,8 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 		srv0 := procCPU(b, pid)
 		stopStart := cpuProfile(b, startProfileEnv)
 		heapProfile(b, startHeapProfileEnv, ".before")
+		proc.command(b, "record")
+		calls.record()
 		b.StartTimer()
 
 		src <- pods
@@ -280,6 +341,8 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 		longestCall = max(longestCall, timed.longest())
 		b.Logf("longest call of the sync loop's handler until all pods ran: %v", &timed)
 		srvCPU += procCPU(b, pid) - srv0
+		calls.on.Store(false)
+		proc.command(b, "dump "+recorded)
 		time.Sleep(settle(b))
 		stopProfile := cpuProfile(b, idleProfileEnv)
 		i0 := rusage()
@@ -343,6 +406,12 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 			}
 		}
 		unaryCPU += rusage() - u0
+		// The start's own CRI calls, replayed with their messages.
+		floor := loadCallFloor(b, recorded, &calls)
+		u, m := floor.count()
+		unaryCalls += u
+		streamMsgs += m
+		callCPU += floor.replay(b, recorded)
 		b.StartTimer()
 	}
 	b.StopTimer()
@@ -385,6 +454,12 @@ func benchmarkCRI(b *testing.B, n int, generic bool) {
 	}
 	if unaryUs > 0 {
 		b.ReportMetric(float64(cpu.Microseconds())/runs/float64(n)/unaryUs, "pod-cpu/unary-floor")
+	}
+	b.ReportMetric(float64(unaryCalls)/runs/float64(n), "cri-calls/pod")
+	b.ReportMetric(float64(streamMsgs)/runs/float64(n), "cri-events/pod")
+	b.ReportMetric(float64(callCPU.Nanoseconds())/1000/runs/float64(n), "call-floor-us/pod")
+	if callCPU > 0 {
+		b.ReportMetric(float64(cpu)/float64(callCPU), "pod-cpu/call-floor")
 	}
 	b.ReportMetric(0, "ns/op")
 }
