@@ -21,7 +21,8 @@
 // # Concurrency
 //
 // A Handler is safe for concurrent use; the sync loop calls it from one
-// goroutine. It starts no goroutine of its own.
+// goroutine. It starts no goroutine that outlives a call: housekeeping
+// removes the runtime objects of several pods at once, and waits for them.
 package synchandler
 
 import (
@@ -620,6 +621,7 @@ func (h *Handler) cleanup(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	var gone []*runtime.Pod
 	for _, rp := range all {
 		if _, known := workers[rp.ID]; known {
 			continue
@@ -634,15 +636,51 @@ func (h *Handler) cleanup(ctx context.Context) error {
 			continue
 		}
 		// Nothing runs and nobody wants it: remove what is left.
-		if err := h.c.Runtime.RemovePod(ctx, rp.ID); err != nil {
-			errs = append(errs, fmt.Errorf("removing pod %s: %w", rp.ID, err))
-			continue
-		}
-		h.c.Runtime.Forget(rp.ID)
-		h.c.Cache.Delete(rp.ID)
-		h.c.Logger.V(1).Info("Removed pod from the runtime", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
+		gone = append(gone, rp)
 	}
+	errs = append(errs, h.removeGone(ctx, gone)...)
 	return errors.Join(errs...)
+}
+
+// removeParallelism bounds the pods whose runtime objects housekeeping
+// removes at once. A removal waits on the runtime (several calls, each a
+// round trip, and the pod's log directory on disk): the pods of a churn,
+// removed one after the other, made a pass last seconds, and housekeeping
+// rests for a multiple of its last pass (syncloop), so the next ones waited
+// longer still.
+const removeParallelism = 8
+
+// removeGone removes the runtime objects of the pods, removeParallelism at
+// a time, and forgets them; it returns the errors of those it could not
+// remove.
+func (h *Handler) removeGone(ctx context.Context, pods []*runtime.Pod) []error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		next = make(chan *runtime.Pod)
+	)
+	for range min(removeParallelism, len(pods)) {
+		wg.Go(func() {
+			for rp := range next {
+				if err := h.c.Runtime.RemovePod(ctx, rp.ID); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("removing pod %s: %w", rp.ID, err))
+					mu.Unlock()
+					continue
+				}
+				h.c.Runtime.Forget(rp.ID)
+				h.c.Cache.Delete(rp.ID)
+				h.c.Logger.V(1).Info("Removed pod from the runtime", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
+			}
+		})
+	}
+	for _, rp := range pods {
+		next <- rp
+	}
+	close(next)
+	wg.Wait()
+	return errs
 }
 
 // forgetGone makes the runtime manager and the status cache forget the

@@ -120,12 +120,17 @@ type Loop struct {
 }
 
 // housekeepingRest is how many times its own duration housekeeping rests
-// after a pass before the next tick may run one: housekeeping, whose pass
-// is linear in the pods, takes at most a tenth of the loop's time, however
-// many pods and however loaded the machine. At 10,000 pods on a loaded
-// machine a pass can take over a second, and passes every 2 s would hold
-// the loop (and the PLEG events waiting on it) half the time. A pass
-// shorter than a tenth of HousekeepingPeriod changes nothing.
+// after a pass before the next tick may run one, up to one
+// HousekeepingPeriod: housekeeping, whose pass is linear in the pods,
+// takes a small share of the loop's time however many pods and however
+// loaded the machine. At 10,000 pods on a loaded machine a pass can take
+// over a second, and passes every 2 s would hold the loop (and the PLEG
+// events waiting on it) half the time. The rest never skips more than
+// one tick in a row: housekeeping is what removes the runtime objects and
+// directories of deleted pods, and under churn a pass of a second (the
+// removals of the pods deleted since the last one) rested 9 s, during
+// which nothing of the pods deleted meanwhile went. A pass shorter than a
+// tenth of HousekeepingPeriod changes nothing.
 const housekeepingRest = 9
 
 // Errors of the loop.
@@ -349,7 +354,7 @@ func (l *Loop) iteration(ctx context.Context, syncCh <-chan time.Time, woken <-c
 		l.errs.Flush()
 		end := time.Now()
 		d := end.Sub(start)
-		l.restUntil = end.Add(housekeepingRest * d)
+		l.restUntil = end.Add(min(housekeepingRest*d, l.cfg.HousekeepingPeriod))
 		if d > time.Second {
 			l.log.Info("Housekeeping took longer than expected", "expected", time.Second, "actual", d.Round(time.Millisecond))
 		}

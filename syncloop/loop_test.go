@@ -269,8 +269,9 @@ func (s *slowCleanups) HandlePodCleanups(context.Context) error {
 }
 
 // TestLoopHousekeepingRests checks that a long housekeeping pass is
-// followed by a rest of 9 times its duration, and that short passes run
-// at every tick.
+// followed by a rest of 9 times its duration, up to one housekeeping
+// period (one tick skipped, never more), and that short passes run at
+// every tick.
 func TestLoopHousekeepingRests(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -279,9 +280,12 @@ func TestLoopHousekeepingRests(t *testing.T) {
 	}{
 		// Passes at 2, 4, ..., 20 s.
 		{"short passes", 100 * time.Millisecond, 10},
-		// A pass at 2 s ends at 3 s and rests until 12 s: the next at 12 s
-		// (ends 13 s, rests until 22 s).
-		{"long passes", time.Second, 2},
+		// A pass at 2 s ends at 3 s and rests until 5 s (not 12 s: one
+		// period at most): the next at 6 s, then 10, 14 and 18 s.
+		{"long passes", time.Second, 5},
+		// A pass at 2 s ends at 2.3 s and rests until 5 s: the next at
+		// 6 s, then 10, 14 and 18 s.
+		{"passes of 300ms", 300 * time.Millisecond, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
