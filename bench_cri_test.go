@@ -539,7 +539,10 @@ const idleProfileEnv = "NODEKIT_BENCH_IDLE_CPUPROFILE"
 func idleProfile(b *testing.B) func() { return cpuProfile(b, idleProfileEnv) }
 
 // startProfileEnv, when set, names a file that receives a CPU profile of
-// the start alone: from handing the pods to the agent until all run.
+// the start alone: from handing the pods to the agent until all run. A
+// "%d" in the name is replaced by the start's time in nanoseconds, so
+// that several starts (-count, -benchtime) leave a profile each, which
+// go tool pprof merges when given them all.
 const startProfileEnv = "NODEKIT_BENCH_START_CPUPROFILE"
 
 // startHeapProfileEnv, when set, names the prefix of two heap profiles
@@ -573,6 +576,7 @@ func cpuProfile(b *testing.B, env string) func() {
 	if path == "" {
 		return func() {}
 	}
+	path = strings.ReplaceAll(path, "%d", strconv.FormatInt(time.Now().UnixNano(), 10))
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
