@@ -142,7 +142,7 @@ func Generate(in Input) v1.PodStatus {
 	// as the kubelet takes the pod's status's, else computed.
 	s.QOSClass = old.QOSClass
 	if s.QOSClass == "" {
-		s.QOSClass = podmodel.QOSClass(pod)
+		s.QOSClass = qosClass(pod)
 	}
 	s.AllocatedResources, s.Resources = podResources(pod, in.PodCgroup, old)
 	restarting := ShouldAllContainersRestart(pod, rs, old)
@@ -171,6 +171,9 @@ func Generate(in Input) v1.PodStatus {
 		in.Probes.UpdatePodStatus(pod, &s)
 	}
 
+	// The conditions kept from the pod's status, and the agent's own (at
+	// most seven), in one allocation.
+	s.Conditions = make([]v1.PodCondition, 0, len(pod.Status.Conditions)+8)
 	for _, c := range pod.Status.Conditions {
 		if !OwnedCondition(c.Type) {
 			s.Conditions = append(s.Conditions, c)
@@ -189,7 +192,10 @@ func Generate(in Input) v1.PodStatus {
 		rtsc = v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse, Reason: ReasonPodSandboxNotReady, Message: msg}
 	}
 	s.Conditions = append(s.Conditions, rtsc)
-	all := append(append([]v1.ContainerStatus{}, s.InitContainerStatuses...), s.ContainerStatuses...)
+	all := s.ContainerStatuses // read only below
+	if len(s.InitContainerStatuses) > 0 {
+		all = append(slices.Clip(s.InitContainerStatuses), s.ContainerStatuses...)
+	}
 	wasInitialized := false
 	if c := findCondition(old.Conditions, v1.PodInitialized); c != nil && c.Status == v1.ConditionTrue {
 		wasInitialized = true
@@ -208,6 +214,25 @@ func Generate(in Input) v1.PodStatus {
 	}
 	s.Conditions = append(s.Conditions, resizeConditions(in, rs, s.Phase)...)
 	return s
+}
+
+// qosClass is podmodel.QOSClass, found at once for a pod that sets no
+// requests or limits at all, pod-level or in any container: BestEffort.
+func qosClass(pod *v1.Pod) v1.PodQOSClass {
+	if pod.Status.QOSClass == "" && pod.Spec.Resources == nil &&
+		noResources(pod.Spec.Containers) && noResources(pod.Spec.InitContainers) {
+		return v1.PodQOSBestEffort
+	}
+	return podmodel.QOSClass(pod)
+}
+
+func noResources(cs []v1.Container) bool {
+	for i := range cs {
+		if len(cs[i].Resources.Requests) > 0 || len(cs[i].Resources.Limits) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // ShouldAllContainersRestart reports whether the pod's containers are to
