@@ -253,6 +253,9 @@ type containerSpec struct {
 	// targetID is the runtime ID of the container whose PID namespace
 	// an ephemeral container joins ("" for none).
 	targetID string
+	// newLogDir: the sync that starts the container made the pod's log
+	// directory, so it holds no log of an earlier instance to count.
+	newLogDir bool
 }
 
 // expandCommand expands the $(VAR) references of the container's command

@@ -3,7 +3,9 @@ package podruntime
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -307,15 +309,17 @@ func (m *Manager) hostsMount(pod *v1.Pod, c *v1.Container, podIPs []string) (*ru
 	} else {
 		content = managedHosts(podIPs, podHostname(pod), m.podDomain(pod), pod.Spec.HostAliases)
 	}
+	// The pod's directory exists once a container has its termination-log
+	// file: it is made only when the write finds it missing.
 	dir := filepath.Join(m.opts.RootDir, "pods", string(pod.UID))
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, err
-	}
 	path := filepath.Join(dir, "etc-hosts")
-	if err := os.WriteFile(path, content, 0o644); err != nil {
-		return nil, err
+	err := writeFile(path, content, 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = mkdirs(dir, 0o750); err == nil {
+			err = writeFile(path, content, 0o644)
+		}
 	}
-	if err := os.Chmod(path, 0o644); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	return &runtimeapi.Mount{HostPath: path, ContainerPath: "/etc/hosts"}, nil

@@ -146,6 +146,9 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *r
 	// is made only for a sandbox or container start: most syncs start
 	// nothing.
 	var sandboxCfg *runtimeapi.PodSandboxConfig
+	// newLogDir: this sync made the pod's log directory, empty, so no
+	// earlier instance of a container left a log in it.
+	newLogDir := false
 	if actions.CreateSandbox {
 		cfg, warnings := m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
 		for _, w := range warnings {
@@ -154,6 +157,7 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *r
 		// New at a pod's first sandbox: one mkdir, where MkdirAll would
 		// look at it and its parents first.
 		madeLogDir := os.Mkdir(cfg.LogDirectory, 0o755) == nil
+		newLogDir = madeLogDir
 		if !madeLogDir {
 			if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 				// The runtime writes the logs; it reports its own error if
@@ -218,6 +222,7 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *r
 		if sandboxCfg == nil {
 			sandboxCfg, _ = m.sandboxConfig(pod, actions.Attempt, opts.CgroupParent)
 		}
+		spec.newLogDir = newLogDir
 		ar, id := m.startContainer(ctx, pod, status, sandboxID, sandboxCfg, spec, podIPs, opts)
 		result.add(ar)
 		if id != "" {
@@ -538,7 +543,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, status *runti
 		if prev.State == runtime.ContainerStateCreated && prev.StartedAt.IsZero() {
 			neverStarted, restartCount = prev, prev.RestartCount
 		}
-	} else {
+	} else if !spec.newLogDir {
 		restartCount = restartCountFromLogDir(runtime.PodLogsDirectory(m.opts.PodLogsDir, pod.Namespace, pod.Name, pod.UID) + "/" + c.Name)
 	}
 	// The target of an ephemeral container is looked up before the
