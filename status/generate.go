@@ -219,11 +219,16 @@ func Generate(in Input) v1.PodStatus {
 // qosClass is podmodel.QOSClass, found at once for a pod that sets no
 // requests or limits at all, pod-level or in any container: BestEffort.
 func qosClass(pod *v1.Pod) v1.PodQOSClass {
-	if pod.Status.QOSClass == "" && pod.Spec.Resources == nil &&
-		noResources(pod.Spec.Containers) && noResources(pod.Spec.InitContainers) {
+	if pod.Status.QOSClass == "" && noRequestsOrLimits(pod) {
 		return v1.PodQOSBestEffort
 	}
 	return podmodel.QOSClass(pod)
+}
+
+// noRequestsOrLimits reports whether the pod sets no requests or limits,
+// pod-level or in any container (ephemeral containers have none).
+func noRequestsOrLimits(pod *v1.Pod) bool {
+	return pod.Spec.Resources == nil && noResources(pod.Spec.Containers) && noResources(pod.Spec.InitContainers)
 }
 
 func noResources(cs []v1.Container) bool {

@@ -183,6 +183,11 @@ func PodResizeInProgress(pod *v1.Pod, rs *runtime.PodStatus, pc *PodCgroupState)
 //     (pc.CPU, pc.Memory nil; no quota; no memory limit) is the one of the
 //     previous status (old) when that was Running too, else left out.
 func podResources(pod *v1.Pod, pc *PodCgroupState, old *v1.PodStatus) (v1.ResourceList, *v1.ResourceRequirements) {
+	if (pod.Status.Phase != v1.PodRunning || pc == nil) && len(pod.Spec.Overhead) == 0 && noRequestsOrLimits(pod) {
+		// What the aggregation below gives a pod that sets no requests or
+		// limits, nor an overhead: empty lists.
+		return v1.ResourceList{}, &v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}}
+	}
 	alloc := podmodel.Requests(pod)
 	res := pod.Spec.Resources.DeepCopy()
 	if res == nil {

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/cgroup"
+	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -449,6 +451,31 @@ func TestCPUSharesEqualAfterV2RoundTrip(t *testing.T) {
 	}{{0, 2}, {1, 2}, {50, 51}, {500, 512}, {1000, 1024}, {1 << 20, 262144}} {
 		if got := cgroup.MilliCPUToShares(tt.milli); got != tt.want {
 			t.Errorf("MilliCPUToShares(%d) = %d, want %d", tt.milli, got, tt.want)
+		}
+	}
+}
+
+// TestPodResourcesWithoutRequests: a pod that sets no requests or limits
+// gets what the aggregation gives it (empty lists, not nil), whether or
+// not it is running, with or without init and ephemeral containers.
+func TestPodResourcesWithoutRequests(t *testing.T) {
+	base := v1.Pod{Spec: v1.PodSpec{
+		Containers:     []v1.Container{{Name: "a"}, {Name: "b"}},
+		InitContainers: []v1.Container{{Name: "i"}},
+	}}
+	ephemeral := *base.DeepCopy()
+	ephemeral.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "e"}}}
+	running := *base.DeepCopy()
+	running.Status.Phase = v1.PodRunning
+	for name, pod := range map[string]*v1.Pod{"pending": &base, "ephemeral": &ephemeral, "running": &running} {
+		alloc, res := podResources(pod, nil, nil)
+		wantAlloc := podmodel.Requests(pod)
+		want := &v1.ResourceRequirements{Requests: wantAlloc.DeepCopy(), Limits: podmodel.Limits(pod)}
+		if !reflect.DeepEqual(alloc, wantAlloc) || !reflect.DeepEqual(res, want) {
+			t.Errorf("%s: podResources = %#v, %#v; want %#v, %#v", name, alloc, res, wantAlloc, want)
+		}
+		if alloc == nil || res.Requests == nil || res.Limits == nil {
+			t.Errorf("%s: nil lists: %#v, %#v", name, alloc, res)
 		}
 	}
 }
