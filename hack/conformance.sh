@@ -44,8 +44,8 @@
 #
 # The images, built from this machine's busybox-static, Debian packages and
 # the Go module proxy (no registry is reached), are named as e2e.test
-# 1.37's: agnhost (built from source, with curl, nc (OpenBSD's, UDP-capable)
-# and bash), busybox (with bash as sh, as the upstream image's shell keeps
+# 1.37's: agnhost (built from source, with curl, nc (OpenBSD's, UDP-capable),
+# bash, and the fake registry's pause:testing), busybox (with bash as sh, as the upstream image's shell keeps
 # environment names that are not shell identifiers and Debian's ash drops
 # them), nginx (busybox httpd on port 80 as a stand-in), pause, nonroot and
 # nonewprivs (built from source). glibc-dns-testing and the others are not
@@ -64,8 +64,9 @@ CACHE=${NODEKIT_CACHE:-$HOME/.cache/nodekit}
 BUILD_DIR=$CACHE/conformance-$KUBE_VERSION
 BIN=$BUILD_DIR/bin
 IMAGES=$CACHE/conformance-images
+PAUSE_TAR=$CACHE/images/pause.tar
 # Bump when the image recipes change, to rebuild the cached tarballs.
-IMAGES_RECIPE=2
+IMAGES_RECIPE=3
 DIR=${NODEKIT_CONFORMANCE_DIR:-${TMPDIR:-/tmp}/nodekit-conformance}
 NODE=conformance
 CTD_NAME=conformance
@@ -176,10 +177,45 @@ bash_as_sh() {
 	ln "$1/bin/bash" "$1/bin/sh"
 }
 
+# registry_blob DIR DIGEST FILE: FILE at the fake registry's path of
+# DIGEST (a sha256 hex) under DIR (the registry's storage layout).
+registry_blob() {
+	mkdir -p "$1/sha256/${2:0:2}/$2"
+	cp "$3" "$1/sha256/${2:0:2}/$2/data"
+}
+
+# fake_registry DIR NAME TAG OCI_TAR: the image of the OCI image-layout
+# tarball OCI_TAR as NAME:TAG in DIR, the directory agnhost's
+# fake-registry-server serves (/var/registry), laid out as upstream's
+# prepare_registry.sh lays out the images it copies: a tag file holding
+# the digest of the image index, and the index, its manifests, their
+# configs and layers each under its digest.
+fake_registry() {
+	local dir=$1/$2 tag=$3 tar=$4 t d m b
+	t=$(mktemp -d)
+	tar -xf "$tar" -C "$t"
+	mkdir -p "$dir/manifests" "$dir/blobs"
+	# The index without the names containerd's import reads.
+	jq -c '.manifests |= map(del(.annotations))' "$t/index.json" >"$t/list.json"
+	d=$(sha256sum <"$t/list.json" | cut -d' ' -f1)
+	registry_blob "$dir/manifests" "$d" "$t/list.json"
+	echo "sha256:$d" >"$dir/manifests/$tag"
+	for m in $(jq -r '.manifests[].digest' "$t/list.json"); do
+		m=${m#sha256:}
+		registry_blob "$dir/manifests" "$m" "$t/blobs/sha256/$m"
+		for b in $(jq -r '.config.digest, .layers[].digest' "$t/blobs/sha256/$m"); do
+			b=${b#sha256:}
+			registry_blob "$dir/blobs" "$b" "$t/blobs/sha256/$b"
+		done
+	done
+	rm -rf "$t"
+}
+
 images_key() {
 	{
 		echo "recipe $IMAGES_RECIPE"
-		sha256sum /bin/busybox /bin/bash /usr/bin/curl /bin/nc.openbsd "$BIN/agnhost" "$BIN/nnp" | cut -d' ' -f1
+		sha256sum /bin/busybox /bin/bash /usr/bin/curl /bin/nc.openbsd "$BIN/agnhost" "$BIN/nnp" \
+			"$PAUSE_TAR" | cut -d' ' -f1
 	} | sha256sum | cut -d' ' -f1
 }
 
@@ -201,6 +237,8 @@ ensure_image_tools() {
 cmd_images() {
 	cmd_build
 	ensure_image_tools
+	# hack/containerd.sh's images: pause is the fake registry's image.
+	"$HACK/containerd.sh" images
 	images_cached && return 0
 	local s=$SECONDS work env oci="$HACK/containerd.sh oci-image"
 	work=$(mktemp -d)
@@ -222,6 +260,10 @@ cmd_images() {
 	# The TLS pair of netexec's --tls-cert-file in the specs (porter's).
 	cp "$(cd "$BUILD_DIR" && GOWORK=off go env GOMODCACHE)/k8s.io/kubernetes@$KUBE_VERSION/test/images/agnhost/porter/localhost".{crt,key} "$work/agnhost/"
 	ln -s agnhost "$work/agnhost/agnhost-2"
+	# fake-registry-server's images (upstream's images.txt: pause
+	# 3.10.2 as pause:testing), from hack/containerd.sh's pause, for the
+	# image pull specs' private registry.
+	fake_registry "$work/agnhost/var/registry" pause testing "$PAUSE_TAR"
 	mkdir -p "$work/agnhost/uploads" "$work/agnhost/home/user-defined-in-image"
 	echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >>"$work/agnhost/etc/passwd"
 	printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n' >>"$work/agnhost/etc/group"
