@@ -30,7 +30,10 @@
 # @ENDPOINT@ (the CRI endpoint), @NODE@ (the node name), @CA@ (the cluster
 # CA, the client CA of the node API) and @DIR@ (a directory of its own) are
 # replaced. The agent must register the Node and serve the node API on
-# port 10250 (logs, exec, port-forward) with @CA@ as its client CA.
+# port 10250 (logs, exec, port-forward) with @CA@ as its client CA, and
+# keep its state (its root directory) under @DIR@, as the minimal agent
+# and nodekit-agent do here: the state an earlier run or another agent
+# left (image pull records, checkpoints) changes what the specs see.
 #
 # Each failure is put in a class from its message: image (an image this
 # machine could not build or pull), kernel (a kernel feature the machine
@@ -44,12 +47,13 @@
 #
 # The images, built from this machine's busybox-static, Debian packages and
 # the Go module proxy (no registry is reached), are named as e2e.test
-# 1.37's: agnhost (built from source, with curl, nc (OpenBSD's, UDP-capable)
-# and bash), busybox (with bash as sh, as the upstream image's shell keeps
+# 1.37's: agnhost (built from source, with curl, nc (OpenBSD's, UDP-capable),
+# bash, and the fake registry's pause:testing), busybox (with bash as sh, as the upstream image's shell keeps
 # environment names that are not shell identifiers and Debian's ash drops
-# them), nginx (busybox httpd on port 80 as a stand-in), pause, nonroot and
-# nonewprivs (built from source). glibc-dns-testing and the others are not
-# built: their specs fail in class image.
+# them), nginx (busybox httpd on port 80 as a stand-in), pause, nonroot,
+# nonewprivs (built from source) and glibc-dns-testing (this machine's
+# Debian glibc userland with sh and hostname, without dig). The others are
+# not built: their specs fail in class image.
 #
 # Nothing here runs in .ci/run: a cold build takes a long time (e2e.test is
 # the biggest Go binary of Kubernetes), and the suite tens of minutes.
@@ -64,8 +68,9 @@ CACHE=${NODEKIT_CACHE:-$HOME/.cache/nodekit}
 BUILD_DIR=$CACHE/conformance-$KUBE_VERSION
 BIN=$BUILD_DIR/bin
 IMAGES=$CACHE/conformance-images
+PAUSE_TAR=$CACHE/images/pause.tar
 # Bump when the image recipes change, to rebuild the cached tarballs.
-IMAGES_RECIPE=2
+IMAGES_RECIPE=4
 DIR=${NODEKIT_CONFORMANCE_DIR:-${TMPDIR:-/tmp}/nodekit-conformance}
 NODE=conformance
 CTD_NAME=conformance
@@ -78,6 +83,11 @@ NGINX_IMAGES=($E2E_REGISTRY/nginx:1.27.0-2 $E2E_REGISTRY/nginx:1.28.0-2)
 PAUSE_IMAGES=(registry.k8s.io/pause:3.10.2)
 NONROOT_IMAGE=$E2E_REGISTRY/nonroot:1.5
 NONEWPRIVS_IMAGE=$E2E_REGISTRY/nonewprivs:1.4
+GLIBC_DNS_IMAGE=$E2E_REGISTRY/glibc-dns-testing:2.1.1
+# The programs of the glibc-dns-testing stand-in (this machine's, with
+# the shared libraries they load).
+GLIBC_PROGRAMS=(/bin/dash /bin/bash /bin/hostname /usr/bin/getent /bin/cat /bin/ls /bin/echo /bin/sleep
+	/usr/bin/env /usr/bin/id /bin/uname /bin/grep)
 
 # ------------------------------------------------------------------ build
 
@@ -176,10 +186,65 @@ bash_as_sh() {
 	ln "$1/bin/bash" "$1/bin/sh"
 }
 
+# registry_blob DIR DIGEST FILE: FILE at the fake registry's path of
+# DIGEST (a sha256 hex) under DIR (the registry's storage layout).
+registry_blob() {
+	mkdir -p "$1/sha256/${2:0:2}/$2"
+	cp "$3" "$1/sha256/${2:0:2}/$2/data"
+}
+
+# fake_registry DIR NAME TAG OCI_TAR: the image of the OCI image-layout
+# tarball OCI_TAR as NAME:TAG in DIR, the directory agnhost's
+# fake-registry-server serves (/var/registry), laid out as upstream's
+# prepare_registry.sh lays out the images it copies: a tag file holding
+# the digest of the image index, and the index, its manifests, their
+# configs and layers each under its digest.
+fake_registry() {
+	local dir=$1/$2 tag=$3 tar=$4 t d m b
+	t=$(mktemp -d)
+	tar -xf "$tar" -C "$t"
+	mkdir -p "$dir/manifests" "$dir/blobs"
+	# The index without the names containerd's import reads.
+	jq -c '.manifests |= map(del(.annotations))' "$t/index.json" >"$t/list.json"
+	d=$(sha256sum <"$t/list.json" | cut -d' ' -f1)
+	registry_blob "$dir/manifests" "$d" "$t/list.json"
+	echo "sha256:$d" >"$dir/manifests/$tag"
+	for m in $(jq -r '.manifests[].digest' "$t/list.json"); do
+		m=${m#sha256:}
+		registry_blob "$dir/manifests" "$m" "$t/blobs/sha256/$m"
+		for b in $(jq -r '.config.digest, .layers[].digest' "$t/blobs/sha256/$m"); do
+			b=${b#sha256:}
+			registry_blob "$dir/blobs" "$b" "$t/blobs/sha256/$b"
+		done
+	done
+	rm -rf "$t"
+}
+
+# glibc_rootfs DIR: a Debian glibc userland with the programs the
+# hostnameOverride specs call in glibc-dns-testing (sh, hostname, whose -f
+# resolves the name through glibc's NSS and the pod's /etc/hosts): this
+# machine's dash as sh, bash, hostname, getent and a few coreutils, with
+# their libraries and Debian's default nsswitch.conf.
+glibc_rootfs() {
+	local root=$1
+	mkdir -p "$root"/{bin,etc,tmp,root,proc,sys,dev,var/run,usr/bin}
+	chmod 1777 "$root/tmp"
+	copy_with_libs "$root" "${GLIBC_PROGRAMS[@]}"
+	ln "$root/bin/dash" "$root/bin/sh"
+	if [ -f /usr/share/libc-bin/nsswitch.conf ]; then
+		cp /usr/share/libc-bin/nsswitch.conf "$root/etc/nsswitch.conf"
+	else
+		printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$root/etc/nsswitch.conf"
+	fi
+	printf 'root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n' >"$root/etc/passwd"
+	printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+}
+
 images_key() {
 	{
 		echo "recipe $IMAGES_RECIPE"
-		sha256sum /bin/busybox /bin/bash /usr/bin/curl /bin/nc.openbsd "$BIN/agnhost" "$BIN/nnp" | cut -d' ' -f1
+		sha256sum /bin/busybox /bin/bash /usr/bin/curl /bin/nc.openbsd "$BIN/agnhost" "$BIN/nnp" \
+			"$PAUSE_TAR" "${GLIBC_PROGRAMS[@]}" | cut -d' ' -f1
 	} | sha256sum | cut -d' ' -f1
 }
 
@@ -201,6 +266,8 @@ ensure_image_tools() {
 cmd_images() {
 	cmd_build
 	ensure_image_tools
+	# hack/containerd.sh's images: pause is the fake registry's image.
+	"$HACK/containerd.sh" images
 	images_cached && return 0
 	local s=$SECONDS work env oci="$HACK/containerd.sh oci-image"
 	work=$(mktemp -d)
@@ -222,6 +289,10 @@ cmd_images() {
 	# The TLS pair of netexec's --tls-cert-file in the specs (porter's).
 	cp "$(cd "$BUILD_DIR" && GOWORK=off go env GOMODCACHE)/k8s.io/kubernetes@$KUBE_VERSION/test/images/agnhost/porter/localhost".{crt,key} "$work/agnhost/"
 	ln -s agnhost "$work/agnhost/agnhost-2"
+	# fake-registry-server's images (upstream's images.txt: pause
+	# 3.10.2 as pause:testing), from hack/containerd.sh's pause, for the
+	# image pull specs' private registry.
+	fake_registry "$work/agnhost/var/registry" pause testing "$PAUSE_TAR"
 	mkdir -p "$work/agnhost/uploads" "$work/agnhost/home/user-defined-in-image"
 	echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >>"$work/agnhost/etc/passwd"
 	printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n' >>"$work/agnhost/etc/group"
@@ -248,6 +319,12 @@ cmd_images() {
 	cp "$BIN/nnp" "$work/nnp/usr/local/bin/nnp"
 	chmod 6755 "$work/nnp/usr/local/bin/nnp"
 	$oci "$IMAGES/nonewprivs.tar" "$NONEWPRIVS_IMAGE" "{$env,\"Cmd\":[\"nnp\"]}" "$work/busybox" "$work/nnp"
+	# glibc-dns-testing: upstream's is debian:bookworm-slim with dnsutils
+	# and coredns; the stand-in has the glibc programs of glibc_rootfs (no
+	# dig: the DNS specs that call it need a cluster DNS this cluster has
+	# not).
+	glibc_rootfs "$work/glibc"
+	$oci "$IMAGES/glibc-dns-testing.tar" "$GLIBC_DNS_IMAGE" "{$env,\"Cmd\":[\"bash\"]}" "$work/glibc"
 	rm -rf "$work"
 	images_key >"$IMAGES/key"
 	log "images built in $((SECONDS - s)) s: $IMAGES"
@@ -273,7 +350,7 @@ agent_command() {
 		bin=$DIR/bin/minimal-agent
 		(cd "$REPO" && go build -o "$bin" ./examples/minimal-agent)
 		mkdir -p "$DIR/agent/manifests"
-		args="--kubeconfig @KUBECONFIG@ --runtime-endpoint @ENDPOINT@ --node-name @NODE@ --manifests @DIR@/manifests"
+		args="--kubeconfig @KUBECONFIG@ --runtime-endpoint @ENDPOINT@ --node-name @NODE@ --manifests @DIR@/manifests --root-dir @DIR@/root"
 		;;
 	nodekit-agent)
 		bin=$DIR/bin/nodekit-agent
@@ -327,6 +404,16 @@ stop_suite() {
 	kill -KILL "$SUITE_PID" 2>/dev/null || true
 }
 
+# unmount_under DIR: unmounts what is mounted under DIR (the volumes of
+# the agent's pods, which outlive it), deepest first.
+unmount_under() {
+	local d m
+	d=$(cd "$1" && pwd)
+	awk -v d="$d/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r | while read -r m; do
+		umount -l "$m" 2>/dev/null || true
+	done
+}
+
 cmd_stop() {
 	stop_suite
 	[ -d "$DIR" ] || return 0
@@ -335,6 +422,7 @@ cmd_stop() {
 	stop_daemon kube-controller-manager
 	NODEKIT_APISERVER_DIR=$DIR/apiserver "$HACK/apiserver.sh" stop >/dev/null 2>&1 || true
 	"$HACK/containerd.sh" stop --name "$CTD_NAME" >/dev/null 2>&1 || true
+	unmount_under "$DIR"
 	log "stopped the cluster of $DIR"
 }
 
@@ -412,7 +500,7 @@ cmd_table() {
 	def class:
 		((.Failure.Message // "") + " " + (.Failure.FailureNodeType // "")) as $m
 		| if ($m | test("ErrImagePull|ImagePullBackOff|ErrImageNeverPull")) or
-		     ($m | test("pull access denied|failed to pull|failed to resolve reference|glibc-dns-testing"; "i")) or
+		     ($m | test("pull access denied|failed to pull|failed to resolve reference"; "i")) or
 		     ($m | test("can.t create /file: Read-only file system")) then "image"
 		  elif ($m | test("dummy|modprobe|not supported by the kernel|Protocol not supported|Address family not supported|sysctl.*not allowed|no such device"; "i")) then "kernel"
 		  elif ($m | test("A suite timeout occurred")) then "timeout"

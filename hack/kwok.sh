@@ -17,7 +17,11 @@
 #
 #   kwok --kubeconfig KUBECONFIG --config "$(hack/kwok.sh stages)" \
 #     --manage-all-nodes=false \
-#     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake
+#     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+#     --node-lease-duration-seconds=40
+#
+# Without --node-lease-duration-seconds kwok holds no Lease for its Nodes
+# (kwokctl passes 200, the kubelet's 40 times its heartbeat factor of 5).
 set -euo pipefail
 
 NAME_LOG=kwok.sh

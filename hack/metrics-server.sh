@@ -6,7 +6,8 @@
 #   hack/metrics-server.sh path     print the path it is (or would be) built at
 #
 # It is built with go install at NODEKIT_METRICS_SERVER_VERSION (default
-# v0.9.0) into the cache directory (${NODEKIT_CACHE:-$HOME/.cache/nodekit}),
+# v0.8.0: the Go module proxy also serves v0.9.0, which is not an approved
+# release) into the cache directory (${NODEKIT_CACHE:-$HOME/.cache/nodekit}),
 # outside the project's go.mod, and rebuilt only when missing.
 set -euo pipefail
 
@@ -14,7 +15,7 @@ NAME_LOG=metrics-server.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 CACHE=${NODEKIT_CACHE:-$HOME/.cache/nodekit}
-MS_VERSION=${NODEKIT_METRICS_SERVER_VERSION:-v0.9.0}
+MS_VERSION=${NODEKIT_METRICS_SERVER_VERSION:-v0.8.0}
 BIN=$CACHE/metrics-server-$MS_VERSION/bin
 
 cmd_build() {

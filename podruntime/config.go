@@ -154,13 +154,17 @@ func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
 	return o
 }
 
-// podHostname is the kubelet's hostname of a pod: spec.hostname, else the
-// pod name cut to 63 characters (without a trailing '-' or '.').
+// podHostname is the kubelet's hostname of a pod: spec.hostnameOverride,
+// else spec.hostname, else the pod name, cut to 63 characters (without a
+// trailing '-' or '.').
 func podHostname(pod *v1.Pod) string {
-	if pod.Spec.Hostname != "" {
-		return pod.Spec.Hostname
-	}
 	h := pod.Name
+	switch {
+	case pod.Spec.HostnameOverride != nil:
+		h = *pod.Spec.HostnameOverride
+	case pod.Spec.Hostname != "":
+		h = pod.Spec.Hostname
+	}
 	if len(h) > 63 {
 		h = strings.TrimRight(h[:63], "-.")
 	}

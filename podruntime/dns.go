@@ -260,9 +260,10 @@ func optionsOf(s []string) []v1.PodDNSConfigOption {
 }
 
 // podDomain is the pod's domain, <subdomain>.<namespace>.svc.<cluster
-// domain>, when it has a subdomain.
+// domain>, when it has a subdomain and no spec.hostnameOverride (a pod
+// with one has no domain, as the kubelet's).
 func (m *Manager) podDomain(pod *v1.Pod) string {
-	if pod.Spec.Subdomain == "" {
+	if pod.Spec.Subdomain == "" || pod.Spec.HostnameOverride != nil {
 		return ""
 	}
 	return pod.Spec.Subdomain + "." + pod.Namespace + ".svc." + m.opts.DNS.ClusterDomain

@@ -275,3 +275,35 @@ func BenchmarkPodDNSConfig(b *testing.B) {
 		}
 	}
 }
+
+// TestHostnameOverride: a pod's spec.hostnameOverride is its hostname, in
+// the sandbox and in its /etc/hosts, in place of its name, spec.hostname
+// and spec.subdomain, with no domain (the hosts file has no FQDN), as the
+// kubelet's GeneratePodHostNameAndDomain; one longer than 63 characters is
+// cut as a long pod name is.
+func TestHostnameOverride(t *testing.T) {
+	f := newFakes(t, Options{RootDir: t.TempDir(), DNS: DNSOptions{ClusterDomain: "cluster.local"}})
+	override := "override.example.host"
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+		Spec: v1.PodSpec{Hostname: "custom-host", Subdomain: "t", HostnameOverride: &override}}
+	if got := f.m.sandboxHostname(pod); got != override {
+		t.Errorf("sandbox hostname = %q, want %q", got, override)
+	}
+	mount, err := f.m.hostsMount(pod, &v1.Container{Name: "c"}, []string{"10.1.0.5"})
+	if err != nil || mount == nil {
+		t.Fatalf("hostsMount = %v, %v", mount, err)
+	}
+	hosts, err := os.ReadFile(mount.HostPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(hosts), "fe00::2\tip6-allrouters\n10.1.0.5\toverride.example.host\n") {
+		t.Errorf("hosts of a pod with hostnameOverride:\n%s", hosts)
+	}
+
+	long := strings.Repeat("a", 62) + ".-b.example"
+	pod.Spec.HostnameOverride = &long
+	if got, want := f.m.sandboxHostname(pod), strings.Repeat("a", 62); got != want {
+		t.Errorf("sandbox hostname of a long override = %q, want %q", got, want)
+	}
+}

@@ -43,6 +43,7 @@ func main() {
 	rotateCerts := flag.Bool("rotate-server-certificates", false, "with --kubeconfig: request the serving certificate from the cluster (a kubelet-serving CSR an approver must approve)")
 	credConfig := flag.String("image-credential-provider-config", "", "credential-provider plugins' config (a CredentialProviderConfig file or directory), as the kubelet's")
 	credBinDir := flag.String("image-credential-provider-bin-dir", "", "directory of the credential-provider plugins' executables")
+	rootDir := flag.String("root-dir", "", "the agent's state directory: pods' volumes, checkpoints, image pull records (default: /var/lib/nodekit with --runtime-endpoint, a temporary directory without)")
 	showVersion := flag.Bool("version", false, "print nodekit's version and exit")
 	flag.Parse()
 	if *showVersion {
@@ -54,7 +55,7 @@ func main() {
 	defer stop()
 	if err := run(ctx, log, config{
 		manifests: *manifests, url: *url, nodeName: *nodeName, endpoint: *endpoint, kubeconfig: *kubeconfig,
-		rotateCerts: *rotateCerts, credConfig: *credConfig, credBinDir: *credBinDir,
+		rotateCerts: *rotateCerts, credConfig: *credConfig, credBinDir: *credBinDir, rootDir: *rootDir,
 	}); err != nil {
 		log.Error(err, "minimal-agent failed")
 		os.Exit(1)
@@ -65,7 +66,7 @@ func main() {
 type config struct {
 	manifests, url, nodeName, endpoint, kubeconfig string
 	rotateCerts                                    bool
-	credConfig, credBinDir                         string
+	credConfig, credBinDir, rootDir                string
 }
 
 func run(ctx context.Context, log logr.Logger, c config) error {
@@ -98,6 +99,9 @@ func run(ctx context.Context, log logr.Logger, c config) error {
 		defer rt.Close()
 		opts.Runtime, opts.RootDir, opts.Cgroups.Disabled = rt, filepath.Join(dir, "root"), os.Geteuid() != 0
 		opts.RuntimeManager.PodLogsDir = filepath.Join(dir, "logs")
+	}
+	if c.rootDir != "" {
+		opts.RootDir = c.rootDir
 	}
 	if kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)

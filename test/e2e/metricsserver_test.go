@@ -58,7 +58,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestKubectlTopPod: with metrics-server (v0.9.0, built from the Go module
+// TestKubectlTopPod: with metrics-server (v0.8.0, built from the Go module
 // proxy) registered as the metrics.k8s.io aggregated API of an API server
 // of the test's own (hack/apiserver.sh's front-proxy flags), `kubectl top
 // pod` shows the CPU and memory of a pod of an agent on the default

@@ -16,6 +16,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -26,6 +28,7 @@ const (
 	kubeconfigEnv = "NODEKIT_KUBECONFIG"
 	shapesEnv     = "NODEKIT_SCALE_SHAPES"
 	windowEnv     = "NODEKIT_SCALE_WINDOW"
+	kwokLeaseEnv  = "NODEKIT_SCALE_KWOK_LEASE"
 
 	// harnessAgent is the User-Agent of the benchmark's own requests, whose
 	// writes (Nodes for kwok, pods) are not the simulators'.
@@ -61,6 +64,23 @@ func shapes(tb testing.TB) []shape {
 		out = append(out, shape{nn, pp})
 	}
 	return out
+}
+
+// kwokLease is the duration of the Leases kwok holds for its Nodes, in
+// seconds: 40, the kubelet's, by default, so that kwok renews them every
+// 10 s as the hollow nodes do (the kwok binary holds none unless told;
+// kwokctl tells it 200, 40 times its heartbeat factor of 5), or
+// NODEKIT_SCALE_KWOK_LEASE.
+func kwokLease(tb testing.TB) int {
+	s := os.Getenv(kwokLeaseEnv)
+	if s == "" {
+		return 40
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 10 || n > 3600 {
+		tb.Fatalf("%s=%q: want seconds from 10 to 3600", kwokLeaseEnv, s)
+	}
+	return n
 }
 
 func window(tb testing.TB) time.Duration {
@@ -104,6 +124,7 @@ func BenchmarkHollowVsKWOK(b *testing.B) {
 	kwok := kwokBinary(b)
 	hollowBin := buildHollowNodes(b)
 	win := window(b)
+	kwok.lease = kwokLease(b)
 	for _, s := range shapes(b) {
 		b.Run(fmt.Sprintf("nodes=%d/pods=%d", s.nodes, s.pods), func(b *testing.B) {
 			for b.Loop() {
@@ -113,7 +134,10 @@ func BenchmarkHollowVsKWOK(b *testing.B) {
 	}
 }
 
-type kwokBin struct{ bin, stages string }
+type kwokBin struct {
+	bin, stages string
+	lease       int
+}
 
 // kwokBinary returns kwok and its stages as hack/kwok.sh built them, or
 // skips.
@@ -164,7 +188,7 @@ type result struct {
 	readyS, cpuSteadyPct, rssMiBNode, idleWritesNodeMin float64
 	cpuBurstMsPod, runningS, writesPod                  float64
 	rssPodsMiBNode, rssKiBPod                           float64
-	podWrites                                           map[string]int
+	podWrites, idleWrites                               map[string]int
 }
 
 func (r result) metrics() []struct {
@@ -198,7 +222,8 @@ func compare(b *testing.B, s shape, win time.Duration, kwok kwokBin, hollowBin s
 
 	kw := h.run(side{
 		name: "kwok", prefix: "kwok-node", nodes: s.nodes, pods: s.pods,
-		args:        []string{kwok.bin, "--kubeconfig=" + srv.kubeconfig(), "--config=" + kwok.stages, "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=" + kwokAnnotation + "=fake"},
+		args: []string{kwok.bin, "--kubeconfig=" + srv.kubeconfig(), "--config=" + kwok.stages, "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=" + kwokAnnotation + "=fake",
+			"--node-lease-duration-seconds=" + strconv.Itoa(kwok.lease)},
 		createNodes: true,
 	})
 	nk := h.run(side{
@@ -208,7 +233,7 @@ func compare(b *testing.B, s shape, win time.Duration, kwok kwokBin, hollowBin s
 
 	km, nm := kw.metrics(), nk.metrics()
 	var table strings.Builder
-	fmt.Fprintf(&table, "%d nodes x %d pods:\n%-22s %12s %12s %8s\n", s.nodes, s.pods, "metric", "kwok", "nodekit", "ratio")
+	fmt.Fprintf(&table, "%d nodes x %d pods (kwok's Leases of %d s):\n%-22s %12s %12s %8s\n", s.nodes, s.pods, kwok.lease, "metric", "kwok", "nodekit", "ratio")
 	for i := range km {
 		ratio := 0.0
 		if km[i].v != 0 {
@@ -219,8 +244,10 @@ func compare(b *testing.B, s shape, win time.Duration, kwok kwokBin, hollowBin s
 		b.ReportMetric(ratio, "x-"+km[i].unit)
 		fmt.Fprintf(&table, "%-22s %12.4g %12.4g %8.3g\n", km[i].unit, km[i].v, nm[i].v, ratio)
 	}
-	fmt.Fprintf(&table, "pod writes: kwok %v, nodekit %v", kw.podWrites, nk.podWrites)
-	b.Log(table.String())
+	fmt.Fprintf(&table, "idle writes: kwok %v, nodekit %v\n", kw.idleWrites, nk.idleWrites)
+	fmt.Fprintf(&table, "pod writes: kwok %v, nodekit %v\n", kw.podWrites, nk.podWrites)
+	// On standard output, not b.Log: a benchmark's log is cut at 10 lines.
+	fmt.Print(table.String())
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -304,7 +331,8 @@ func (h *harness) run(sd side) result {
 	nf := float64(sd.nodes)
 	r.cpuSteadyPct = 100 * float64(cpu1-cpu0) / float64(t1.Sub(t0)) / nf
 	r.rssMiBNode = float64(rssIdle) / (1 << 20) / nf
-	idleWrites, _ := h.writes(writeFilter{from: t0, to: t1})
+	idleWrites, idleBy := h.writes(writeFilter{from: t0, to: t1})
+	r.idleWrites = idleBy
 	r.idleWritesNodeMin = float64(idleWrites) / nf / t1.Sub(t0).Minutes()
 
 	want := sd.nodes * sd.pods
@@ -410,69 +438,153 @@ type lister[L any] interface {
 	List(context.Context, metav1.ListOptions) (L, error)
 }
 
+type watcher interface {
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
+
 type deleter interface {
 	Delete(context.Context, string, metav1.DeleteOptions) error
 }
 
-// waitNodesReady polls, every 250 ms from the API server's watch cache,
-// until the side's nodes are all Ready, or fails after timeout or when the
-// simulator exits.
+// waitNodesReady waits until the side's Nodes are all Ready, or fails
+// after timeout or when the simulator exits.
 func (h *harness) waitNodesReady(sd side, p *process, timeout time.Duration) {
-	nodes := h.c.CoreV1().Nodes().(lister[*v1.NodeList])
-	h.poll(sd, p, "Nodes Ready", sd.nodes, timeout, func(ctx context.Context) (int, error) {
-		list, err := nodes.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return 0, err
-		}
-		ready := 0
-		for i := range list.Items {
-			n := &list.Items[i]
-			if !strings.HasPrefix(n.Name, sd.prefix+"-") {
-				continue
+	nodes := h.c.CoreV1().Nodes()
+	h.await(sd, p, "Nodes Ready", sd.nodes, timeout, metav1.ListOptions{},
+		func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
+			list, err := nodes.(lister[*v1.NodeList]).List(ctx, o)
+			if err != nil {
+				return nil, "", err
+			}
+			objs := make([]runtime.Object, len(list.Items))
+			for i := range list.Items {
+				objs[i] = &list.Items[i]
+			}
+			return objs, list.ResourceVersion, nil
+		},
+		nodes.(watcher),
+		func(o runtime.Object) (string, bool) {
+			n, ok := o.(*v1.Node)
+			if !ok || !strings.HasPrefix(n.Name, sd.prefix+"-") {
+				return "", false
 			}
 			for _, c := range n.Status.Conditions {
-				if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
-					ready++
+				if c.Type == v1.NodeReady {
+					return n.Name, c.Status == v1.ConditionTrue
+				}
+			}
+			return n.Name, false
+		})
+}
+
+// waitPodsRunning waits until want pods of the side run, or fails after
+// timeout or when the simulator exits.
+func (h *harness) waitPodsRunning(sd side, p *process, want int, timeout time.Duration) {
+	pods := h.c.CoreV1().Pods(namespace)
+	h.await(sd, p, "pods running", want, timeout, metav1.ListOptions{LabelSelector: podLabel + "=" + sd.name},
+		func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
+			list, err := pods.List(ctx, o)
+			if err != nil {
+				return nil, "", err
+			}
+			objs := make([]runtime.Object, len(list.Items))
+			for i := range list.Items {
+				objs[i] = &list.Items[i]
+			}
+			return objs, list.ResourceVersion, nil
+		},
+		pods,
+		func(o runtime.Object) (string, bool) {
+			p, ok := o.(*v1.Pod)
+			if !ok {
+				return "", false
+			}
+			return p.Name, p.Status.Phase == v1.PodRunning
+		})
+}
+
+// await lists and watches objects (a watch, not polling, so that waiting
+// for 1,000 Nodes does not load the API server the simulators share) until
+// want of them are good, relisting when a watch ends. It fails after
+// timeout, or when the simulator exits.
+func (h *harness) await(sd side, p *process, what string, want int, timeout time.Duration, opts metav1.ListOptions,
+	list func(context.Context, metav1.ListOptions) ([]runtime.Object, string, error), w watcher,
+	good func(runtime.Object) (name string, ok bool)) {
+	ctx, cancel := context.WithTimeout(h.b.Context(), timeout)
+	defer cancel()
+	state := map[string]bool{}
+	count := func() int {
+		n := 0
+		for _, ok := range state {
+			if ok {
+				n++
+			}
+		}
+		return n
+	}
+	var lastErr error
+	check := func() {
+		if !p.alive() {
+			h.b.Fatalf("%s exited with %d of %d %s; its log: %s", sd.name, count(), want, what, p.logPath)
+		}
+		if ctx.Err() != nil {
+			h.b.Fatalf("%s: %d of %d %s after %s (last error: %v); its log: %s", sd.name, count(), want, what, timeout, lastErr, p.logPath)
+		}
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		check()
+		objs, rv, err := list(ctx, opts)
+		if err != nil {
+			lastErr = err
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		clear(state)
+		for _, o := range objs {
+			if name, ok := good(o); name != "" {
+				state[name] = ok
+			}
+		}
+		if count() >= want {
+			return
+		}
+		wo := opts
+		wo.ResourceVersion = rv
+		wo.AllowWatchBookmarks = true
+		wi, err := w.Watch(ctx, wo)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		for open := true; open; {
+			select {
+			case ev, ok := <-wi.ResultChan():
+				if !ok || ev.Type == watch.Error {
+					open = false
+					break
+				}
+				name, ok := good(ev.Object)
+				switch {
+				case name == "":
+				case ev.Type == watch.Deleted:
+					delete(state, name)
+				case ev.Type == watch.Added || ev.Type == watch.Modified:
+					state[name] = ok
+				}
+				if count() >= want {
+					wi.Stop()
+					return
+				}
+			case <-tick.C:
+				if !p.alive() || ctx.Err() != nil {
+					wi.Stop()
+					check()
 				}
 			}
 		}
-		return ready, nil
-	})
-}
-
-func (h *harness) waitPodsRunning(sd side, p *process, want int, timeout time.Duration) {
-	pods := h.c.CoreV1().Pods(namespace).(lister[*v1.PodList])
-	h.poll(sd, p, "pods running", want, timeout, func(ctx context.Context) (int, error) {
-		list, err := pods.List(ctx, metav1.ListOptions{ResourceVersion: "0", LabelSelector: podLabel + "=" + sd.name})
-		if err != nil {
-			return 0, err
-		}
-		running := 0
-		for i := range list.Items {
-			if list.Items[i].Status.Phase == v1.PodRunning {
-				running++
-			}
-		}
-		return running, nil
-	})
-}
-
-func (h *harness) poll(sd side, p *process, what string, want int, timeout time.Duration, count func(context.Context) (int, error)) {
-	deadline := time.Now().Add(timeout)
-	for {
-		ctx, cancel := context.WithTimeout(h.b.Context(), 30*time.Second)
-		got, err := count(ctx)
-		cancel()
-		if err == nil && got >= want {
-			return
-		}
-		if !p.alive() {
-			h.b.Fatalf("%s exited with %d of %d %s; its log: %s", sd.name, got, want, what, p.logPath)
-		}
-		if time.Now().After(deadline) {
-			h.b.Fatalf("%s: %d of %d %s after %s (last error: %v); its log: %s", sd.name, got, want, what, timeout, err, p.logPath)
-		}
-		time.Sleep(250 * time.Millisecond)
+		wi.Stop()
 	}
 }
 

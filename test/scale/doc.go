@@ -5,7 +5,8 @@
 // an audit log of writes, then runs each simulator in a process of its own
 // so that its CPU and resident set are its own: first kwok (hack/kwok.sh,
 // v0.8.0, managing the Nodes the benchmark creates with the annotation
-// kwok.x-k8s.io/node=fake, with kwokctl's default stages), then the
+// kwok.x-k8s.io/node=fake, with kwokctl's default stages and Leases of
+// 40 s, renewed every 10 s like the kubelet's and the hollow nodes'), then the
 // hollow-nodes example (package hollow). For each it reports the time to N
 // Ready Nodes, the idle CPU and resident set per node, then, for P pods a
 // node created with spec.nodeName set (no scheduler), the CPU per pod start
@@ -18,5 +19,8 @@
 //	go test -run '^$' -bench 'HollowVsKWOK/nodes=50/' -benchtime 1x -timeout 60m ./test/scale/
 //
 // NODEKIT_SCALE_SHAPES replaces the shapes (50x20,200x10,1000x1),
-// e.g. NODEKIT_SCALE_SHAPES=5x2; NODEKIT_SCALE_WINDOW the idle window (30s).
+// e.g. NODEKIT_SCALE_SHAPES=5x2; NODEKIT_SCALE_WINDOW the idle window (30s);
+// NODEKIT_SCALE_KWOK_LEASE kwok's Lease duration (40; kwokctl's is 200).
+// The table of each shape, both sides and their ratio, is printed on
+// standard output.
 package scale
