@@ -25,7 +25,11 @@ import (
 //     nodes started to the nodes idle and Ready;
 //   - idle-cpu-%/node: the process's CPU (user and system) over an idle
 //     window of 20s, two status intervals, per node, in % of one core;
-//   - rss-KiB/pod, heap-KiB/pod: the growth once every pod runs;
+//   - stack-MiB/node: the growth of the goroutines' stacks;
+//   - rss-KiB/pod, heap-KiB/pod, spans-KiB/pod, stack-KiB/pod,
+//     goroutines/pod: the growth once every pod runs, spans-KiB/pod
+//     counting the heap's spans in use (the live heap and the free room
+//     of its partly used spans);
 //   - start-cpu-ms/pod: the CPU from the pods' creation to all running;
 //   - s-to-ready, s-to-running: wall time to every Node Ready, to every
 //     pod running.
@@ -50,10 +54,13 @@ func BenchmarkHollowNodes(b *testing.B) {
 }
 
 type procSample struct {
-	rss, heap  int64
-	goroutines int
-	cpu        time.Duration
-	at         time.Time
+	// heap is the live heap (HeapAlloc), spans the heap's spans in use
+	// (HeapInuse: the live heap and the free room of its partly used
+	// spans), stacks the goroutines' stacks (StackInuse).
+	rss, heap, spans, stacks int64
+	goroutines               int
+	cpu                      time.Duration
+	at                       time.Time
 }
 
 func sample(b *testing.B) procSample {
@@ -67,6 +74,8 @@ func sample(b *testing.B) procSample {
 	return procSample{
 		rss:        vmRSS(b),
 		heap:       int64(ms.HeapAlloc),
+		spans:      int64(ms.HeapInuse),
+		stacks:     int64(ms.StackInuse),
 		goroutines: goruntime.NumGoroutine(),
 		cpu:        time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
 		at:         time.Now(),
@@ -137,10 +146,14 @@ func benchmarkHollow(b *testing.B, cfg *rest.Config, n, perNode int, opts Option
 	nf, pf := float64(n), float64(want)
 	b.ReportMetric(float64(idle.rss-before.rss)/(1<<20)/nf, "rss-MiB/node")
 	b.ReportMetric(float64(idle.heap-before.heap)/(1<<20)/nf, "heap-MiB/node")
+	b.ReportMetric(float64(idle.stacks-before.stacks)/(1<<20)/nf, "stack-MiB/node")
 	b.ReportMetric(float64(idle.goroutines-before.goroutines)/nf, "goroutines/node")
 	b.ReportMetric(100*float64(idleEnd.cpu-idle.cpu)/float64(idleEnd.at.Sub(idle.at))/nf, "idle-cpu-%/node")
 	b.ReportMetric(float64(running.rss-idleEnd.rss)/1024/pf, "rss-KiB/pod")
 	b.ReportMetric(float64(running.heap-idleEnd.heap)/1024/pf, "heap-KiB/pod")
+	b.ReportMetric(float64(running.spans-idleEnd.spans)/1024/pf, "spans-KiB/pod")
+	b.ReportMetric(float64(running.stacks-idleEnd.stacks)/1024/pf, "stack-KiB/pod")
+	b.ReportMetric(float64(running.goroutines-idleEnd.goroutines)/pf, "goroutines/pod")
 	b.ReportMetric(float64(started.cpu-idleEnd.cpu)/1e6/pf, "start-cpu-ms/pod")
 	b.ReportMetric(ready.Seconds(), "s-to-ready")
 	b.ReportMetric(started.at.Sub(idleEnd.at).Seconds(), "s-to-running")
