@@ -40,6 +40,8 @@ import (
 // a GC) once every pod runs, the nodes still running, to FILE-<shape>, and
 // the goroutines of the idle nodes to FILE-<shape>.goroutines; with
 // -test.memprofilerate=512 the heap profile sees small objects.
+// NODEKIT_HOLLOW_CPUPROFILE=FILE writes a CPU profile of the idle window
+// to FILE-<shape>.
 func BenchmarkHollowNodes(b *testing.B) {
 	cfg := restConfig(b)
 	for _, shape := range []struct{ nodes, pods int }{{50, 20}, {200, 10}, {1000, 1}} {
@@ -94,6 +96,25 @@ func writeProfile(b *testing.B, name, file string, debug int) {
 	}
 }
 
+// startCPUProfile profiles the process's CPU to file until the returned
+// func is called.
+func startCPUProfile(b *testing.B, file string) (stop func()) {
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
+	}
+}
+
 func vmRSS(b *testing.B) int64 {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
@@ -130,7 +151,13 @@ func benchmarkHollow(b *testing.B, cfg *rest.Config, n, perNode int, opts Option
 	if f := os.Getenv("NODEKIT_HOLLOW_HEAPPROFILE"); f != "" {
 		writeProfile(b, "goroutine", fmt.Sprintf("%s-%dx%d.goroutines", f, n, perNode), 1)
 	}
-	time.Sleep(20 * time.Second)
+	if f := os.Getenv("NODEKIT_HOLLOW_CPUPROFILE"); f != "" {
+		stop := startCPUProfile(b, fmt.Sprintf("%s-%dx%d", f, n, perNode))
+		time.Sleep(20 * time.Second)
+		stop()
+	} else {
+		time.Sleep(20 * time.Second)
+	}
 	idleEnd := sample(b)
 
 	want := createPods(b, c, names, perNode, prefix)
