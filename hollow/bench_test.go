@@ -25,7 +25,11 @@ import (
 //     nodes started to the nodes idle and Ready;
 //   - idle-cpu-%/node: the process's CPU (user and system) over an idle
 //     window of 20s, two status intervals, per node, in % of one core;
-//   - rss-KiB/pod, heap-KiB/pod: the growth once every pod runs;
+//   - stack-MiB/node: the growth of the goroutines' stacks;
+//   - rss-KiB/pod, heap-KiB/pod, spans-KiB/pod, stack-KiB/pod,
+//     goroutines/pod: the growth once every pod runs, spans-KiB/pod
+//     counting the heap's spans in use (the live heap and the free room
+//     of its partly used spans);
 //   - start-cpu-ms/pod: the CPU from the pods' creation to all running;
 //   - s-to-ready, s-to-running: wall time to every Node Ready, to every
 //     pod running.
@@ -36,6 +40,8 @@ import (
 // a GC) once every pod runs, the nodes still running, to FILE-<shape>, and
 // the goroutines of the idle nodes to FILE-<shape>.goroutines; with
 // -test.memprofilerate=512 the heap profile sees small objects.
+// NODEKIT_HOLLOW_CPUPROFILE=FILE writes a CPU profile of the idle window
+// to FILE-<shape>.
 func BenchmarkHollowNodes(b *testing.B) {
 	cfg := restConfig(b)
 	for _, shape := range []struct{ nodes, pods int }{{50, 20}, {200, 10}, {1000, 1}} {
@@ -50,10 +56,13 @@ func BenchmarkHollowNodes(b *testing.B) {
 }
 
 type procSample struct {
-	rss, heap  int64
-	goroutines int
-	cpu        time.Duration
-	at         time.Time
+	// heap is the live heap (HeapAlloc), spans the heap's spans in use
+	// (HeapInuse: the live heap and the free room of its partly used
+	// spans), stacks the goroutines' stacks (StackInuse).
+	rss, heap, spans, stacks int64
+	goroutines               int
+	cpu                      time.Duration
+	at                       time.Time
 }
 
 func sample(b *testing.B) procSample {
@@ -67,6 +76,8 @@ func sample(b *testing.B) procSample {
 	return procSample{
 		rss:        vmRSS(b),
 		heap:       int64(ms.HeapAlloc),
+		spans:      int64(ms.HeapInuse),
+		stacks:     int64(ms.StackInuse),
 		goroutines: goruntime.NumGoroutine(),
 		cpu:        time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
 		at:         time.Now(),
@@ -82,6 +93,25 @@ func writeProfile(b *testing.B, name, file string, debug int) {
 	defer f.Close()
 	if err := pprof.Lookup(name).WriteTo(f, debug); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// startCPUProfile profiles the process's CPU to file until the returned
+// func is called.
+func startCPUProfile(b *testing.B, file string) (stop func()) {
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
 	}
 }
 
@@ -121,7 +151,13 @@ func benchmarkHollow(b *testing.B, cfg *rest.Config, n, perNode int, opts Option
 	if f := os.Getenv("NODEKIT_HOLLOW_HEAPPROFILE"); f != "" {
 		writeProfile(b, "goroutine", fmt.Sprintf("%s-%dx%d.goroutines", f, n, perNode), 1)
 	}
-	time.Sleep(20 * time.Second)
+	if f := os.Getenv("NODEKIT_HOLLOW_CPUPROFILE"); f != "" {
+		stop := startCPUProfile(b, fmt.Sprintf("%s-%dx%d", f, n, perNode))
+		time.Sleep(20 * time.Second)
+		stop()
+	} else {
+		time.Sleep(20 * time.Second)
+	}
 	idleEnd := sample(b)
 
 	want := createPods(b, c, names, perNode, prefix)
@@ -137,10 +173,14 @@ func benchmarkHollow(b *testing.B, cfg *rest.Config, n, perNode int, opts Option
 	nf, pf := float64(n), float64(want)
 	b.ReportMetric(float64(idle.rss-before.rss)/(1<<20)/nf, "rss-MiB/node")
 	b.ReportMetric(float64(idle.heap-before.heap)/(1<<20)/nf, "heap-MiB/node")
+	b.ReportMetric(float64(idle.stacks-before.stacks)/(1<<20)/nf, "stack-MiB/node")
 	b.ReportMetric(float64(idle.goroutines-before.goroutines)/nf, "goroutines/node")
 	b.ReportMetric(100*float64(idleEnd.cpu-idle.cpu)/float64(idleEnd.at.Sub(idle.at))/nf, "idle-cpu-%/node")
 	b.ReportMetric(float64(running.rss-idleEnd.rss)/1024/pf, "rss-KiB/pod")
 	b.ReportMetric(float64(running.heap-idleEnd.heap)/1024/pf, "heap-KiB/pod")
+	b.ReportMetric(float64(running.spans-idleEnd.spans)/1024/pf, "spans-KiB/pod")
+	b.ReportMetric(float64(running.stacks-idleEnd.stacks)/1024/pf, "stack-KiB/pod")
+	b.ReportMetric(float64(running.goroutines-idleEnd.goroutines)/pf, "goroutines/pod")
 	b.ReportMetric(float64(started.cpu-idleEnd.cpu)/1e6/pf, "start-cpu-ms/pod")
 	b.ReportMetric(ready.Seconds(), "s-to-ready")
 	b.ReportMetric(started.at.Sub(idleEnd.at).Seconds(), "s-to-running")

@@ -68,8 +68,9 @@ type Options struct {
 	// Logger receives the agents' logs. Defaults to discarding them.
 	Logger logr.Logger
 	// Unshared gives each node its own watches (pods, Node, Services,
-	// RuntimeClasses), event broadcaster and scheme, and a GET of its Node
-	// each status pass, as a lone agent has; for comparison. By default
+	// RuntimeClasses), event broadcaster and scheme, a GET of its Node
+	// each status pass, and goroutines of its own for its status passes
+	// and Lease renewals, as a lone agent has; for comparison. By default
 	// the nodes share one of each per process, as kubelets on one
 	// machine would if they could: what each node writes to the API
 	// server is the same.

@@ -213,12 +213,13 @@ func TestStartUnreachable(t *testing.T) {
 	}
 }
 
-// requestCounter counts an API client's requests: watches by resource, and
-// GETs of single Nodes.
+// requestCounter counts an API client's requests: watches by resource,
+// GETs of single Nodes and updates of Leases.
 type requestCounter struct {
-	mu       sync.Mutex
-	watches  map[string]int
-	nodeGets int
+	mu          sync.Mutex
+	watches     map[string]int
+	nodeGets    int
+	leaseWrites int
 }
 
 func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -230,10 +231,18 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 			c.watches[parts[len(parts)-1]]++
 		case r.Method == http.MethodGet && len(parts) == 4 && parts[2] == "nodes":
 			c.nodeGets++
+		case r.Method == http.MethodPut && len(parts) == 7 && parts[5] == "leases":
+			c.leaseWrites++
 		}
 		c.mu.Unlock()
 		return rt.RoundTrip(r)
 	})
+}
+
+func (c *requestCounter) leases() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leaseWrites
 }
 
 func (c *requestCounter) snapshot() (map[string]int, int) {
@@ -267,10 +276,17 @@ func TestStartShares(t *testing.T) {
 			t.Cleanup(func() { cleanUp(t, c, prefix, names) })
 			defer nodes.Stop()
 			_, getsBefore := counter.snapshot()
-			time.Sleep(11 * time.Second) // one status pass of every node
+			leasesBefore := counter.leases()
+			time.Sleep(11 * time.Second) // one status pass and Lease renewal of every node
 			watches, gets := counter.snapshot()
 			gets -= getsBefore
-			t.Logf("watches %v; %d GETs of a Node in 11s", watches, gets)
+			leases := counter.leases() - leasesBefore
+			t.Logf("watches %v; %d GETs of a Node, %d Lease renewals in 11s", watches, gets, leases)
+			// Every node renews its Lease every 10s (plus up to 4%), on
+			// goroutines of its own or started by the shared Driver.
+			if leases < n || leases > 2*n {
+				t.Errorf("%d Lease renewals in 11s, want one or two per node", leases)
+			}
 			for _, res := range []string{"pods", "services", "runtimeclasses"} {
 				if unshared && watches[res] < n {
 					t.Errorf("unshared: %d watches of %s, want one per node", watches[res], res)

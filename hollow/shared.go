@@ -19,15 +19,18 @@ import (
 	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/internal/servicelinks"
 	"github.com/nodekit/nodekit/kubeclient"
+	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/sources/apiserver"
 )
 
 // shared holds what the nodes of one Start share where a kubelet would
 // not need its own: one watch per resource (pods, Nodes, Services,
-// RuntimeClasses) for the process instead of one per node, and one event
-// broadcaster and scheme.
+// RuntimeClasses) for the process instead of one per node, one event
+// broadcaster and scheme, and one periodic.Driver that starts the nodes'
+// status passes and Lease renewals.
 type shared struct {
 	events   *events.Broadcaster
+	periodic *periodic.Driver
 	pods     *apiserver.SharedPods
 	nodes    cache.SharedIndexInformer
 	classes  cache.SharedIndexInformer
@@ -56,8 +59,9 @@ func newShared(client kubeclient.Interface, log logr.Logger) (*shared, error) {
 		return cache.NewSharedIndexInformerWithOptions(kubeclient.ListWatcher(lw, client), obj, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}})
 	}
 	return &shared{
-		events: events.NewBroadcaster(client, log),
-		pods:   pods,
+		events:   events.NewBroadcaster(client, log),
+		periodic: periodic.NewDriver(),
+		pods:     pods,
 		nodes: informer(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (apiruntime.Object, error) {
 				return nodes.List(ctx, o)
@@ -82,6 +86,7 @@ func newShared(client kubeclient.Interface, log logr.Logger) (*shared, error) {
 // first lists until wait ends.
 func (s *shared) start(ctx, wait context.Context) error {
 	s.wg.Go(func() { _ = s.events.Run(ctx) })
+	s.wg.Go(func() { _ = s.periodic.Run(ctx) })
 	s.wg.Go(func() { _ = s.pods.Run(ctx) })
 	s.wg.Go(func() { s.nodes.RunWithContext(ctx) })
 	s.wg.Go(func() { s.classes.RunWithContext(ctx) })
@@ -97,6 +102,7 @@ func (s *shared) configure(name string, o *nodekit.Options) {
 	o.Events = s.events.Recorder(name)
 	o.APISource.Shared = s.pods
 	o.Node.Nodes = corelisters.NewNodeLister(s.nodes.GetIndexer())
+	o.Node.Periodic = s.periodic
 	o.RuntimeClasses = nodelisters.NewRuntimeClassLister(s.classes.GetIndexer())
 	o.Services = s.services
 }

@@ -92,9 +92,19 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !s.register(ctx) {
 		return nil
 	}
+	if d := c.opts.Periodic; d != nil {
+		// The Driver's goroutine starts each pass; between passes the
+		// loops hold no goroutine.
+		waitStatus := d.Go(ctx, 0, s.tick)
+		waitLease := d.Go(ctx, 0, c.leaseLoop().tick)
+		<-ctx.Done()
+		waitStatus()
+		waitLease()
+		return nil
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.run(ctx) })
-	wg.Go(func() { c.runLease(ctx) })
+	wg.Go(func() { c.leaseLoop().run(ctx) })
 	wg.Wait()
 	return nil
 }
@@ -128,8 +138,9 @@ func (c *Controller) facts() (facts, error) {
 
 // runLease renews the Lease until ctx ends, as component-helpers' lease
 // controller (the kubelet's) does.
-func (c *Controller) runLease(ctx context.Context) {
-	l := &leaseLoop{
+// leaseLoop returns the loop that renews the Node's Lease.
+func (c *Controller) leaseLoop() *leaseLoop {
+	return &leaseLoop{
 		client:            c.client.CoordinationV1().Leases(LeaseNamespace),
 		name:              c.opts.nodeName,
 		namespace:         LeaseNamespace,
@@ -140,7 +151,6 @@ func (c *Controller) runLease(ctx context.Context) {
 		postProcess:       c.setLeaseOwner,
 		log:               c.log.WithName("lease"),
 	}
-	l.run(ctx)
 }
 
 // setLeaseOwner makes the registered Node the Lease's owner, so that the
@@ -186,6 +196,10 @@ type statusLoop struct {
 	runtimeVersion string
 	// lastReport is when the status was last written to the API server.
 	lastReport time.Time
+	// fastUntil ends the fast updates after start-up of tick (zero before
+	// its first pass), fastDone once they ended.
+	fastUntil time.Time
+	fastDone  bool
 }
 
 // register creates the Node, or adopts an existing one (restoring the
@@ -293,6 +307,32 @@ func (s *statusLoop) run(ctx context.Context) {
 		}
 		s.update(ctx)
 	}
+}
+
+// tick is run's work for a periodic.Driver (Options.Periodic), one pass
+// per call: the first update, the fast updates of untilHealthy until the
+// Node is Ready or the grace period ends, then one update each call. It
+// returns when the next pass is due: StatusUpdateFrequency after this one
+// returned (the kubelet's sliding period), 100ms while fast.
+func (s *statusLoop) tick(ctx context.Context) time.Duration {
+	const fast = 100 * time.Millisecond
+	switch {
+	case s.fastUntil.IsZero(): // the first pass
+		s.fastUntil = time.Now().Add(nodeReadyGracePeriod)
+		if s.update(ctx) && s.c.opts.Health() == nil {
+			s.fastDone = true
+			return s.c.opts.StatusUpdateFrequency
+		}
+		return fast
+	case !s.fastDone:
+		if !time.Now().Before(s.fastUntil) || s.c.opts.Health() == nil && s.update(ctx) {
+			s.fastDone = true
+			return s.c.opts.StatusUpdateFrequency
+		}
+		return fast
+	}
+	s.update(ctx)
+	return s.c.opts.StatusUpdateFrequency
 }
 
 // readNode reads the Node from Options.Nodes, else from the API server.

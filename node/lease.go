@@ -55,9 +55,7 @@ type leaseLoop struct {
 // run renews the Lease until ctx ends.
 func (l *leaseLoop) run(ctx context.Context) {
 	for {
-		l.sync(ctx)
-		d := time.Duration(float64(l.interval) * (1 + leaseJitter*rand.Float64()))
-		t := time.NewTimer(d)
+		t := time.NewTimer(l.tick(ctx))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -65,6 +63,13 @@ func (l *leaseLoop) run(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// tick is one renewal; it returns when the next is due: the interval,
+// jittered.
+func (l *leaseLoop) tick(ctx context.Context) time.Duration {
+	l.sync(ctx)
+	return time.Duration(float64(l.interval) * (1 + leaseJitter*rand.Float64()))
 }
 
 // sync is one renewal.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/version"
 )
 
@@ -180,6 +181,15 @@ type Options struct {
 	// changed. Defaults to nil: a GET each pass, as the kubelet's (from
 	// the API server's cache).
 	Nodes NodeGetter
+	// Periodic, when set, starts the status passes and the Lease
+	// renewals, each on a goroutine that lasts the pass, in place of two
+	// goroutines of the controller's own that wait between them: the
+	// agents of one process can share one Driver (hollow nodes do). The
+	// status passes are then StatusUpdateFrequency apart from the end of
+	// one to the start of the next (the kubelet's sliding period) rather
+	// than from start to start. Defaults to nil: the controller's own
+	// goroutines.
+	Periodic *periodic.Driver
 
 	// nodeName is New's: the Node's name (and its Lease's).
 	nodeName string

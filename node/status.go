@@ -197,15 +197,25 @@ func conditionIndex(cs []v1.NodeCondition, t v1.NodeConditionType) int {
 
 // statusChanged reports whether two statuses differ in more than the
 // conditions' heartbeat times, the kubelet's nodeStatusHasChanged.
+// Only the conditions are copied (to clear their heartbeats); the rest of
+// each status is compared in place, read only: a pass of every node every
+// StatusUpdateFrequency costs no copy of its images and addresses.
 func statusChanged(old, new v1.NodeStatus) bool {
-	o, n := old.DeepCopy(), new.DeepCopy()
-	for i := range o.Conditions {
-		o.Conditions[i].LastHeartbeatTime = metav1.Time{}
+	old.Conditions, new.Conditions = withoutHeartbeats(old.Conditions), withoutHeartbeats(new.Conditions)
+	return !equality.Semantic.DeepEqual(old, new)
+}
+
+// withoutHeartbeats returns a copy of conds with zero LastHeartbeatTimes.
+func withoutHeartbeats(conds []v1.NodeCondition) []v1.NodeCondition {
+	if conds == nil {
+		return nil
 	}
-	for i := range n.Conditions {
-		n.Conditions[i].LastHeartbeatTime = metav1.Time{}
+	out := make([]v1.NodeCondition, len(conds))
+	for i, c := range conds {
+		c.LastHeartbeatTime = metav1.Time{}
+		out[i] = c
 	}
-	return !equality.Semantic.DeepEqual(o, n)
+	return out
 }
 
 // statusPatch is the strategic merge patch that turns old's status into

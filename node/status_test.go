@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -258,5 +259,41 @@ func TestStatusDeclaredFeatures(t *testing.T) {
 	}
 	if got := testFacts(t, Options{}).status(s, "", nil, now).DeclaredFeatures; got != nil {
 		t.Errorf("without features: %v, want none", got)
+	}
+}
+
+// statusChanged leaves the statuses it compares as they were: their
+// conditions keep their heartbeats.
+func TestStatusChangedLeavesItsArguments(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	later := metav1.NewTime(at.Add(10 * time.Second))
+	a := v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: at}}}
+	b := v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: later}}}
+	if statusChanged(a, b) {
+		t.Error("statuses that differ in their heartbeats alone changed")
+	}
+	if a.Conditions[0].LastHeartbeatTime != at || b.Conditions[0].LastHeartbeatTime != later {
+		t.Errorf("heartbeats after the comparison: %v, %v; want %v, %v", a.Conditions[0].LastHeartbeatTime, b.Conditions[0].LastHeartbeatTime, at, later)
+	}
+}
+
+// BenchmarkStatusChanged is the comparison of every status pass: an
+// unchanged status of a node with 50 images.
+func BenchmarkStatusChanged(b *testing.B) {
+	s := v1.NodeStatus{
+		Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}, {Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse}},
+		Addresses:  []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.1"}, {Type: v1.NodeHostName, Address: "n1"}},
+		Capacity:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("16Gi"), v1.ResourcePods: resource.MustParse("110")},
+	}
+	s.Allocatable = s.Capacity.DeepCopy()
+	for i := range 50 {
+		s.Images = append(s.Images, v1.ContainerImage{Names: []string{fmt.Sprintf("registry.example/image-%d@sha256:%064d", i, i), fmt.Sprintf("registry.example/image-%d:v1", i)}, SizeBytes: int64(i) << 20})
+	}
+	next := *s.DeepCopy()
+	b.ReportAllocs()
+	for b.Loop() {
+		if statusChanged(s, next) {
+			b.Fatal("changed")
+		}
 	}
 }

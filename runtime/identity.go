@@ -177,8 +177,12 @@ type scopedEvents struct {
 // GetContainerEvents implements ContainerEventStreamer: the events whose
 // sandbox (or, without a sandbox status, whose container) carries another
 // identity, or none, are left out; events that say nothing of their owner
-// pass.
+// pass. A streamer that filters itself (FilteredEventStreamer) is given
+// the filter; another's stream is filtered on a goroutine of its own.
 func (e scopedEvents) GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, cb func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
+	if f, ok := e.es.(FilteredEventStreamer); ok {
+		return f.GetContainerEventsFiltered(ctx, ch, cb, e.mine)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	inner := make(chan *runtimeapi.ContainerEventResponse)

@@ -48,3 +48,13 @@ type ImageService interface {
 type ContainerEventStreamer interface {
 	GetContainerEvents(ctx context.Context, containerEventsCh chan *runtimeapi.ContainerEventResponse, connectionEstablishedCallback func(runtimeapi.RuntimeService_GetContainerEventsClient)) error
 }
+
+// FilteredEventStreamer is an optional capability of a
+// ContainerEventStreamer: GetContainerEventsFiltered is GetContainerEvents
+// without the events keep returns false for. A wrapper that filters the
+// stream (a scoped runtime's) uses it, where it would otherwise run a
+// goroutine between the stream and its caller. keep is called on the
+// streamer's goroutine, one event at a time, and must not block.
+type FilteredEventStreamer interface {
+	GetContainerEventsFiltered(ctx context.Context, containerEventsCh chan *runtimeapi.ContainerEventResponse, connectionEstablishedCallback func(runtimeapi.RuntimeService_GetContainerEventsClient), keep func(*runtimeapi.ContainerEventResponse) bool) error
+}

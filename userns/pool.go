@@ -10,7 +10,10 @@ type pool struct {
 	size  uint64
 	n     int
 	free  int
-	used  []uint64
+	// used has a bit per block, set when the block is in use; nil until
+	// the first is (most nodes never run a pod in a user namespace, and
+	// the default range's bitmap is 8 KiB).
+	used []uint64
 }
 
 func newPool(r Range, size uint32) pool {
@@ -27,7 +30,6 @@ func newPool(r Range, size uint32) pool {
 	}
 	p.n = int(n)
 	p.free = p.n
-	p.used = make([]uint64, (p.n+63)/64)
 	return p
 }
 
@@ -46,9 +48,12 @@ func (p *pool) index(hostID uint32) (int, bool) {
 
 func (p *pool) hostID(i int) uint32 { return uint32(p.first + uint64(i)*p.size) }
 
-func (p *pool) has(i int) bool { return p.used[i/64]&(1<<(i%64)) != 0 }
+func (p *pool) has(i int) bool { return p.used != nil && p.used[i/64]&(1<<(i%64)) != 0 }
 
 func (p *pool) set(i int) {
+	if p.used == nil {
+		p.used = make([]uint64, (p.n+63)/64)
+	}
 	if !p.has(i) {
 		p.used[i/64] |= 1 << (i % 64)
 		p.free--
@@ -71,7 +76,7 @@ func (p *pool) allocate(r *rand.Rand) (int, bool) {
 	start := r.IntN(p.n)
 	for k := 0; k < p.n; {
 		i := (start + k) % p.n
-		if i%64 == 0 && k+64 <= p.n && p.used[i/64] == ^uint64(0) {
+		if i%64 == 0 && k+64 <= p.n && p.used != nil && p.used[i/64] == ^uint64(0) {
 			k += 64 // a full word of used blocks
 			continue
 		}

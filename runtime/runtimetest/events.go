@@ -153,6 +153,13 @@ func (r *Runtime) endStreamsLocked(err error) {
 // status to play a runtime without events. The callback, if any, is called
 // once the stream is set up; its stream argument only supports Context.
 func (r *Runtime) GetContainerEvents(ctx context.Context, containerEventsCh chan *runtimeapi.ContainerEventResponse, connectionEstablishedCallback func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
+	return r.GetContainerEventsFiltered(ctx, containerEventsCh, connectionEstablishedCallback, nil)
+}
+
+// GetContainerEventsFiltered implements runtime.FilteredEventStreamer:
+// GetContainerEvents without the events keep returns false for (all of
+// them pass with a nil keep), left out on the stream's own goroutine.
+func (r *Runtime) GetContainerEventsFiltered(ctx context.Context, containerEventsCh chan *runtimeapi.ContainerEventResponse, connectionEstablishedCallback func(runtimeapi.RuntimeService_GetContainerEventsClient), keep func(*runtimeapi.ContainerEventResponse) bool) error {
 	if err := r.enter(ctx, "GetContainerEvents"); err != nil {
 		return err
 	}
@@ -191,6 +198,10 @@ func (r *Runtime) GetContainerEvents(ctx context.Context, containerEventsCh chan
 		}
 		sub.mu.Unlock()
 		for i, ev := range batch {
+			if keep != nil && !keep(ev) {
+				batch[i] = nil
+				continue
+			}
 			select {
 			case containerEventsCh <- ev:
 			case <-ctx.Done():

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -373,9 +375,62 @@ func (s *notifyingStore) Add(obj any) error {
 
 func (s *notifyingStore) Update(obj any) error {
 	dropManagedFields(obj)
+	shareUnchanged(s.Store, obj)
+	return s.update(obj)
+}
+
+// update stores obj, prepared already, and signals the change.
+func (s *notifyingStore) update(obj any) error {
 	err := s.Store.Update(obj)
 	s.notify()
 	return err
+}
+
+// shareUnchanged makes obj, a new version of a pod that the reflector just
+// decoded, share with the version store holds the parts that did not
+// change: the spec, and the metadata's names, labels, annotations, owner
+// references and finalizers. A running pod's versions differ in little
+// more than their status (each status write makes one), and the agent's
+// parts may each hold a different version of it (the pod workers the one
+// they last acted on, the pod manager the newest, the status manager the
+// one it wrote): shared, every version past the first costs the pod its
+// status and its top-level object instead of a full copy. Stored pods are
+// read-only; obj is not shared yet. Equal means equal field for field
+// (reflect.DeepEqual), so a reader sees the very values the new version
+// was decoded with.
+func shareUnchanged(store cache.Store, obj any) {
+	p, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	prev, exists, err := store.Get(p)
+	if err != nil || !exists {
+		return
+	}
+	old, ok := prev.(*v1.Pod)
+	if !ok || old == p || old.UID != p.UID {
+		return
+	}
+	if reflect.DeepEqual(old.Spec, p.Spec) {
+		p.Spec = old.Spec
+	}
+	m, o := &p.ObjectMeta, &old.ObjectMeta
+	if m.Name == o.Name && m.Namespace == o.Namespace && m.GenerateName == o.GenerateName {
+		m.Name, m.Namespace, m.GenerateName = o.Name, o.Namespace, o.GenerateName
+	}
+	m.UID = o.UID
+	if maps.Equal(m.Labels, o.Labels) && (m.Labels == nil) == (o.Labels == nil) {
+		m.Labels = o.Labels
+	}
+	if maps.Equal(m.Annotations, o.Annotations) && (m.Annotations == nil) == (o.Annotations == nil) {
+		m.Annotations = o.Annotations
+	}
+	if reflect.DeepEqual(m.OwnerReferences, o.OwnerReferences) {
+		m.OwnerReferences = o.OwnerReferences
+	}
+	if slices.Equal(m.Finalizers, o.Finalizers) && (m.Finalizers == nil) == (o.Finalizers == nil) {
+		m.Finalizers = o.Finalizers
+	}
 }
 
 func (s *notifyingStore) Delete(obj any) error {

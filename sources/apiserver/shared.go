@@ -127,7 +127,8 @@ func (s sharedStore) Add(obj any) error {
 
 func (s sharedStore) Update(obj any) error {
 	dropManagedFields(obj)
-	return errors.Join(s.Store.Update(obj), s.p.view(nodeOf(obj)).Update(obj))
+	shareUnchanged(s.Store, obj)
+	return errors.Join(s.Store.Update(obj), s.p.view(nodeOf(obj)).update(obj))
 }
 
 func (s sharedStore) Delete(obj any) error {

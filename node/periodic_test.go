@@ -1,0 +1,121 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/kubeclient/clientset"
+	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/periodic"
+)
+
+// Controllers sharing a periodic.Driver (Options.Periodic) register their
+// Nodes, come Ready as soon as their health passes (the fast updates after
+// start-up), pass over their status every 10s and renew their Leases
+// every 10s (plus jitter), as without one; between passes each holds one
+// goroutine (its Run) instead of three.
+func TestControllersShareADriver(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("driver=%v", shared), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const n = 4
+				c := newClient()
+				var d *periodic.Driver
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error, n+1)
+				if shared {
+					d = periodic.NewDriver()
+					go func() { done <- d.Run(ctx) }()
+				}
+				var healthy atomic.Bool
+				for i := range n {
+					ctl, err := node.New(clientset.From(c), fmt.Sprintf("n%d", i), node.Options{
+						Machine: &machine, InternalIP: net.ParseIP("192.0.2.1"), AgentVersion: "nodekit/test",
+						Logger: testr.New(t), Periodic: d,
+						Health: func() error {
+							if !healthy.Load() {
+								return errors.New("starting")
+							}
+							return nil
+						},
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					go func() { done <- ctl.Run(ctx) }()
+				}
+				time.Sleep(time.Second)
+				synctest.Wait()
+				healthy.Store(true)
+				time.Sleep(200 * time.Millisecond)
+				synctest.Wait()
+				nodes, err := c.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+				if err != nil || len(nodes.Items) != n {
+					t.Fatalf("%v nodes registered (%v), want %d", len(nodes.Items), err, n)
+				}
+				for i := range nodes.Items {
+					if s, msg := ready(&nodes.Items[i]); s != v1.ConditionTrue {
+						t.Errorf("node %s: Ready = %s %q 200ms after its health passed, want True", nodes.Items[i].Name, s, msg)
+					}
+				}
+
+				time.Sleep(5 * time.Second)
+				synctest.Wait()
+				want := 3 * n
+				if shared {
+					want = n
+				}
+				per := nodeGoroutines()
+				gets, renewals := count(c, "get", "nodes", ""), count(c, "update", "leases", "")
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				gets, renewals = count(c, "get", "nodes", "")-gets, count(c, "update", "leases", "")-renewals
+				if gets != 6*n {
+					t.Errorf("%d status passes (GETs of the Node) in a minute, want %d", gets, 6*n)
+				}
+				if renewals < 5*n || renewals > 6*n {
+					t.Errorf("%d Lease renewals in a minute, want %d to %d", renewals, 5*n, 6*n)
+				}
+				if per != want {
+					t.Errorf("%d goroutines for %d idle controllers, want %d", per, n, want)
+				}
+				cancel()
+				for range n {
+					if err := <-done; err != nil {
+						t.Errorf("Run: %v", err)
+					}
+				}
+				if shared {
+					<-done
+				}
+			})
+		})
+	}
+}
+
+// nodeGoroutines counts the goroutines running the controllers' code
+// (a frame of package node in their stacks), whatever else the process
+// runs.
+func nodeGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "github.com/nodekit/nodekit/node.") {
+			n++
+		}
+	}
+	return n
+}
