@@ -77,8 +77,8 @@ type ContainerOptions struct {
 	Changes func() (uint64, bool)
 	// Resync is how often a collection lists the runtime even though
 	// Changes tells that nothing changed: what changes out of the agent's
-	// sight (a sandbox or log directory left by someone else) is collected
-	// within it. Defaults to 10m.
+	// sight (a sandbox left by someone else) is collected within it; the
+	// pod log directories are read every collection. Defaults to 10m.
 	Resync time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
@@ -216,11 +216,13 @@ func (e *listError) Unwrap() error { return e.err }
 // reclaim) the dead containers and sandboxes of terminated pods go too.
 // A failed removal is reported in the error and the rest goes on.
 //
-// Without evictNonDeletedPods, it returns an empty plan without listing
-// the runtime when ContainerOptions.Changes tells that nothing changed
-// since the last collection, which was complete and removed nothing, and
-// Resync did not pass since the last listing: the plan would be empty
-// again. Run skips the same way, except for a Period after a Trigger. It
+// Without evictNonDeletedPods, it does not list the runtime when
+// ContainerOptions.Changes tells that nothing changed since the last
+// collection, which was complete and removed nothing, and Resync did not
+// pass since the last listing: the plan would be empty again but for the
+// pod log directories, which it reads all the same (as the kubelet, every
+// collection) and removes when their pods' content may go. Run skips the
+// same way, except for a Period after a Trigger. It
 // lists when the policy has a MinAge (a container too young then may be
 // old enough now).
 func (c *ContainerCollector) Collect(ctx context.Context, evictNonDeletedPods bool) (ContainerPlan, error) {
@@ -248,7 +250,17 @@ func (c *ContainerCollector) collect(ctx context.Context, evictNonDeletedPods, m
 	now := c.opts.Clock.Now()
 	if mayskip && counted && ready && c.clean.ok && c.clean.count == count && now.Sub(c.clean.at) < c.opts.Resync {
 		c.skipped++
-		return ContainerPlan{}, nil
+		// The pod log directories are read all the same (one ReadDir), as
+		// the kubelet reads them every period: one whose pod is gone, made
+		// or left out of the count's sight, goes within a Period, not a
+		// Resync. Removing one changes nothing the count covers.
+		dirs, err := c.readLogDirs(ready)
+		plan := PlanContainers(now, Listing{LogDirs: dirs}, c.opts.Pods, c.opts.Policy, ready, false)
+		errs := c.apply(ctx, plan)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return plan, errors.Join(errs...)
 	}
 	c.clean.ok = false
 	var l Listing
@@ -269,22 +281,37 @@ func (c *ContainerCollector) collect(ctx context.Context, evictNonDeletedPods, m
 		c.listed = now
 	}
 	var errs []error
-	if c.opts.PodLogsDir != "-" && ready {
-		entries, err := os.ReadDir(c.opts.PodLogsDir)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("gc: reading the pod logs directory: %w", err))
-		}
-		for _, e := range entries {
-			if e.IsDir() {
-				l.LogDirs = append(l.LogDirs, e.Name())
-			}
-		}
+	dirs, err := c.readLogDirs(ready)
+	if err != nil {
+		errs = append(errs, err)
 	}
+	l.LogDirs = dirs
 	plan := PlanContainers(now, l, c.opts.Pods, c.opts.Policy, ready, evictNonDeletedPods)
 	errs = append(errs, c.apply(ctx, plan)...)
 	c.clean.ok = counted && ready && len(errs) == 0 && plan.Empty() && c.opts.Policy.MinAge == 0
 	c.clean.count, c.clean.at = count, now
 	return plan, errors.Join(errs...)
+}
+
+// readLogDirs returns the names of the pod log directories, none when
+// logs are left alone or the sources are not ready.
+func (c *ContainerCollector) readLogDirs(ready bool) ([]string, error) {
+	if c.opts.PodLogsDir == "-" || !ready {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(c.opts.PodLogsDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		err = fmt.Errorf("gc: reading the pod logs directory: %w", err)
+	} else {
+		err = nil
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	return dirs, err
 }
 
 // apply carries out a plan.

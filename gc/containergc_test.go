@@ -396,3 +396,52 @@ func TestContainerCollectorReadsCache(t *testing.T) {
 		t.Errorf("resync: %d runtime lists, want 3", lr.lists)
 	}
 }
+
+// TestContainerCollectorLogDirsEveryCollection: a collection that skips
+// listing the runtime (Changes did not move) still reads the pod log
+// directories, as the kubelet's evictPodLogsDirectories does every
+// collection: the log directory of a pod whose content may go (one
+// that appeared out of the count's sight) is removed at the next
+// collection, within a Period as on the kubelet, not a Resync (10m)
+// later; a live pod's stays, and the runtime is still not listed.
+func TestContainerCollectorLogDirsEveryCollection(t *testing.T) {
+	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
+	defer rt.Close()
+	lr := &countingLister{Runtime: rt}
+	logs := t.TempDir()
+	deleted := map[types.UID]bool{}
+	c, err := NewContainerCollector(lr, ContainerOptions{
+		Pods:       pods{deleted: deleted},
+		PodLogsDir: logs,
+		Changes:    func() (uint64, bool) { return 7, true },
+		Clock:      clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Collect(t.Context(), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"ns_gone_u1", "ns_live_u2"} {
+		if err := os.MkdirAll(filepath.Join(logs, d, "app"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleted["u1"] = true
+	plan, err := c.Collect(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(plan.LogDirs, []string{"ns_gone_u1"}) {
+		t.Errorf("log directories planned %v, want [ns_gone_u1]", plan.LogDirs)
+	}
+	if _, err := os.Stat(filepath.Join(logs, "ns_gone_u1")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the gone pod's log directory is left: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(logs, "ns_live_u2")); err != nil {
+		t.Errorf("the live pod's log directory: %v", err)
+	}
+	if lr.lists != 1 {
+		t.Errorf("the runtime was listed %d times, want once (the count did not move)", lr.lists)
+	}
+}

@@ -31,7 +31,11 @@
 //     such sandboxes go within seconds of the pod's new sandbox instead of
 //     at the next period.
 //   - the log directories (<PodLogsDir>/<namespace>_<name>_<uid>) of
-//     deleted pods.
+//     pods whose content may be removed (deleted and terminated, or
+//     unknown once the sources are ready), as the kubelet's
+//     evictPodLogsDirectories: every collection reads the directory, also
+//     one that skips listing the runtime (Changes), so that a directory
+//     goes within a Period of its pod, as on the kubelet (1 minute).
 //
 // Collect(ctx, true) is the eviction manager's reclaim: it also removes
 // the dead containers and sandboxes of pods that terminated but were not

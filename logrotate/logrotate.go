@@ -37,9 +37,23 @@
 //   - A rotation also removes the oldest rotated files while they pass,
 //     with the log, MaxSize × MaxFiles bytes (the bound the kubelet's
 //     count implies; a log rotated past MaxSize would exceed it).
+//   - Until the runtime reopened a rotated log, it writes to the rotated
+//     file (containerd took up to 0.8s to reopen on a loaded machine, and
+//     over 2s in a CI run: a hundred MiB and more from a writer at full
+//     speed), and the new log it made is not checked. While Run runs, a
+//     guard checks both every 2ms meanwhile, and once more when the
+//     reopen returns: past twice MaxSize together (less when the older
+//     rotated files leave less of MaxSize × MaxFiles), it cuts the
+//     rotated file back to its last whole entry within what the log held
+//     when it was rotated (at most MaxSize), then the new log to its last
+//     whole entry within what is left, dropping what the runtime wrote
+//     past those points. The kubelet keeps all of it; here the byte
+//     bound wins over those bytes. A process that gets no CPU for a while
+//     cannot cut meanwhile: the writer, in processes of its own, may
+//     write past the bound until the guard runs again.
 //   - Falling behind (a rotated file dropped uncompressed, a log rotated
-//     past twice MaxSize) is logged, at most once a minute, with the
-//     counts since the last warning.
+//     past twice MaxSize, bytes cut by a guard) is logged, at most once a
+//     minute, with the counts since the last warning.
 //   - Rotations within one second (the timestamp's resolution) are named
 //     log.<timestamp>.<n>, n counting from 1, and ordered by n.
 //   - Run passes over every log when it starts, as the kubelet does;
@@ -80,7 +94,8 @@
 // A Rotator is safe for concurrent use; rotations of one log never
 // overlap. Run starts the compressor, a waiter on the watches (blocked in
 // Go's poller, no thread) and, for each rotation, a goroutine that asks
-// the runtime to reopen the log, so that a runtime slow to reopen one log
+// the runtime to reopen the log and one that guards the rotated file
+// meanwhile, so that a runtime slow to reopen one log
 // (containerd took up to 0.8s on a loaded machine) delays no other log's
 // rotation; it returns after they all exited and its inotify instance is
 // closed. RotateAll without Run reopens and compresses in the pass, as
@@ -259,8 +274,11 @@ type background struct {
 // behindCounts is what a warning that rotation falls behind tells.
 type behindCounts struct {
 	dropped, oversized int
-	containerID, path  string
-	largest            int64
+	// cut counts the bytes cut from rotated files that the runtime
+	// wrote to while it reopened the log (guard).
+	cut               int64
+	containerID, path string
+	largest           int64
 }
 
 // logState is what the Rotator knows of a container's log.
@@ -869,7 +887,8 @@ func (r *Rotator) rotate(ctx context.Context, id string, ls *logState) (os.FileI
 		return fi, false, fmt.Errorf("logrotate: container %s: %w", id, err)
 	}
 	st := Plan(path, fi.Size(), r.max, r.opts.MaxFiles, matches)
-	st.Remove, st.Compress = r.overBudget(path, fi.Size(), matches, st)
+	var others int64
+	st.Remove, st.Compress, others = r.overBudget(path, fi.Size(), matches, st)
 	for _, f := range st.Remove {
 		if r.inflight != "" && f == r.inflight+compressSuffix+tmpSuffix {
 			continue // the compressor's, which removes it when aborted
@@ -899,12 +918,22 @@ func (r *Rotator) rotate(ctx context.Context, id string, ls *logState) (os.FileI
 		return fi, false, fmt.Errorf("logrotate: container %s: rotating %s: %w", id, path, err)
 	}
 	if fi.Size() > 2*r.max {
-		r.fellBehind(id, path, false, fi.Size())
+		r.fellBehind(id, path, behindOversized, fi.Size())
 	}
 	if bg := r.bg; bg != nil {
 		ls.reopening = true
+		// Until the runtime reopened the log it writes to the rotated
+		// file: the guard holds that file within what the budget leaves.
+		done := make(chan struct{})
+		// The two files hold at most twice MaxSize, less when the
+		// older rotated files leave less of MaxSize × MaxFiles (but
+		// MaxSize); the rotated file keeps at most MaxSize.
+		limit := max(min(r.max*int64(r.opts.MaxFiles)-others, 2*r.max), r.max)
+		g := &guard{r: r, id: id, log: path, rotated: rotated, keep: min(fi.Size(), r.max), limit: limit}
+		bg.wg.Go(func() { g.run(bg.ctx, done) })
 		bg.wg.Go(func() {
 			err := r.reopen.ReopenContainerLog(bg.ctx, id)
+			close(done)
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			ls.reopening = false
@@ -945,8 +974,9 @@ func (r *Rotator) reopened(id, path, rotated string, err error) error {
 // with the log of size bytes about to be rotated, pass MaxSize × MaxFiles:
 // the bytes the kubelet's count of files implies, which a log rotated past
 // MaxSize (its writer faster than the checks) would otherwise exceed. It
-// returns the removals and the files still to compress.
-func (r *Rotator) overBudget(log string, size int64, matches []string, st Step) (remove, compress []string) {
+// returns the removals, the files still to compress, and the bytes of the
+// rotated files kept.
+func (r *Rotator) overBudget(log string, size int64, matches []string, st Step) (remove, compress []string, keptBytes int64) {
 	budget := r.max * int64(r.opts.MaxFiles)
 	removed := map[string]bool{}
 	for _, f := range st.Remove {
@@ -978,7 +1008,7 @@ func (r *Rotator) overBudget(log string, size int64, matches []string, st Step) 
 			compress = append(compress, f)
 		}
 	}
-	return remove, compress
+	return remove, compress, total - size
 }
 
 // rotatedName is the name of the log rotated at ts: log.ts, or, when a
@@ -1050,7 +1080,7 @@ func (r *Rotator) enqueue(id, log, f string) {
 		if err := os.Remove(q.file); err != nil && !errors.Is(err, os.ErrNotExist) {
 			r.log.Error(err, "Removing a rotated log waiting for compression failed", "path", q.file)
 		}
-		r.fellBehind(id, q.file, true, 0)
+		r.fellBehind(id, q.file, behindDropped, 0)
 		return true
 	})
 	r.queue = append(r.queue, queued{log: log, file: f})
@@ -1064,25 +1094,38 @@ func (r *Rotator) enqueue(id, log, f string) {
 // behind.
 const warnEvery = time.Minute
 
-// fellBehind counts what rotation could not keep up with (a rotated file
-// dropped before it was compressed, or a log rotated past twice MaxSize)
-// and warns, at most every warnEvery, with the counts since the last
-// warning.
-func (r *Rotator) fellBehind(id, path string, dropped bool, size int64) {
+// What rotation could not keep up with.
+const (
+	// behindDropped: a rotated file dropped before it was compressed.
+	behindDropped = iota
+	// behindOversized: a log rotated past twice MaxSize; n is its size.
+	behindOversized
+	// behindCut: n bytes cut from a rotated file the runtime wrote to
+	// while it reopened the log.
+	behindCut
+)
+
+// fellBehind counts what rotation could not keep up with (kind, n: one
+// of the behind constants) and warns, at most every warnEvery, with the
+// counts since the last warning.
+func (r *Rotator) fellBehind(id, path string, kind int, n int64) {
 	b := &r.behind
-	if dropped {
+	switch kind {
+	case behindDropped:
 		b.dropped++
-	} else {
+	case behindOversized:
 		b.oversized++
-		b.largest = max(b.largest, size)
+		b.largest = max(b.largest, n)
+	case behindCut:
+		b.cut += n
 	}
 	b.containerID, b.path = id, path
 	now := r.opts.Clock.Now()
 	if !r.lastWarn.IsZero() && now.Sub(r.lastWarn) < warnEvery {
 		return
 	}
-	r.log.Info("Container logs are written faster than they are rotated and compressed: rotated logs were dropped uncompressed, or rotated past twice MaxSize",
-		"droppedUncompressed", b.dropped, "rotatedOversized", b.oversized, "largest", b.largest, "maxSize", r.max,
+	r.log.Info("Container logs are written faster than they are rotated and compressed: rotated logs were dropped uncompressed, rotated past twice MaxSize, or cut while the runtime reopened the log",
+		"droppedUncompressed", b.dropped, "rotatedOversized", b.oversized, "largest", b.largest, "cutBytes", b.cut, "maxSize", r.max,
 		"containerID", b.containerID, "path", b.path)
 	r.lastWarn = now
 	*b = behindCounts{}

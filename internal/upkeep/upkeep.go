@@ -25,11 +25,13 @@
 //
 // The log rotator reads the size of the logs written since its last pass
 // (inotify), checks a log written at full speed every few milliseconds
-// near its size limit and compresses off the rotations' path, so that a
-// container's logs stay close to MaxSize × MaxFiles; it reads the running
-// containers from the PLEG's cache; the
+// near its size limit, cuts what the runtime writes to a rotated log
+// while it reopens it past twice MaxSize, and compresses off the
+// rotations' path, so that a container's logs stay under twice MaxSize ×
+// MaxFiles; it reads the running containers from the PLEG's cache; the
 // container collector does not list the runtime while nothing it depends
-// on changed (Parts.Changes), and otherwise reads the pods with something
+// on changed (Parts.Changes; it reads the pod log directories all the
+// same, as the kubelet does every minute), and otherwise reads the pods with something
 // dead from the PLEG's cache (gc.CachedLister), listing the runtime
 // itself every gc.ContainerOptions.Resync. See packages logrotate and gc.
 //
