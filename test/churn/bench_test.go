@@ -3,6 +3,9 @@ package churn_test
 import (
 	"context"
 	"os"
+	"path/filepath"
+	sysruntime "runtime"
+	"runtime/pprof"
 	"strconv"
 	"testing"
 	"time"
@@ -20,6 +23,10 @@ const (
 	// durationEnv is how long the churn lasts, a time.Duration (default
 	// 10s).
 	durationEnv = "NODEKIT_CHURN_DURATION"
+	// profileEnv names a directory where BenchmarkChurn writes heap
+	// profiles: heap-base.pprof with the baseline, heap-end.pprof at the
+	// end (compare them with go tool pprof -base).
+	profileEnv = "NODEKIT_CHURN_PROFILES"
 )
 
 // BenchmarkChurn churns N pods (replaced every second) for T on each
@@ -66,6 +73,11 @@ func BenchmarkChurn(b *testing.B) {
 		}
 		churn = d
 	}
+	if os.Getenv(profileEnv) != "" {
+		// Every allocation of a few hundred bytes counts: the agent's heap
+		// is a few MiB, the default rate samples one per 512 KiB.
+		sysruntime.MemProfileRate = 4096
+	}
 	runtimes := []string{"memory", "process"}
 	if v := os.Getenv(runtimeEnv); v != "" && v != "memory,process" {
 		runtimes = []string{v}
@@ -85,6 +97,7 @@ const settleCap = 5 * time.Minute
 func benchmarkChurn(b *testing.B, rt string, pods int, churn time.Duration) {
 	a := newAgent(b, rt, logr.Discard())
 	base := a.baseline(b, pods)
+	writeHeapProfile(b, "heap-base.pprof")
 
 	// The pods running before the churn.
 	if err := a.set(context.Background(), pods); err != nil {
@@ -107,6 +120,7 @@ func benchmarkChurn(b *testing.B, rt string, pods int, churn time.Duration) {
 	if l := a.leftovers(b); !l.zero() || m.goroutines > base.goroutines || float64(m.heap) > 1.1*float64(base.heap) {
 		settled = -1
 	}
+	writeHeapProfile(b, "heap-end.pprof")
 	a.stop()
 	held := 0
 	for _, n := range podHolders(a.agent) {
@@ -129,4 +143,22 @@ func benchmarkChurn(b *testing.B, rt string, pods int, churn time.Duration) {
 	b.ReportMetric(float64(running.rss)/mib, "rss-pods-MiB")
 	b.ReportMetric(float64(m.rss)/mib, "rss-MiB")
 	b.ReportMetric(float64(held), "pod-objects-held")
+}
+
+// writeHeapProfile writes the live heap, after a collection, to name in
+// the directory profileEnv names, if any.
+func writeHeapProfile(b *testing.B, name string) {
+	dir := os.Getenv(profileEnv)
+	if dir == "" {
+		return
+	}
+	sysruntime.GC()
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -297,10 +297,12 @@ func (a *agent) baseline(tb testing.TB, n int) memory {
 	if err := a.set(context.Background(), 0); err != nil {
 		tb.Fatal(err)
 	}
-	deadline := time.Now().Add(settleTimeout)
+	// The warm-up is no measure: it may take longer than settleTimeout
+	// (a loaded machine, the large shapes of BenchmarkChurn).
+	deadline := time.Now().Add(time.Minute)
 	for !a.leftovers(tb).cleared() {
 		if time.Now().After(deadline) {
-			tb.Fatalf("the warm-up's pods are not gone after %s: %s", settleTimeout, a.leftovers(tb))
+			tb.Fatalf("the warm-up's pods are not gone after a minute: %s", a.leftovers(tb))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
