@@ -308,14 +308,17 @@ func (m *Manager) hostsMount(pod *v1.Pod, c *v1.Container, podIPs []string) (*ru
 		content = managedHosts(podIPs, podHostname(pod), m.podDomain(pod), pod.Spec.HostAliases)
 	}
 	dir := filepath.Join(m.opts.RootDir, "pods", string(pod.UID))
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, err
-	}
 	path := filepath.Join(dir, "etc-hosts")
-	if err := os.WriteFile(path, content, 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(path, 0o644); err != nil {
+	err := m.onDisk(func() error {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			return err
+		}
+		return os.Chmod(path, 0o644)
+	})
+	if err != nil {
 		return nil, err
 	}
 	return &runtimeapi.Mount{HostPath: path, ContainerPath: "/etc/hosts"}, nil

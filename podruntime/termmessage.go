@@ -47,18 +47,22 @@ func (m *Manager) terminationMessageMount(pod *v1.Pod, c *v1.Container) *runtime
 	path := filepath.Join(dir, hex.EncodeToString(id[:]))
 	// The container's directory is new at its first start: one mkdir,
 	// where MkdirAll would look at it and its parents first.
-	err := os.Mkdir(dir, 0o750)
-	if err != nil {
-		err = os.MkdirAll(dir, 0o750)
-	}
-	if err == nil {
-		var f *os.File
-		if f, err = os.Create(path); err == nil {
-			_ = f.Close()
-			// Whatever the umask: any user of the container may write it.
-			err = os.Chmod(path, 0o666)
+	err := m.onDisk(func() error {
+		err := os.Mkdir(dir, 0o750)
+		if err != nil {
+			err = os.MkdirAll(dir, 0o750)
 		}
-	}
+		if err != nil {
+			return err
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		_ = f.Close()
+		// Whatever the umask: any user of the container may write it.
+		return os.Chmod(path, 0o666)
+	})
 	if err != nil {
 		m.log.Error(err, "Cannot create the termination-log file", "path", path)
 		return nil
