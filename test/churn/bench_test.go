@@ -132,6 +132,9 @@ func benchmarkChurn(b *testing.B, rt string, pods int, churn time.Duration) {
 		settled = -1
 	}
 	writeHeapProfile(b, "heap-end.pprof")
+	// A pod's state goes at the first housekeeping pass after its worker
+	// finished: give the agent two passes before looking (as TestChurn).
+	time.Sleep(2 * housekeeping)
 	a.stop()
 	held := 0
 	for _, n := range podHolders(a.agent) {
