@@ -570,9 +570,22 @@ func (m *Manager) Forget(uid types.UID) {
 	defer m.mu.Unlock()
 	m.containerBO.forget(uid)
 	m.imageBO.forget(uid)
-	delete(m.reasons, uid)
-	delete(m.termMessages, uid)
-	delete(m.resizeErrors, uid)
+	forget(&m.reasons, uid)
+	forget(&m.termMessages, uid)
+	forget(&m.resizeErrors, uid)
+}
+
+// forget deletes uid from *pods, and replaces the map by a new one when
+// that emptied it: the pods of a churn grow it to thousands of entries,
+// and a map keeps its room as it empties.
+func forget[V any](pods *map[types.UID]V, uid types.UID) {
+	if _, ok := (*pods)[uid]; !ok {
+		return
+	}
+	delete(*pods, uid)
+	if len(*pods) == 0 {
+		*pods = map[types.UID]V{}
+	}
 }
 
 // WaitingReason is why the pod's container is not running when its last
