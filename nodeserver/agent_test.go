@@ -47,6 +47,7 @@ type fakeNodeServer struct {
 	hooks    []string     // the hooks called, each kind once
 	order    []string     // OnPodStatus before the agent's own observer
 	runtimes atomic.Int64 // runtime calls through the wrapper
+	forgot   []types.UID  // OnPodForgotten calls
 }
 
 func (f *fakeNodeServer) record(call string) {
@@ -79,6 +80,11 @@ func (f *fakeNodeServer) Setup() (hook.Setup, error) {
 		WrapImages: func(is runtime.ImageService) runtime.ImageService { f.hook("WrapImages"); return is },
 		OnRelist:   func(time.Duration, time.Duration) { f.hook("OnRelist") },
 		OnSync:     func(string, time.Duration) { f.hook("OnSync") },
+		OnPodForgotten: func(uid types.UID) {
+			f.mu.Lock()
+			f.forgot = append(f.forgot, uid)
+			f.mu.Unlock()
+		},
 		OnPodStatus: func(*v1.Pod, v1.PodStatus) {
 			f.hook("OnPodStatus")
 			f.mu.Lock()
@@ -182,6 +188,40 @@ func TestAgentNodeServer(t *testing.T) {
 	if want := []string{"Setup", "Attach", "Run", "Run returned"}; !slices.Equal(srv.calls, want) {
 		t.Errorf("calls %v, want %v", srv.calls, want)
 	}
+}
+
+// TestAgentNodeServerForget checks that the server's OnPodForgotten is
+// told of a pod deleted while it was running (its phase never terminal),
+// so that the node server's per-pod state (the pod start metrics) goes
+// with the pod.
+func TestAgentNodeServerForget(t *testing.T) {
+	checkLeaks(t)
+	rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
+	t.Cleanup(rt.Close)
+	srv := &fakeNodeServer{}
+	src := make(chanSource, 1)
+	h := startAgent(t, rt, nodekit.Options{
+		NodeName:           "node1",
+		Sources:            []nodekit.NamedSource{{Name: "test", Source: src}},
+		KubeClient:         clientset.From(fake.NewClientset()),
+		NodeServer:         srv,
+		HousekeepingPeriod: 100 * time.Millisecond,
+	})
+	pod := testPod("web")
+	src <- []*v1.Pod{pod}
+	eventually(t, "the pod running", h.running.Load)
+	srv.mu.Lock()
+	forgotEarly := slices.Contains(srv.forgot, pod.UID)
+	srv.mu.Unlock()
+	if forgotEarly {
+		t.Fatal("OnPodForgotten told of a running pod")
+	}
+	src <- []*v1.Pod{}
+	eventually(t, "OnPodForgotten told of the deleted pod", func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return slices.Contains(srv.forgot, pod.UID)
+	})
 }
 
 // TestAgentNodeServerOrder checks that the server's OnPodStatus sees each

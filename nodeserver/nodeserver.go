@@ -174,14 +174,15 @@ func (s *Server) Setup() (hook.Setup, error) {
 	}
 	s.kubelet, s.probes = k, probes
 	return hook.Setup{
-		Port:         s.port(),
-		WrapRuntime:  k.Runtime,
-		WrapImages:   k.Images,
-		OnRelist:     k.ObserveRelist,
-		OnSync:       k.ObservePodSync,
-		OnPodStatus:  k.ObservePodStatus,
-		OnEvict:      k.ObserveEviction,
-		ProbeMetrics: p,
+		Port:           s.port(),
+		WrapRuntime:    k.Runtime,
+		WrapImages:     k.Images,
+		OnRelist:       k.ObserveRelist,
+		OnSync:         k.ObservePodSync,
+		OnPodStatus:    k.ObservePodStatus,
+		OnPodForgotten: k.ForgetPod,
+		OnEvict:        k.ObserveEviction,
+		ProbeMetrics:   p,
 	}, nil
 }
 

@@ -857,6 +857,11 @@ func (e *Evented) retryPending(ctx context.Context) {
 		}
 		delete(e.pending, uid)
 	}
+	if len(e.pending) == 0 {
+		// A burst (a churn overflowing the events channel) grows it to
+		// thousands of pods, and a map keeps its room as it empties.
+		e.pending = make(map[types.UID]*pendingPod)
+	}
 }
 
 // sendFor sends the lifecycle events of one CRI event, as the kubelet's

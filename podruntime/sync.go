@@ -156,10 +156,10 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *r
 		}
 		// New at a pod's first sandbox: one mkdir, where MkdirAll would
 		// look at it and its parents first.
-		madeLogDir := os.Mkdir(cfg.LogDirectory, 0o755) == nil
+		madeLogDir := m.onDisk(func() error { return os.Mkdir(cfg.LogDirectory, 0o755) }) == nil
 		newLogDir = madeLogDir
 		if !madeLogDir {
-			if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+			if err := m.onDisk(func() error { return os.MkdirAll(cfg.LogDirectory, 0o755) }); err != nil {
 				// The runtime writes the logs; it reports its own error if
 				// it cannot. An in-memory runtime does not need the
 				// directory.

@@ -48,10 +48,13 @@ func (m *Manager) terminationMessageMount(pod *v1.Pod, c *v1.Container) *runtime
 	// The container's directory is new at its first start: one mkdir,
 	// where MkdirAll would look at it and its parents first. Whatever the
 	// umask, any user of the container may write the file.
-	err := mkdirs(dir, 0o750)
-	if err == nil {
-		err = writeFile(path, nil, 0o666)
-	}
+	err := m.onDisk(func() error {
+		err := mkdirs(dir, 0o750)
+		if err == nil {
+			err = writeFile(path, nil, 0o666)
+		}
+		return err
+	})
 	if err != nil {
 		m.log.Error(err, "Cannot create the termination-log file", "path", path)
 		return nil

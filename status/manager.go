@@ -36,6 +36,12 @@ const (
 type Options struct {
 	// Observer, when set, is called after each change. Defaults to none.
 	Observer Observer
+	// OnForget, when set, is told of each pod whose status the Manager
+	// forgot (RemoveOrphans: the pod is gone), one call at a time and
+	// outside the Manager's lock, so that what others keep of a pod
+	// (the pod start metrics) goes with it. It must not block. Defaults
+	// to none.
+	OnForget func(uid types.UID)
 	// Client writes the statuses to the API server (Run does). Defaults to
 	// nil: the statuses are only held, and Run just waits for its context.
 	Client kubeclient.Interface
@@ -410,11 +416,24 @@ func (m *Manager) DeletePodStatus(uid types.UID) {
 
 // RemoveOrphans forgets every pod not in keep.
 func (m *Manager) RemoveOrphans(keep map[types.UID]bool) {
+	var forgot []types.UID
+	if m.opts.OnForget != nil {
+		// Told after the unlock; RemoveOrphans is called by one
+		// goroutine (housekeeping), so the calls come one at a time.
+		defer func() {
+			for _, uid := range forgot {
+				m.opts.OnForget(uid)
+			}
+		}()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for uid := range m.pods {
 		if !keep[uid] {
 			delete(m.pods, uid)
+			if m.opts.OnForget != nil {
+				forgot = append(forgot, uid)
+			}
 		}
 	}
 	for uid := range m.stopped {

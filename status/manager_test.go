@@ -1,6 +1,7 @@
 package status
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,31 @@ func TestRemoveOrphans(t *testing.T) {
 		if _, ok := m.GetPodStatus(uid); ok {
 			t.Errorf("%s kept, want removed", uid)
 		}
+	}
+}
+
+// TestRemoveOrphansOnForget checks that OnForget is told of each pod
+// RemoveOrphans forgot, once, outside the Manager's lock (it may call the
+// Manager back), so that what others keep of the pod goes with it.
+func TestRemoveOrphansOnForget(t *testing.T) {
+	var m *Manager
+	var forgot []types.UID
+	m = NewManager(Options{OnForget: func(uid types.UID) {
+		m.GetPodStatus(uid) // deadlocks under the lock
+		forgot = append(forgot, uid)
+	}})
+	for _, uid := range []types.UID{"a", "b", "c"} {
+		m.SetPodStatus(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}}, v1.PodStatus{Phase: v1.PodRunning})
+	}
+	m.RemoveOrphans(map[types.UID]bool{"a": true})
+	slices.Sort(forgot)
+	if want := []types.UID{"b", "c"}; !slices.Equal(forgot, want) {
+		t.Errorf("OnForget told of %v, want %v", forgot, want)
+	}
+	forgot = nil
+	m.RemoveOrphans(map[types.UID]bool{"a": true})
+	if len(forgot) != 0 {
+		t.Errorf("a second pass told OnForget of %v, want none", forgot)
 	}
 }
 

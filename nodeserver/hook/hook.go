@@ -67,6 +67,9 @@ type Setup struct {
 	// OnPodStatus is told of each change of a pod's status, before
 	// nodekit.Options.OnPodStatus.
 	OnPodStatus func(pod *v1.Pod, status v1.PodStatus)
+	// OnPodForgotten is told of each pod whose status the agent forgot
+	// (the pod is gone from the node): status.Options.OnForget.
+	OnPodForgotten func(uid types.UID)
 	// OnEvict is told of each eviction, before
 	// nodekit.Options.NodeResources.Eviction.Manager.OnEvict.
 	OnEvict func(signal string)

@@ -128,21 +128,7 @@ var ErrMounted = errors.New("a file system is mounted there")
 // a mount would delete what it shows, which may be anything on the host.
 // A dir that does not exist is not an error.
 func RemoveAllUnmounted(dir string) error {
-	phys, err := Resolve(dir)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Lstat(phys); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	mounts, err := Mounts()
-	if err != nil {
-		return err
-	}
-	if under := Under(mounts, phys); len(under) > 0 {
-		return &fs.PathError{Op: "remove", Path: under[0].MountPoint, Err: ErrMounted}
-	}
-	return os.RemoveAll(phys)
+	return (*MountTable)(nil).RemoveAllUnmounted(dir, nil)
 }
 
 // IsMountPoint reports whether a file system is mounted on path, and which
@@ -167,21 +153,5 @@ func IsMountPoint(path string) (bool, string, error) {
 // UnmountAll unmounts every file system mounted at or below dir, deepest
 // first.
 func UnmountAll(dir string) error {
-	phys, err := Resolve(dir)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Lstat(phys); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	mounts, err := Mounts()
-	if err != nil {
-		return err
-	}
-	for _, m := range Under(mounts, phys) {
-		if err := Unmount(m.MountPoint); err != nil {
-			return err
-		}
-	}
-	return nil
+	return (*MountTable)(nil).UnmountAll(dir)
 }
