@@ -35,10 +35,14 @@ type guard struct {
 // last time: what the runtime wrote to the rotated file since the last
 // check (the guard may not have run for a while on a loaded machine)
 // would otherwise stay, the runtime no longer writing to it.
-func (g *guard) run(ctx context.Context, done <-chan struct{}) {
+//
+// It never takes the Rotator's lock: a pass holding it (a rotation's
+// file work or a runtime call, slow on a loaded machine) must not stop
+// the cuts. It returns the bytes it cut, which the caller reports.
+func (g *guard) run(ctx context.Context, done <-chan struct{}) (cut int64) {
 	var err error
 	if g.rotatedF, err = os.OpenFile(g.rotated, os.O_RDWR, 0); err != nil {
-		return // the rotation was undone already
+		return 0 // the rotation was undone already
 	}
 	defer g.rotatedF.Close()
 	defer func() {
@@ -55,26 +59,18 @@ func (g *guard) run(ctx context.Context, done <-chan struct{}) {
 			case <-done:
 				last = true
 			case <-ctx.Done():
-				return
+				return cut
 			case <-t.C():
 			}
 		}
-		cut, err := g.check()
-		if cut == 0 && err == nil {
-			continue
-		}
-		g.r.mu.Lock()
-		if cut > 0 {
-			g.r.fellBehind(g.id, g.log, behindCut, cut)
-		}
+		n, err := g.check()
+		cut += n
 		if err != nil {
 			g.r.log.Error(err, "Cutting a container log the runtime writes to while it reopens it failed", "containerID", g.id, "path", g.log)
-		}
-		g.r.mu.Unlock()
-		if err != nil {
-			return
+			return cut
 		}
 	}
+	return cut
 }
 
 // check cuts the files when they pass the limit together, and returns

@@ -82,3 +82,74 @@ func TestGuardCutsWhenReopened(t *testing.T) {
 		}
 	})
 }
+
+// TestGuardCutsWhileAPassHoldsTheLock: a pass holding the Rotator's lock
+// (a rotation's file work or a runtime call, slow on a loaded machine)
+// does not stop the guard's cuts. The guard used to take the lock after
+// each cut to count it, and cut nothing more until the pass ended, while
+// the runtime wrote on: in a CI run the new log reached 100.8 MiB beside
+// a rotated file cut to 10 MiB.
+func TestGuardCutsWhileAPassHoldsTheLock(t *testing.T) {
+	const maxSize = 64 << 10
+	entry := []byte("2026-01-01T00:00:00.000000000Z stdout P " + strings.Repeat("n", 1000) + "\n")
+	d := t.TempDir()
+	log := filepath.Join(d, "0.log")
+	rotated := log + ".20260101-000000"
+	if err := os.WriteFile(rotated, bytes.Repeat(entry, maxSize/len(entry)+1), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(rotated, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r, err := New(&fakeRuntime{}, Options{MaxSize: *resource.NewQuantity(maxSize, resource.BinarySI), Clock: clk, Logger: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock() // a pass, for the whole test
+	defer r.mu.Unlock()
+	g := &guard{r: r, id: "c1", log: log, rotated: rotated, keep: maxSize, limit: 2 * maxSize}
+	done := make(chan struct{})
+	ended := make(chan int64)
+	go func() { ended <- g.run(t.Context(), done) }()
+	// Two rounds of writes past the limit, each followed by a tick: the
+	// second round is cut too.
+	for round := range 2 {
+		if _, err := w.Write(bytes.Repeat(entry, 4*maxSize/len(entry))); err != nil {
+			t.Fatal(err)
+		}
+		// The guard's ticker is the fake clock's: wait for the guard to
+		// wait on it, then tick.
+		if !clk.HasWaiters() {
+			waitFor(t, clk.HasWaiters)
+		}
+		clk.Step(guardEvery)
+		waitFor(t, func() bool {
+			fi, err := os.Stat(rotated)
+			return err == nil && fi.Size() <= maxSize
+		})
+		t.Logf("round %d cut", round)
+	}
+	close(done)
+	select {
+	case cut := <-ended:
+		if want := int64(8 * maxSize / len(entry) * len(entry)); cut < want {
+			t.Errorf("guard reports %d bytes cut, want at least the %d written past the rotated file's size", cut, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the guard did not end while a pass held the lock")
+	}
+}
+
+// waitFor waits up to 10s for cond, and fails the test past that: a
+// guard that cuts does so within milliseconds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("gave up after 10s")
+		}
+	}
+}

@@ -42,8 +42,9 @@
 //     over 2s in a CI run: a hundred MiB and more from a writer at full
 //     speed), and the new log it made is not checked. While Run runs, a
 //     guard checks both every 2ms meanwhile, and once more when the
-//     reopen returns: past twice MaxSize together (less when the older
-//     rotated files leave less of MaxSize × MaxFiles), it cuts the
+//     reopen returns, never waiting for a pass (the rotator's lock):
+//     past twice MaxSize together (less when the older rotated files
+//     leave less of MaxSize × MaxFiles), it cuts the
 //     rotated file back to its last whole entry within what the log held
 //     when it was rotated (at most MaxSize), then the new log to its last
 //     whole entry within what is left, dropping what the runtime wrote
@@ -930,12 +931,21 @@ func (r *Rotator) rotate(ctx context.Context, id string, ls *logState) (os.FileI
 		// MaxSize); the rotated file keeps at most MaxSize.
 		limit := max(min(r.max*int64(r.opts.MaxFiles)-others, 2*r.max), r.max)
 		g := &guard{r: r, id: id, log: path, rotated: rotated, keep: min(fi.Size(), r.max), limit: limit}
-		bg.wg.Go(func() { g.run(bg.ctx, done) })
+		var cut int64 // the guard's, read once it ended
+		guarded := make(chan struct{})
+		bg.wg.Go(func() {
+			cut = g.run(bg.ctx, done)
+			close(guarded)
+		})
 		bg.wg.Go(func() {
 			err := r.reopen.ReopenContainerLog(bg.ctx, id)
 			close(done)
+			<-guarded // its last check, without the lock
 			r.mu.Lock()
 			defer r.mu.Unlock()
+			if cut > 0 {
+				r.fellBehind(id, path, behindCut, cut)
+			}
 			ls.reopening = false
 			if err := r.reopened(id, path, rotated, err); err != nil {
 				r.log.Error(err, "Rotating a container log failed")

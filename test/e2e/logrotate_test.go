@@ -143,11 +143,14 @@ func TestLogRotation(t *testing.T) {
 // test only at eight times the bound. The rotator's goroutines may also
 // wait for CPU without the sampler's sleep overrunning that much: in CI
 // runs (race detector, other test binaries on both cores) 1 sample in
-// 1231 reached 107.7 MiB, and 19 in 1124 held 110 MiB. So on a loaded
+// 1231 reached 107.7 MiB, and 19 in 1124 held 110 MiB (the guard then
+// took the rotator's lock after each cut, so a slow pass held its cuts
+// back; it no longer does. The first 5 samples over are logged with the
+// directory's files). So on a loaded
 // machine the test checks that the rotator keeps up, not the bound at
 // every sample: it fails when more than one sample in 20 (outside
 // stalls) is at twice the bound or more, or one is at eight times. The
-// rotator without its guard had 9 to 35 % of the samples over.
+// rotator without its guard had 9 to 37 % of the samples over.
 func TestLogRotationFullSpeed(t *testing.T) { testLogRotationFullSpeed(t, envEndpoint) }
 
 // TestLogRotationFullSpeed2 is TestLogRotationFullSpeed on containerd 2.x.
@@ -281,6 +284,10 @@ func testLogRotationFullSpeed(t *testing.T, endpointVar string) {
 			}
 			if size >= 2*bound {
 				m.over++
+				if m.over <= 5 {
+					// What the directory held, for a failure's cause.
+					t.Logf("%s: at %s: %.1f MiB: %s", name, now.Format("15:04:05.000"), float64(size)/(1<<20), strings.Join(listing, " "))
+				}
 			}
 			if size > m.peak {
 				m.peak, m.peakListing = size, strings.Join(listing, " ")
