@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/process"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -28,7 +29,9 @@ func TestMain(m *testing.M) {
 	// The process runtime starts this binary again as the monitor of each
 	// container.
 	process.RunMonitor()
-	os.Exit(m.Run())
+	// As root, the run fails when a test leaves a process, mount or
+	// cgroup behind.
+	leakcheck.VerifyHostTestMain(m)
 }
 
 // housekeeping is the agents' housekeeping period (the default).
