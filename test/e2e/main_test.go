@@ -1,9 +1,9 @@
 package e2e
 
 import (
-	"os"
 	"testing"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/runtime/process"
 )
 
@@ -11,5 +11,9 @@ func TestMain(m *testing.M) {
 	// The process runtime of the benchmarks starts this binary again as
 	// the monitor of each container.
 	process.RunMonitor()
-	os.Exit(m.Run())
+	// As root, the run fails when a test leaves a process or mount of its
+	// own behind: an agent's emptyDir mounts, a containerd or API server
+	// a test started. Containers run under the containerds' shims, and
+	// each test removes them and its cgroup root (testCgroupRoot).
+	leakcheck.VerifyHostTestMain(m)
 }
