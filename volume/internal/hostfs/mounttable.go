@@ -85,18 +85,11 @@ func (t *MountTable) lead() {
 // table read through t, and the removal made by removeAll (os.RemoveAll
 // when nil) given the resolved path.
 func (t *MountTable) RemoveAllUnmounted(dir string, removeAll func(string) error) error {
-	phys, err := Resolve(dir)
-	if err != nil {
+	phys, under, err := t.mountsUnder(dir)
+	if err != nil || phys == "" {
 		return err
 	}
-	if _, err := os.Lstat(phys); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	mounts, err := t.Mounts()
-	if err != nil {
-		return err
-	}
-	if under := Under(mounts, phys); len(under) > 0 {
+	if len(under) > 0 {
 		return &fs.PathError{Op: "remove", Path: under[0].MountPoint, Err: ErrMounted}
 	}
 	if removeAll == nil {
@@ -108,21 +101,30 @@ func (t *MountTable) RemoveAllUnmounted(dir string, removeAll func(string) error
 // UnmountAll is the package's UnmountAll with the mount table read through
 // t.
 func (t *MountTable) UnmountAll(dir string) error {
-	phys, err := Resolve(dir)
+	_, under, err := t.mountsUnder(dir)
 	if err != nil {
 		return err
 	}
-	if _, err := os.Lstat(phys); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	mounts, err := t.Mounts()
-	if err != nil {
-		return err
-	}
-	for _, m := range Under(mounts, phys) {
+	for _, m := range under {
 		if err := Unmount(m.MountPoint); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// mountsUnder resolves dir and returns its physical path and the mounts
+// at or below it, read through t; phys is "" when dir does not exist.
+func (t *MountTable) mountsUnder(dir string) (phys string, under []MountInfo, err error) {
+	if phys, err = Resolve(dir); err != nil {
+		return "", nil, err
+	}
+	if _, err := os.Lstat(phys); errors.Is(err, fs.ErrNotExist) {
+		return "", nil, nil
+	}
+	mounts, err := t.Mounts()
+	if err != nil {
+		return "", nil, err
+	}
+	return phys, Under(mounts, phys), nil
 }
