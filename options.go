@@ -27,6 +27,7 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/sources/apiserver"
+	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
 	"github.com/nodekit/nodekit/userns"
 	"github.com/nodekit/nodekit/volume"
@@ -182,6 +183,14 @@ type Options struct {
 	// ErrorBackOff is the delay before a pod whose sync failed is synced
 	// again (with ±50% jitter). Defaults to 10s.
 	ErrorBackOff time.Duration
+	// StatusMaxHold bounds how long a pod's sync keeps the statuses it
+	// sets unwritten, so that they go out to the API server as one write,
+	// its last (status.Options.MaxHold): a sync that takes longer (an image
+	// pull) has the status it began with (Pending, ContainerCreating)
+	// written then, as the kubelet's first status pass would. Defaults to
+	// 2s. Hollow nodes, whose in-memory runtime pulls nothing and whose
+	// syncs wait only for the CPU, hold longer.
+	StatusMaxHold time.Duration
 	// RuntimeStatusPeriod is how often the runtime's health (CRI Status)
 	// is checked; while it is unhealthy the sync loop backs off. Defaults
 	// to 5s.
@@ -297,7 +306,8 @@ func (o *Options) checkTuning() error {
 	defaultDuration(&o.ResyncInterval, time.Minute)
 	defaultDuration(&o.ErrorBackOff, 10*time.Second)
 	defaultDuration(&o.RuntimeStatusPeriod, 5*time.Second)
-	for _, d := range []time.Duration{o.SyncPeriod, o.HousekeepingPeriod, o.ResyncInterval, o.ErrorBackOff, o.RuntimeStatusPeriod} {
+	defaultDuration(&o.StatusMaxHold, status.DefaultMaxHold)
+	for _, d := range []time.Duration{o.SyncPeriod, o.HousekeepingPeriod, o.ResyncInterval, o.ErrorBackOff, o.RuntimeStatusPeriod, o.StatusMaxHold} {
 		if d < 0 {
 			return fmt.Errorf("nodekit: negative period %s", d)
 		}

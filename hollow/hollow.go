@@ -12,6 +12,17 @@
 //
 // Stop stops the agents and leaves their Nodes registered (as a stopped
 // kubelet does: they turn NotReady when their Leases expire).
+//
+// # Where they differ from a lone agent
+//
+// What each node writes is a kubelet's, with two differences that make a
+// pod start one write, as on KWOK's simulated nodes: the events default
+// to Warnings only (Options.EventFilter), and a pod's sync keeps the
+// statuses it sets unwritten for up to a minute rather than 2s
+// (nodekit.Options.StatusMaxHold): the in-memory runtime pulls no image,
+// so a sync waits only for the CPU, and a machine loaded by a thousand
+// pod starts at once would otherwise have the Pending status a sync began
+// with written before its Running one.
 package hollow
 
 import (
@@ -156,17 +167,7 @@ func Start(ctx context.Context, cfg *rest.Config, n int, opts Options) (*Nodes, 
 		name := fmt.Sprintf("%s-%d", opts.Prefix, i)
 		rt := runtimetest.New(runtimetest.Options{}) // pulls any image, runs nothing
 		ns.rts = append(ns.rts, rt)
-		o := nodekit.Options{
-			NodeName:       name,
-			KubeClient:     client,
-			Runtime:        rt,
-			RootDir:        filepath.Join(ns.dir, name, "root"),
-			RuntimeManager: podruntime.Options{PodLogsDir: filepath.Join(ns.dir, name, "logs")},
-			Cgroups:        cgroup.PodManagerOptions{Disabled: true}, // no processes to confine
-			Node:           node.Options{Capacity: opts.Capacity},
-			EventFilter:    opts.EventFilter,
-			Logger:         opts.Logger,
-		}
+		o := nodeOptions(name, filepath.Join(ns.dir, name), client, rt, opts)
 		if ns.shared != nil {
 			ns.shared.configure(name, &o)
 		}
@@ -192,6 +193,32 @@ func Start(ctx context.Context, cfg *rest.Config, n int, opts Options) (*Nodes, 
 		return nil, err
 	}
 	return ns, nil
+}
+
+// maxHold is how long the sync of a pod on a hollow node keeps the
+// statuses it sets unwritten (nodekit.Options.StatusMaxHold), where a
+// lone agent keeps them 2s: the in-memory runtime pulls no image, so a
+// sync waits only for the CPU, and a pod start is one status write
+// (Running) however long a loaded machine takes to run the syncs of a
+// thousand pods at once. A lone agent writes Pending after 2s, as the
+// kubelet's first status pass would during an image pull.
+const maxHold = time.Minute
+
+// nodeOptions are the options of hollow node name, in dir, before
+// Options.Configure.
+func nodeOptions(name, dir string, client kubeclient.Interface, rt *runtimetest.Runtime, opts Options) nodekit.Options {
+	return nodekit.Options{
+		NodeName:       name,
+		KubeClient:     client,
+		Runtime:        rt,
+		RootDir:        filepath.Join(dir, "root"),
+		RuntimeManager: podruntime.Options{PodLogsDir: filepath.Join(dir, "logs")},
+		Cgroups:        cgroup.PodManagerOptions{Disabled: true}, // no processes to confine
+		Node:           node.Options{Capacity: opts.Capacity},
+		EventFilter:    opts.EventFilter,
+		Logger:         opts.Logger,
+		StatusMaxHold:  maxHold,
+	}
 }
 
 // waitReady polls the Nodes until every one is Ready.

@@ -296,7 +296,7 @@ func (s *statusLoop) observe(ctx context.Context) observed {
 func (s *statusLoop) run(ctx context.Context) {
 	t := time.NewTicker(s.c.opts.StatusUpdateFrequency)
 	defer t.Stop()
-	if !s.update(ctx) || s.c.opts.Health() != nil {
+	if !s.updateReady(ctx) {
 		s.untilHealthy(ctx)
 	}
 	for {
@@ -319,13 +319,13 @@ func (s *statusLoop) tick(ctx context.Context) time.Duration {
 	switch {
 	case s.fastUntil.IsZero(): // the first pass
 		s.fastUntil = time.Now().Add(nodeReadyGracePeriod)
-		if s.update(ctx) && s.c.opts.Health() == nil {
+		if s.updateReady(ctx) {
 			s.fastDone = true
 			return s.c.opts.StatusUpdateFrequency
 		}
 		return fast
 	case !s.fastDone:
-		if !time.Now().Before(s.fastUntil) || s.c.opts.Health() == nil && s.update(ctx) {
+		if !time.Now().Before(s.fastUntil) || s.c.opts.Health() == nil && s.updateReady(ctx) {
 			s.fastDone = true
 			return s.c.opts.StatusUpdateFrequency
 		}
@@ -366,17 +366,28 @@ func (s *statusLoop) untilHealthy(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if s.c.opts.Health() == nil && s.update(ctx) {
+		if s.c.opts.Health() == nil && s.updateReady(ctx) {
 			return
 		}
 	}
 }
 
+// updateReady updates the status and reports whether the Node read or
+// written has it with the health passing: the status the update computed
+// is Ready. The health it read counts, not the health after it: one that
+// passed while the update ran (reading the Node, many agents starting on
+// one machine) left the Node NotReady, and the fast updates go on.
+func (s *statusLoop) updateReady(ctx context.Context) bool {
+	ok, healthy := s.update(ctx)
+	return ok && healthy
+}
+
 // update reads the Node, computes its status and PATCHes it when it
 // changed or StatusReportFrequency passed since the last report. A Node
 // found deleted is registered again first. It reports whether the Node
-// read or written has the status computed (false when a request failed).
-func (s *statusLoop) update(ctx context.Context) bool {
+// read or written has the status computed (false when a request failed),
+// and whether the health that status reports passed.
+func (s *statusLoop) update(ctx context.Context) (ok, healthy bool) {
 	c := s.c
 	nodes := c.client.CoreV1().Nodes()
 	obs := s.observe(ctx)
@@ -386,7 +397,7 @@ func (s *statusLoop) update(ctx context.Context) bool {
 		c.log.Info("the node was deleted: registering it again")
 		c.setNode(nil)
 		if !s.register(ctx) {
-			return false
+			return false, false
 		}
 		n, err = nodes.Get(ctx, c.opts.nodeName, metav1.GetOptions{})
 	}
@@ -394,30 +405,30 @@ func (s *statusLoop) update(ctx context.Context) bool {
 		if ctx.Err() == nil {
 			c.log.Error(err, "reading the node failed")
 		}
-		return false
+		return false, false
 	}
 	c.setNode(n)
 	now := time.Now()
 	status := s.facts.statusOf(n.Status, obs, now)
 	if !statusChanged(n.Status, status) && now.Sub(s.lastReport) < c.opts.StatusReportFrequency {
 		c.log.V(4).Info("node status unchanged: not reporting")
-		return true
+		return true, health == nil
 	}
 	patch, err := statusPatch(n, status)
 	if err != nil {
 		c.log.Error(err, "computing the status patch failed")
-		return false
+		return false, false
 	}
 	updated, err := nodes.Patch(ctx, c.opts.nodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Error(err, "updating the node status failed")
 		}
-		return false
+		return false, false
 	}
 	s.lastReport = now
 	c.recordConditionEvents(n.Status, updated.Status)
 	c.setNode(updated)
 	c.log.V(4).Info("node status updated", "ready", health == nil)
-	return true
+	return true, health == nil
 }

@@ -85,7 +85,7 @@ func (l *leaseLoop) sync(ctx context.Context) {
 		l.log.Info("updating the lease from the one last written failed: reading it again", "err", err.Error())
 	}
 	lease, created := l.backoffEnsure(ctx)
-	l.latest = lease
+	l.latest = withoutManagedFields(lease)
 	if !created && lease != nil {
 		if err := l.retryUpdate(ctx, lease); err != nil {
 			l.log.Error(err, "updating the lease failed: retrying at the next interval", "interval", l.interval)
@@ -171,7 +171,7 @@ func (l *leaseLoop) retryUpdate(ctx context.Context, base *coordinationv1.Lease)
 			lease, err := l.client.Update(rctx, want, metav1.UpdateOptions{})
 			cancel()
 			if err == nil {
-				l.latest = lease
+				l.latest = withoutManagedFields(lease)
 				return nil
 			}
 			if ctx.Err() == nil {
@@ -187,6 +187,17 @@ func (l *leaseLoop) retryUpdate(ctx context.Context, base *coordinationv1.Lease)
 		}
 	}
 	return fmt.Errorf("node: %d attempts to update the lease failed", leaseUpdateRetries)
+}
+
+// withoutManagedFields returns lease, which the caller owns, without its
+// managedFields: the next renewal copies it, and an update that leaves
+// them out has the API server keep them, so that sending them back would
+// only cost each renewal their copy and encoding.
+func withoutManagedFields(lease *coordinationv1.Lease) *coordinationv1.Lease {
+	if lease != nil {
+		lease.ManagedFields = nil
+	}
+	return lease
 }
 
 // newLease returns a new Lease when base is nil, else a copy of base, with

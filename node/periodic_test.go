@@ -15,6 +15,8 @@ import (
 	"github.com/go-logr/logr/testr"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/node"
@@ -118,4 +120,63 @@ func nodeGoroutines() int {
 		}
 	}
 	return n
+}
+
+// A Node is Ready on the status pass that follows its health passing,
+// even when the health passes while the first pass runs (between its
+// reading the health and its end, here as it reads the Node): that pass
+// wrote NotReady, and it must not count as the fast updates' Ready one,
+// which left the Node NotReady for a whole status interval (10s).
+func TestReadyWhenHealthPassesDuringFirstPass(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("driver=%v", shared), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newClient()
+				var healthy atomic.Bool
+				c.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, kruntime.Object, error) {
+					healthy.Store(true)
+					return false, nil, nil
+				})
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error, 2)
+				var d *periodic.Driver
+				if shared {
+					d = periodic.NewDriver()
+					go func() { done <- d.Run(ctx) }()
+				}
+				ctl, err := node.New(clientset.From(c), "n0", node.Options{
+					Machine: &machine, InternalIP: net.ParseIP("192.0.2.1"), AgentVersion: "nodekit/test",
+					Logger: testr.New(t), Periodic: d,
+					Health: func() error {
+						if !healthy.Load() {
+							return errors.New("starting")
+						}
+						return nil
+					},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				go func() { done <- ctl.Run(ctx) }()
+				time.Sleep(time.Second)
+				synctest.Wait()
+				n, err := c.CoreV1().Nodes().Get(t.Context(), "n0", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s, msg := ready(n); s != v1.ConditionTrue {
+					t.Errorf("Ready = %s %q 1s after the health passed, want True", s, msg)
+				}
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+				if shared {
+					if err := <-done; err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		})
+	}
 }

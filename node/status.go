@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -200,8 +201,17 @@ func conditionIndex(cs []v1.NodeCondition, t v1.NodeConditionType) int {
 // Only the conditions are copied (to clear their heartbeats); the rest of
 // each status is compared in place, read only: a pass of every node every
 // StatusUpdateFrequency costs no copy of its images and addresses.
+// Equal protobuf encodings (the API's own, map keys sorted) are equal
+// statuses, and comparing them costs a fraction of apimachinery's
+// reflection; different encodings are compared semantically (a quantity
+// may be spelt two ways).
 func statusChanged(old, new v1.NodeStatus) bool {
 	old.Conditions, new.Conditions = withoutHeartbeats(old.Conditions), withoutHeartbeats(new.Conditions)
+	ob, oerr := old.Marshal()
+	nb, nerr := new.Marshal()
+	if oerr == nil && nerr == nil && bytes.Equal(ob, nb) {
+		return false
+	}
 	return !equality.Semantic.DeepEqual(old, new)
 }
 

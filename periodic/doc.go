@@ -1,7 +1,9 @@
 // Package periodic runs the periodic work of many parts, of many agents of
 // one process, from one goroutine: a Driver keeps every task's next due
-// time in one heap and starts each call on a goroutine that exists only
-// while the call runs. Hollow nodes share one: an idle node's Lease
+// time in one heap and starts each call on a worker goroutine: one that
+// ran calls before and waits for the next (at most 4 wait, whatever the
+// number of tasks, so that a call does not grow a new goroutine's stack
+// each time), else a new one. Hollow nodes share one: an idle node's Lease
 // renewals and Node status passes then hold no goroutine (and no stack)
 // of their own between calls. A single agent does not need one: without
 // a Driver, Go runs a task's loop on a goroutine of its own with a timer,

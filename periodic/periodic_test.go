@@ -104,8 +104,8 @@ func equal(a, b []time.Duration) bool {
 }
 
 // Many tasks on one Driver hold no goroutine between their calls: idle,
-// the Driver runs one goroutine, not one per task; each task keeps its own
-// schedule.
+// the Driver runs its own goroutine and at most 4 idle workers, not one
+// per task; each task keeps its own schedule.
 func TestDriverHoldsNoGoroutinePerTask(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := periodic.NewDriver()
@@ -124,8 +124,8 @@ func TestDriverHoldsNoGoroutinePerTask(t *testing.T) {
 		}
 		time.Sleep(30*time.Second + time.Millisecond)
 		synctest.Wait()
-		if g := driverGoroutines(); g != 1 {
-			t.Errorf("%d goroutines of the Driver with %d idle tasks, want 1 (its Run)", g, n)
+		if g := driverGoroutines(); g < 1 || g > 5 {
+			t.Errorf("%d goroutines of the Driver with %d idle tasks, want 1 to 5 (its Run and at most 4 idle workers)", g, n)
 		}
 		for i := range n {
 			period := 1 + i%10

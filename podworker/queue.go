@@ -11,9 +11,10 @@ import (
 // Queue records when each pod is next due for a sync, the kubelet's work
 // queue. The pod workers put a pod in it after every sync (the resync
 // interval after a success, the back-off period after an error); the sync
-// loop calls GetWork every second, and at once when Woken signals (a pod
-// queued with Wake is due), and sends a SyncPodSync update for each pod it
-// returns.
+// loop calls GetWork at its first one-second tick at or after the earliest
+// pod is due (NextDue, Earlier: an idle loop does not wake every second),
+// and at once when Woken signals (a pod queued with Wake is due), and
+// sends a SyncPodSync update for each pod it returns.
 //
 // A pod is in the queue at most once, due at the earliest time anyone
 // asked for: a resync requested in a minute does not postpone a retry
@@ -31,7 +32,10 @@ type Queue struct {
 	// woken is signalled (without blocking) when a pod queued with Wake
 	// comes due: wakes holds each such pod's time, and wakeTimer fires at
 	// the earliest, wakeAt.
-	woken     chan struct{}
+	woken chan struct{}
+	// earlier is signalled (without blocking) when a pod becomes the
+	// earliest due (see Earlier).
+	earlier   chan struct{}
 	wakes     map[types.UID]time.Time
 	wakeAt    time.Time
 	wakeTimer *time.Timer
@@ -77,11 +81,45 @@ func (q *Queue) Enqueue(uid types.UID, delay time.Duration) {
 		}
 		q.heap[i].at = at
 		q.up(i)
-		return
+	} else {
+		q.heap = append(q.heap, queueEntry{uid: uid, at: at})
+		q.index[uid] = len(q.heap) - 1
+		q.up(len(q.heap) - 1)
 	}
-	q.heap = append(q.heap, queueEntry{uid: uid, at: at})
-	q.index[uid] = len(q.heap) - 1
-	q.up(len(q.heap) - 1)
+	if q.index[uid] == 0 {
+		select {
+		case q.earlierLocked() <- struct{}{}:
+		default: // a signal is already pending
+		}
+	}
+}
+
+// NextDue returns when the earliest pod in the queue is due, false when
+// the queue is empty: the sync loop sleeps until the first of its ticks at
+// or after that time (syncloop.DueQueue) rather than polling every tick.
+func (q *Queue) NextDue() (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.heap) == 0 {
+		return time.Time{}, false
+	}
+	return q.base.Add(q.heap[0].at), true
+}
+
+// Earlier receives a value when a pod becomes the earliest due (Enqueue,
+// Wake), so that a loop waiting for NextDue looks again. It is never
+// closed.
+func (q *Queue) Earlier() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.earlierLocked()
+}
+
+func (q *Queue) earlierLocked() chan struct{} {
+	if q.earlier == nil {
+		q.earlier = make(chan struct{}, 1)
+	}
+	return q.earlier
 }
 
 // Wake makes the pod due after delay, as Enqueue does, and signals Woken

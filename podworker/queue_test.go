@@ -211,3 +211,43 @@ func TestQueueWake(t *testing.T) {
 		}
 	})
 }
+
+// NextDue is the earliest pod's due time; Earlier signals when a pod
+// becomes the earliest, and only then.
+func TestQueueNextDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := NewQueue()
+		earlier := q.Earlier()
+		signalled := func() bool {
+			select {
+			case <-earlier:
+				return true
+			default:
+				return false
+			}
+		}
+		if _, ok := q.NextDue(); ok || signalled() {
+			t.Fatal("an empty queue has a due pod")
+		}
+		start := time.Now()
+		q.Enqueue("a", time.Minute)
+		if at, ok := q.NextDue(); !ok || at.Sub(start) != time.Minute || !signalled() {
+			t.Errorf("NextDue() = %v, %v after a's enqueue; want 1m, signalled", at.Sub(start), ok)
+		}
+		q.Enqueue("b", 2*time.Minute)
+		if at, _ := q.NextDue(); at.Sub(start) != time.Minute || signalled() {
+			t.Errorf("NextDue() = %v after a later pod, want 1m, not signalled", at.Sub(start))
+		}
+		q.Enqueue("b", 10*time.Second)
+		if at, _ := q.NextDue(); at.Sub(start) != 10*time.Second || !signalled() {
+			t.Errorf("NextDue() = %v after b moved first, want 10s, signalled", at.Sub(start))
+		}
+		time.Sleep(10 * time.Second)
+		if got := q.GetWork(); !cmp.Equal(got, []types.UID{"b"}) {
+			t.Errorf("GetWork() = %v, want b", got)
+		}
+		if at, _ := q.NextDue(); at.Sub(start) != time.Minute {
+			t.Errorf("NextDue() = %v after b was taken, want 1m", at.Sub(start))
+		}
+	})
+}

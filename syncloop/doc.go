@@ -29,6 +29,13 @@
 // the loop spending most of its time on housekeeping while PLEG events
 // wait.
 //
+// With a work queue that tells when its earliest pod is due (DueQueue:
+// podworker.Queue), the loop sleeps until the first sync tick at or after
+// that time instead of waking at every tick to ask the queue: the work is
+// taken at the same tick as the kubelet's would be, and an idle agent's
+// loop does not wake every second (a thousand hollow nodes in one process
+// woke a thousand times a second for nothing).
+//
 // A housekeeping pass that fails, or a runtime that stays unhealthy, is
 // logged once, then at most once a minute with the count of the lines not
 // logged ("suppressed"), rather than on every pass: the kubelet logs each.

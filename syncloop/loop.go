@@ -57,6 +57,18 @@ type WokenQueue interface {
 	Woken() <-chan struct{}
 }
 
+// DueQueue is the optional capability of a WorkQueue that tells when its
+// earliest pod is due (podworker.Queue has it). The loop then takes the
+// work at the first sync tick at or after that time, as polling GetWork
+// every tick would, but does not wake at the ticks when nothing is due:
+// an idle agent's loop sleeps until a pod is due or something else
+// happens, where the kubelet's wakes every second. Earlier signals when a
+// pod became the earliest due, and the loop looks at NextDue again.
+type DueQueue interface {
+	NextDue() (time.Time, bool)
+	Earlier() <-chan struct{}
+}
+
 // Channel is an extra channel a user registers: each value received names
 // pods to sync.
 type Channel struct {
@@ -222,8 +234,8 @@ func (l *Loop) Run(ctx context.Context) error {
 	if w, ok := l.cfg.Work.(WokenQueue); ok {
 		woken = w.Woken()
 	}
-	syncTicker := time.NewTicker(l.cfg.SyncPeriod)
-	defer syncTicker.Stop()
+	ticks := newSyncTicks(l.cfg.Work, l.cfg.SyncPeriod)
+	defer ticks.stop()
 	housekeeping := time.NewTicker(l.cfg.HousekeepingPeriod)
 	defer housekeeping.Stop()
 
@@ -254,7 +266,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 			backOff = backOffBase
 		}
-		cont, err := l.iteration(ctx, syncTicker.C, woken, housekeeping.C, extra)
+		cont, err := l.iteration(ctx, ticks.arm(), ticks.earlier, woken, housekeeping.C, extra)
 		if err != nil {
 			return err
 		}
@@ -262,6 +274,71 @@ func (l *Loop) Run(ctx context.Context) error {
 			return nil
 		}
 		l.lastIteration.Store(time.Now().UnixNano())
+	}
+}
+
+// syncTicks are the loop's sync ticks: a ticker, or with a DueQueue, a
+// timer armed for the first tick (on the grid of a ticker started with
+// the loop) at or after the earliest pod is due, none when none is
+// queued. Only the loop's goroutine uses them.
+type syncTicks struct {
+	period time.Duration
+	ticker *time.Ticker
+	due    DueQueue
+	// earlier is the DueQueue's Earlier, nil without one.
+	earlier <-chan struct{}
+	start   time.Time
+	timer   *time.Timer
+	// armedAt is when timer fires, zero when it is stopped.
+	armedAt time.Time
+}
+
+func newSyncTicks(work WorkQueue, period time.Duration) *syncTicks {
+	t := &syncTicks{period: period, start: time.Now()}
+	if d, ok := work.(DueQueue); ok {
+		t.due, t.earlier = d, d.Earlier()
+		t.timer = time.NewTimer(period)
+		t.timer.Stop()
+		return t
+	}
+	t.ticker = time.NewTicker(period)
+	return t
+}
+
+// arm returns the channel of the next sync tick, nil when no pod is due.
+func (t *syncTicks) arm() <-chan time.Time {
+	if t.due == nil {
+		return t.ticker.C
+	}
+	next, ok := t.due.NextDue()
+	if !ok {
+		if !t.armedAt.IsZero() {
+			t.timer.Stop()
+			t.armedAt = time.Time{}
+		}
+		return nil
+	}
+	now := time.Now()
+	// The first tick at or after next; a tick that passed while the loop
+	// did something else fires at once, as a ticker's pending tick would.
+	k := (next.Sub(t.start) + t.period - 1) / t.period
+	at := t.start.Add(k * t.period)
+	if at.Before(now) {
+		at = now
+	}
+	if !at.Equal(t.armedAt) || !t.armedAt.After(now) {
+		t.timer.Reset(at.Sub(now))
+		t.armedAt = at
+	}
+	return t.timer.C
+}
+
+func (t *syncTicks) stop() {
+	if t.ticker != nil {
+		t.ticker.Stop()
+	}
+	if t.timer != nil {
+		t.timer.Stop()
 	}
 }
 
@@ -296,10 +373,14 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // iteration waits for one message and handles it. It reports false when
 // ctx ended.
-func (l *Loop) iteration(ctx context.Context, syncCh <-chan time.Time, woken <-chan struct{}, housekeepingCh <-chan time.Time, extra <-chan extraMsg) (bool, error) {
+func (l *Loop) iteration(ctx context.Context, syncCh <-chan time.Time, earlier, woken <-chan struct{}, housekeepingCh <-chan time.Time, extra <-chan extraMsg) (bool, error) {
 	select {
 	case <-ctx.Done():
 		return false, nil
+
+	case <-earlier:
+		// A pod is due sooner: the next iteration's sync tick is armed
+		// for it.
 
 	case u, ok := <-l.cfg.Updates:
 		if !ok {

@@ -433,3 +433,115 @@ func TestLoopWokenQueue(t *testing.T) {
 		}
 	})
 }
+
+// dueQueue is a WorkQueue with DueQueue: pods due at times, GetWork
+// counted.
+type dueQueue struct {
+	mu      sync.Mutex
+	due     map[types.UID]time.Time
+	gets    int
+	earlier chan struct{}
+}
+
+func (q *dueQueue) GetWork() []types.UID {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.gets++
+	var out []types.UID
+	for uid, at := range q.due {
+		if !at.After(time.Now()) {
+			out = append(out, uid)
+			delete(q.due, uid)
+		}
+	}
+	return out
+}
+
+func (q *dueQueue) NextDue() (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var next time.Time
+	for _, at := range q.due {
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next, !next.IsZero()
+}
+
+func (q *dueQueue) Earlier() <-chan struct{} { return q.earlier }
+
+func (q *dueQueue) enqueue(uid types.UID, delay time.Duration) {
+	q.mu.Lock()
+	q.due[uid] = time.Now().Add(delay)
+	q.mu.Unlock()
+	select {
+	case q.earlier <- struct{}{}:
+	default:
+	}
+}
+
+// TestLoopDueQueue: with a queue that tells when its earliest pod is due,
+// the loop takes the work at the first sync tick at or after that time,
+// as polling every tick would, and does not wake at the ticks when no pod
+// is due.
+func TestLoopDueQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &dueQueue{due: map[types.UID]time.Time{}, earlier: make(chan struct{}, 1)}
+		h := &recorder{}
+		l, err := New(h, Config{Pods: podMap{"a": pod("a"), "b": pod("b")}, Work: q, HousekeepingPeriod: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		start := time.Now()
+		go func() { done <- l.Run(ctx) }()
+		time.Sleep(10300 * time.Millisecond)
+		synctest.Wait()
+		q.mu.Lock()
+		gets := q.gets
+		q.mu.Unlock()
+		if gets != 0 {
+			t.Errorf("%d GetWork calls in 10s with no pod queued, want 0", gets)
+		}
+		// Due at 12.5s: taken at the tick of 13s.
+		q.enqueue("a", 2200*time.Millisecond)
+		var at []time.Duration
+		for range 30 {
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+			if got := h.take(); len(got) > 0 {
+				at = append(at, time.Since(start))
+				if !cmp.Equal(got, []string{"Sync:a"}) {
+					t.Errorf("calls %v, want Sync:a", got)
+				}
+			}
+		}
+		// Due at once (13.3s): taken at the tick of 14s.
+		q.enqueue("b", 0)
+		for range 10 {
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+			if got := h.take(); len(got) > 0 {
+				at = append(at, time.Since(start))
+				if !cmp.Equal(got, []string{"Sync:b"}) {
+					t.Errorf("calls %v, want Sync:b", got)
+				}
+			}
+		}
+		if want := []time.Duration{13 * time.Second, 14 * time.Second}; !cmp.Equal(at, want) {
+			t.Errorf("synced at %v, want %v", at, want)
+		}
+		q.mu.Lock()
+		gets = q.gets
+		q.mu.Unlock()
+		if gets != 2 {
+			t.Errorf("%d GetWork calls, want 2", gets)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+	})
+}
