@@ -23,27 +23,10 @@ import (
 // its last one run.
 func TestGuardCutsWhenReopened(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const maxSize = 64 << 10
-		entry := []byte("2026-01-01T00:00:00.000000000Z stdout P " + strings.Repeat("n", 1000) + "\n")
-		d := t.TempDir()
-		log := filepath.Join(d, "0.log")
-		rotated := log + ".20260101-000000"
-		held := bytes.Repeat(entry, maxSize/len(entry)+1) // past MaxSize: rotated
-		if err := os.WriteFile(rotated, held, 0o640); err != nil {
-			t.Fatal(err)
-		}
-		// The runtime's file, still open on the rotated log.
-		w, err := os.OpenFile(rotated, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close()
-		clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		r, err := New(&fakeRuntime{}, Options{MaxSize: *resource.NewQuantity(maxSize, resource.BinarySI), Clock: clk, Logger: testr.New(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := &guard{r: r, id: "c1", log: log, rotated: rotated, keep: maxSize, limit: 2 * maxSize}
+		const maxSize = guardMaxSize
+		entry := guardEntry
+		g, w, _ := guardFixture(t)
+		log, rotated := g.log, g.rotated
 		done := make(chan struct{})
 		ended := make(chan struct{})
 		go func() {
@@ -87,30 +70,15 @@ func TestGuardCutsWhenReopened(t *testing.T) {
 // (a rotation's file work or a runtime call, slow on a loaded machine)
 // does not stop the guard's cuts. The guard used to take the lock after
 // each cut to count it, and cut nothing more until the pass ended, while
-// the runtime wrote on: in a CI run the new log reached 100.8 MiB beside
-// a rotated file cut to 10 MiB.
+// the runtime wrote on (a CI run once showed a new log of 100.8 MiB beside
+// a rotated file cut to 10 MiB, which such a wait would give).
 func TestGuardCutsWhileAPassHoldsTheLock(t *testing.T) {
-	const maxSize = 64 << 10
-	entry := []byte("2026-01-01T00:00:00.000000000Z stdout P " + strings.Repeat("n", 1000) + "\n")
-	d := t.TempDir()
-	log := filepath.Join(d, "0.log")
-	rotated := log + ".20260101-000000"
-	if err := os.WriteFile(rotated, bytes.Repeat(entry, maxSize/len(entry)+1), 0o640); err != nil {
-		t.Fatal(err)
-	}
-	w, err := os.OpenFile(rotated, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	r, err := New(&fakeRuntime{}, Options{MaxSize: *resource.NewQuantity(maxSize, resource.BinarySI), Clock: clk, Logger: testr.New(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	const maxSize = guardMaxSize
+	entry := guardEntry
+	g, w, clk := guardFixture(t)
+	r, rotated := g.r, g.rotated
 	r.mu.Lock() // a pass, for the whole test
 	defer r.mu.Unlock()
-	g := &guard{r: r, id: "c1", log: log, rotated: rotated, keep: maxSize, limit: 2 * maxSize}
 	done := make(chan struct{})
 	ended := make(chan int64)
 	go func() { ended <- g.run(t.Context(), done) }()
@@ -152,4 +120,34 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("gave up after 10s")
 		}
 	}
+}
+
+// guardMaxSize is the guard tests' MaxSize, guardEntry their runtime's
+// entry (a 16 KiB line's partial entries, shorter).
+const guardMaxSize = 64 << 10
+
+var guardEntry = []byte("2026-01-01T00:00:00.000000000Z stdout P " + strings.Repeat("n", 1000) + "\n")
+
+// guardFixture makes a rotated log just past guardMaxSize, a file open on
+// it for appends (the runtime's, until it reopened the log), and a
+// Rotator on a fake clock, and returns the guard of that rotation.
+func guardFixture(t *testing.T) (g *guard, w *os.File, clk *clocktesting.FakeClock) {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "0.log")
+	rotated := log + ".20260101-000000"
+	held := bytes.Repeat(guardEntry, guardMaxSize/len(guardEntry)+1) // past MaxSize: rotated
+	if err := os.WriteFile(rotated, held, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(rotated, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	clk = clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r, err := New(&fakeRuntime{}, Options{MaxSize: *resource.NewQuantity(guardMaxSize, resource.BinarySI), Clock: clk, Logger: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &guard{r: r, id: "c1", log: log, rotated: rotated, keep: guardMaxSize, limit: 2 * guardMaxSize}, w, clk
 }
