@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodekit/nodekit/kubeclient/clientset"
@@ -43,20 +44,7 @@ func TestControllersShareADriver(t *testing.T) {
 				}
 				var healthy atomic.Bool
 				for i := range n {
-					ctl, err := node.New(clientset.From(c), fmt.Sprintf("n%d", i), node.Options{
-						Machine: &machine, InternalIP: net.ParseIP("192.0.2.1"), AgentVersion: "nodekit/test",
-						Logger: testr.New(t), Periodic: d,
-						Health: func() error {
-							if !healthy.Load() {
-								return errors.New("starting")
-							}
-							return nil
-						},
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					go func() { done <- ctl.Run(ctx) }()
+					startNode(t, ctx, c, fmt.Sprintf("n%d", i), d, &healthy, done)
 				}
 				time.Sleep(time.Second)
 				synctest.Wait()
@@ -144,20 +132,7 @@ func TestReadyWhenHealthPassesDuringFirstPass(t *testing.T) {
 					d = periodic.NewDriver()
 					go func() { done <- d.Run(ctx) }()
 				}
-				ctl, err := node.New(clientset.From(c), "n0", node.Options{
-					Machine: &machine, InternalIP: net.ParseIP("192.0.2.1"), AgentVersion: "nodekit/test",
-					Logger: testr.New(t), Periodic: d,
-					Health: func() error {
-						if !healthy.Load() {
-							return errors.New("starting")
-						}
-						return nil
-					},
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				go func() { done <- ctl.Run(ctx) }()
+				startNode(t, ctx, c, "n0", d, &healthy, done)
 				time.Sleep(time.Second)
 				synctest.Wait()
 				n, err := c.CoreV1().Nodes().Get(t.Context(), "n0", metav1.GetOptions{})
@@ -179,4 +154,24 @@ func TestReadyWhenHealthPassesDuringFirstPass(t *testing.T) {
 			})
 		})
 	}
+}
+
+// startNode runs the Node controller of name on c, on the Driver d (nil:
+// its own timers), healthy once healthy is set; Run's error goes to done.
+func startNode(t *testing.T, ctx context.Context, c *fake.Clientset, name string, d *periodic.Driver, healthy *atomic.Bool, done chan<- error) {
+	t.Helper()
+	ctl, err := node.New(clientset.From(c), name, node.Options{
+		Machine: &machine, InternalIP: net.ParseIP("192.0.2.1"), AgentVersion: "nodekit/test",
+		Logger: testr.New(t), Periodic: d,
+		Health: func() error {
+			if !healthy.Load() {
+				return errors.New("starting")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- ctl.Run(ctx) }()
 }
