@@ -472,7 +472,10 @@ func wire(o Options) (*parts, error) {
 		RuntimeHealthy:     p.runtimeHealthy,
 		SyncPeriod:         o.SyncPeriod,
 		HousekeepingPeriod: o.HousekeepingPeriod,
-		Logger:             log,
+		// A pod whose worker finished is cleaned up at once, not at the
+		// next tick.
+		HousekeepingDue: workers.Ended(),
+		Logger:          log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
@@ -512,6 +515,9 @@ func wire(o Options) (*parts, error) {
 	if users != nil {
 		add(g, "user namespaces", users)
 	}
+	// Housekeeping's removals of gone pods' runtime objects, off the
+	// loop; it stops after the loop.
+	add(g, "pod removals", handler)
 	add(g, "sync loop", p.loop)
 	return p, nil
 }
