@@ -13,6 +13,10 @@
 //		Runtime: synchandler.CachedRuntimePods(podRuntime, cache), Cache: cache,
 //	})
 //	loop, err := syncloop.New(h, syncloop.Config{Pods: h.Pods(), ...})
+//	// h.Run removes gone pods' runtime objects off the loop: run it
+//	// beside the loop, stopping after it.
+//	go h.Run(ctx)
+//	err = loop.Run(ctx)
 //
 // Each part is an interface of the methods the handler calls; replace any
 // of them, or the whole handler: the sync loop needs only a
