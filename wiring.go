@@ -227,8 +227,17 @@ func wire(o Options) (*parts, error) {
 		classes = runtimeclass.NewInformer(o.KubeClient)
 	}
 
+	// The pod-level runtime manager and the volume manager make and
+	// remove pods' files and directories within one bound: under churn,
+	// each goroutine blocked in such a system call holds a thread, which
+	// the Go runtime keeps for as long as the agent runs.
+	fileWork := make(chan struct{}, fileWorkParallelism)
+
 	// The pod-level runtime manager.
 	rmOpts := o.RuntimeManager
+	if rmOpts.FileWork == nil {
+		rmOpts.FileWork = fileWork
+	}
 	if rmOpts.RootDir == "" {
 		rmOpts.RootDir = o.RootDir
 	}
@@ -294,6 +303,9 @@ func wire(o Options) (*parts, error) {
 
 	// Volumes and cgroups.
 	volOpts := o.Volumes
+	if volOpts.FileWork == nil {
+		volOpts.FileWork = fileWork
+	}
 	if volOpts.Logger.GetSink() == nil {
 		volOpts.Logger = log
 	}
@@ -472,7 +484,10 @@ func wire(o Options) (*parts, error) {
 		RuntimeHealthy:     p.runtimeHealthy,
 		SyncPeriod:         o.SyncPeriod,
 		HousekeepingPeriod: o.HousekeepingPeriod,
-		Logger:             log,
+		// A pod whose worker finished is cleaned up at once, not at the
+		// next tick.
+		HousekeepingDue: workers.Ended(),
+		Logger:          log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
@@ -512,9 +527,19 @@ func wire(o Options) (*parts, error) {
 	if users != nil {
 		add(g, "user namespaces", users)
 	}
+	// Housekeeping's removals of gone pods' runtime objects, off the
+	// loop; it stops after the loop.
+	add(g, "pod removals", handler)
 	add(g, "sync loop", p.loop)
 	return p, nil
 }
+
+// fileWorkParallelism bounds the goroutines of the runtime manager and
+// the volume manager that make or remove pods' files and directories at
+// once (podruntime.Options.FileWork, volume.Options.FileWork). Each had a
+// bound of 4 of its own; together they kept 8 goroutines in system calls
+// in a churn, and the Go runtime a thread for each.
+const fileWorkParallelism = 4
 
 // add adds a part to a group that has not started, where Add cannot fail.
 func add(g *run.Group, name string, r run.Runnable) { _ = g.Add(name, r) }

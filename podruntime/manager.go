@@ -115,6 +115,14 @@ type Options struct {
 	// hostUsers: false). Defaults to nil: no user namespace is sent, and
 	// a hostUsers: false pod fails with ErrUserNamespaces.
 	UserNamespaces UserNamespaces
+	// FileWork bounds the goroutines that make or remove pods' files (log
+	// directories, /etc/hosts and termination-log files) at once: each
+	// holds one of its slots (a value sent) while it does. Give the same
+	// channel to the parts that do such work (the nodekit agent shares
+	// one with the volume manager, volume.Options.FileWork), so that
+	// their system calls together hold few threads. Defaults to a channel
+	// of its own with room for filesParallelism.
+	FileWork chan struct{}
 }
 
 // EnvResolver resolves the environment of container c of pod, whose
@@ -153,6 +161,11 @@ func (o *Options) setDefaults() error {
 	}
 	if o.MinGracePeriod == 0 {
 		o.MinGracePeriod = 2 * time.Second
+	}
+	if o.FileWork == nil {
+		o.FileWork = make(chan struct{}, filesParallelism)
+	} else if cap(o.FileWork) == 0 {
+		return errors.New("podruntime: FileWork has no room")
 	}
 	if o.Env == nil {
 		o.Env = env.New(env.Options{})
@@ -230,7 +243,7 @@ func New(rs runtime.RuntimeService, is runtime.ImageService, opts Options) (*Man
 		opts:         opts,
 		log:          opts.Logger.WithName("runtime"),
 		ev:           events{rec: opts.Recorder},
-		files:        make(chan struct{}, filesParallelism),
+		files:        opts.FileWork,
 		hookClient:   newHookClient(),
 		now:          time.Now,
 		clock:        clock.RealClock{},

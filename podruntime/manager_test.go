@@ -29,6 +29,7 @@ func TestNewValidates(t *testing.T) {
 		{"negative back-off", rs, is, Options{BackOff: BackOffOptions{Initial: -time.Second}}},
 		{"negative grace", rs, is, Options{MinGracePeriod: -time.Second}},
 		{"negative status reads", rs, is, Options{MaxParallelStatusReads: -1}},
+		{"file work without room", rs, is, Options{FileWork: make(chan struct{})}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,9 +47,12 @@ func TestNewValidates(t *testing.T) {
 		BackOff:      BackOffOptions{Initial: 10 * time.Second, Max: 300 * time.Second, Reset: 10 * time.Minute},
 		ImageBackOff: BackOffOptions{Initial: 10 * time.Second, Max: 300 * time.Second, Reset: 10 * time.Minute}}
 	if diff := cmp.Diff(want, m.opts, cmp.FilterPath(func(p cmp.Path) bool {
-		return p.String() == "Logger" || p.String() == "Unhealthy" || p.String() == "Env"
+		return p.String() == "Logger" || p.String() == "Unhealthy" || p.String() == "Env" || p.String() == "FileWork"
 	}, cmp.Ignore())); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+	if got := cap(m.opts.FileWork); got != filesParallelism {
+		t.Errorf("FileWork has room for %d, want %d", got, filesParallelism)
 	}
 	if len(rs.Called) != 0 {
 		t.Errorf("New called the runtime: %v", rs.Called)

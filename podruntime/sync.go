@@ -177,8 +177,11 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *r
 		if err != nil {
 			if madeLogDir && ctx.Err() != nil {
 				// The start lost its race with the pod's deletion: the
-				// directory it made goes too (empty, or kept).
-				_ = os.Remove(cfg.LogDirectory)
+				// directory it made goes too (empty, or kept). A
+				// generation of pods deleted while starting does this at
+				// once: within the bound on file work, or each holds a
+				// thread.
+				_ = m.onDisk(func() error { return os.Remove(cfg.LogDirectory) })
 			}
 			if pod.DeletionTimestamp == nil {
 				// As the kubelet, no event for a pod being deleted: the
@@ -192,7 +195,7 @@ func (m *Manager) SyncPodWithOptions(ctx context.Context, pod *v1.Pod, status *r
 		log.V(1).Info("created sandbox", "sandboxID", id, "attempt", actions.Attempt)
 		defer func() {
 			if ctx.Err() != nil && len(result.containers) == 0 && m.abandonSandbox(ctx, pod, id) && madeLogDir {
-				_ = os.RemoveAll(cfg.LogDirectory)
+				_ = m.onDisk(func() error { return os.RemoveAll(cfg.LogDirectory) })
 			}
 		}()
 		resp, err := m.rs.PodSandboxStatus(ctx, id, false)

@@ -141,6 +141,9 @@ type Workers struct {
 	// ends counts the pods that terminated, finished or were forgotten
 	// (see Terminations).
 	ends atomic.Uint64
+	// ended receives a value when ends grew other than in SyncKnownPods
+	// (see Ended).
+	ended chan struct{}
 }
 
 // worker is the shell around one podState. Every pod on the node holds
@@ -172,11 +175,12 @@ func New(sync SyncFuncs, opts Options) (*Workers, error) {
 		return nil, err
 	}
 	return &Workers{
-		sync: sync,
-		opts: opts,
-		log:  opts.Logger,
-		errs: logagg.New(opts.Logger, logagg.Options{}),
-		pods: map[types.UID]*worker{},
+		sync:  sync,
+		opts:  opts,
+		log:   opts.Logger,
+		errs:  logagg.New(opts.Logger, logagg.Options{}),
+		pods:  map[types.UID]*worker{},
+		ended: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -252,7 +256,7 @@ func (w *Workers) UpdatePod(opts UpdateOptions) {
 	wasEnded := ok && (wk.state.terminated() || wk.state.finished)
 	r := wk.state.update(opts, !ok, now)
 	if ended := wk.state.terminated() || wk.state.finished; ended != wasEnded {
-		w.ends.Add(1)
+		w.end()
 	}
 	closeAll(r.completed)
 	if r.ignored != "" {
@@ -341,7 +345,7 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 	case workDrop:
 		closeAll(completed)
 		w.releaseLocked(s)
-		w.ends.Add(1)
+		w.end()
 		w.mu.Unlock()
 		if !wasTerminated {
 			w.terminated(uid)
@@ -366,7 +370,7 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 	// retries it.
 	failedEnd := c.requeue == requeueBackOff && wrk.kind != workSync
 	if (!wasTerminated && s.terminated()) || (!wasFinished && s.finished) || c.forget || failedEnd {
-		w.ends.Add(1)
+		w.end()
 	}
 	closeAll(c.completed)
 	if c.exit {
@@ -566,6 +570,26 @@ func (w *Workers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSync {
 	}
 	return out
 }
+
+// end counts a pod that terminated, finished or failed a step of its
+// termination, and tells Ended.
+func (w *Workers) end() {
+	w.ends.Add(1)
+	select {
+	case w.ended <- struct{}{}:
+	default:
+	}
+}
+
+// Ended receives a value after Terminations grew, other than in
+// SyncKnownPods (housekeeping, which knows): a pod's containers stopped
+// for good, its worker finished, or a step of its termination failed.
+// Values do not queue: one stands for every change since the last was
+// received. The agent passes it to the sync loop
+// (syncloop.Config.HousekeepingDue), so that housekeeping releases a
+// finished pod's runtime objects and state at once rather than at its
+// next tick.
+func (w *Workers) Ended() <-chan struct{} { return w.ended }
 
 // Terminations returns how many times so far a pod's worker saw the
 // pod's containers stopped for good, finished, was forgotten, or failed a

@@ -13,6 +13,10 @@
 //		Runtime: synchandler.CachedRuntimePods(podRuntime, cache), Cache: cache,
 //	})
 //	loop, err := syncloop.New(h, syncloop.Config{Pods: h.Pods(), ...})
+//	// h.Run removes gone pods' runtime objects off the loop: run it
+//	// beside the loop, stopping after it.
+//	go h.Run(ctx)
+//	err = loop.Run(ctx)
 //
 // Each part is an interface of the methods the handler calls; replace any
 // of them, or the whole handler: the sync loop needs only a
@@ -21,8 +25,11 @@
 // # Concurrency
 //
 // A Handler is safe for concurrent use; the sync loop calls it from one
-// goroutine. It starts no goroutine that outlives a call: housekeeping
-// removes the runtime objects of several pods at once, and waits for them.
+// goroutine. While its Run runs, housekeeping hands the pods whose runtime
+// objects go to Run's goroutines and returns, as the kubelet's container
+// garbage collector removes them off its sync loop; without Run, a pass
+// removes them itself and waits for them. Either way, several pods are
+// removed at once (removeParallelism).
 package synchandler
 
 import (
@@ -33,6 +40,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -40,6 +48,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/internal/logagg"
 	"github.com/nodekit/nodekit/podmanager"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/podworker"
@@ -158,6 +167,25 @@ type Handler struct {
 		key cleanupKey
 		at  time.Time
 	}
+	// rm holds the removals of gone pods' runtime objects that Run makes.
+	rm removals
+}
+
+// removals are the pods whose runtime objects Run removes: queued by
+// housekeeping, then removed, removeParallelism at a time.
+type removals struct {
+	mu sync.Mutex
+	// running: Run runs, and takes the removals; ran: it was called.
+	running, ran bool
+	queue        []*runtime.Pod
+	// pending holds a channel for each pod queued or being removed,
+	// closed once it is no longer.
+	pending map[types.UID]chan struct{}
+	wake    chan struct{}
+	// failed counts the removals that failed, so that housekeeping's next
+	// pass runs (and queues them again) rather than skipping.
+	failed atomic.Uint64
+	errs   *logagg.Aggregator
 }
 
 // activeCache holds the active pods between batches of additions, so that
@@ -205,10 +233,11 @@ func (c *activeCache) update(pod *v1.Pod) {
 }
 
 // cleanupKey is what housekeeping depends on, as counts of changes: the
-// pods of the sources, the pods' workers that ended, and the runtime's
-// pods. A pass over the same key finds nothing to do.
+// pods of the sources, the pods' workers that ended, the runtime's pods
+// and the removals of runtime objects that failed. A pass over the same
+// key finds nothing to do.
 type cleanupKey struct {
-	pods, workers, runtime uint64
+	pods, workers, runtime, failed uint64
 }
 
 // fullCleanupPeriod is how often housekeeping runs in full even though
@@ -245,7 +274,139 @@ func New(c Config) (*Handler, error) {
 	if c.Pods == nil || c.Workers == nil || c.Statuses == nil || c.Volumes == nil || c.Probes == nil || c.Cgroups == nil || c.Runtime == nil || c.Cache == nil {
 		return nil, errors.New("synchandler: Config needs Pods, Workers, Statuses, Volumes, Probes, Cgroups, Runtime and Cache")
 	}
-	return &Handler{c: c, rejected: make(map[types.UID]bool)}, nil
+	h := &Handler{c: c, rejected: make(map[types.UID]bool)}
+	h.rm.wake = make(chan struct{}, 1)
+	h.rm.errs = logagg.New(c.Logger, logagg.Options{})
+	return h, nil
+}
+
+// Run removes the runtime objects of the pods housekeeping finds gone,
+// off the sync loop, until ctx ends; then it waits for the removals in
+// flight (cut short by ctx) and returns nil. Without Run, housekeeping
+// removes them itself. Run must be called once.
+func (h *Handler) Run(ctx context.Context) error {
+	r := &h.rm
+	r.mu.Lock()
+	if r.ran {
+		r.mu.Unlock()
+		return errors.New("synchandler: Run called more than once")
+	}
+	r.ran, r.running = true, true
+	r.mu.Unlock()
+
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, removeParallelism)
+	defer func() {
+		r.mu.Lock()
+		r.running = false
+		for _, rp := range r.queue {
+			r.doneLocked(rp.ID)
+		}
+		r.queue = nil
+		r.mu.Unlock()
+		wg.Wait()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wake:
+		}
+		for {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return nil
+			}
+			r.mu.Lock()
+			if len(r.queue) == 0 {
+				r.mu.Unlock()
+				<-slots
+				break
+			}
+			rp := r.queue[0]
+			r.queue[0] = nil
+			r.queue = r.queue[1:]
+			if len(r.queue) == 0 {
+				r.queue = nil // give back the room a burst took
+			}
+			r.mu.Unlock()
+			wg.Go(func() {
+				defer func() { <-slots }()
+				if err := h.remove(ctx, rp); err != nil {
+					r.failed.Add(1)
+					r.errs.ErrorFor(string(rp.ID), err, "Removing a gone pod from the runtime", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
+				}
+				r.mu.Lock()
+				r.doneLocked(rp.ID)
+				r.mu.Unlock()
+			})
+		}
+	}
+}
+
+// doneLocked ends the pod's removal: it is no longer pending.
+func (r *removals) doneLocked(uid types.UID) {
+	if ch, ok := r.pending[uid]; ok {
+		close(ch)
+		delete(r.pending, uid)
+		if len(r.pending) == 0 {
+			r.pending = nil // a map gives back no room as it empties
+		}
+	}
+}
+
+// enqueue hands the pods to Run to remove, but for those already pending;
+// false when Run does not run (the caller removes them).
+func (r *removals) enqueue(pods []*runtime.Pod) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.running {
+		return false
+	}
+	added := false
+	for _, rp := range pods {
+		if _, ok := r.pending[rp.ID]; ok {
+			continue
+		}
+		if r.pending == nil {
+			r.pending = make(map[types.UID]chan struct{})
+		}
+		r.pending[rp.ID] = make(chan struct{})
+		r.queue = append(r.queue, rp)
+		added = true
+	}
+	if added {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// cancel takes the pod out of the removals, for a pod added again (a
+// static pod's manifest back with the same content): a queued removal is
+// dropped, one in flight is waited for, so that it removes nothing the
+// pod's new worker makes.
+func (r *removals) cancel(ctx context.Context, uid types.UID) {
+	r.mu.Lock()
+	ch, ok := r.pending[uid]
+	if !ok {
+		r.mu.Unlock()
+		return
+	}
+	if i := slices.IndexFunc(r.queue, func(rp *runtime.Pod) bool { return rp.ID == uid }); i >= 0 {
+		r.queue = slices.Delete(r.queue, i, i+1)
+		r.doneLocked(uid)
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
 }
 
 func (h *Handler) isRejected(uid types.UID) bool {
@@ -257,10 +418,13 @@ func (h *Handler) isRejected(uid types.UID) bool {
 // HandlePodAdditions admits the pods, oldest first, and starts them. The
 // QoS cgroups are brought in step with the admitted pods first, as the
 // kubelet does before it creates a pod's cgroup.
-func (h *Handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
+func (h *Handler) HandlePodAdditions(ctx context.Context, pods []*v1.Pod) {
 	pods = h.c.Pods.SplitMirrors(pods, false)
 	if len(pods) == 0 {
 		return
+	}
+	for _, pod := range pods {
+		h.rm.cancel(ctx, pod.UID)
 	}
 	slices.SortStableFunc(pods, func(a, b *v1.Pod) int {
 		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
@@ -534,6 +698,7 @@ func (h *Handler) cleanupKey() (cleanupKey, bool) {
 		return k, false
 	}
 	k.runtime, ok = rc.changes()
+	k.failed = h.rm.failed.Load()
 	return k, ok
 }
 
@@ -548,7 +713,7 @@ func (h *Handler) ChangeCount() (uint64, bool) {
 	h.mu.Lock()
 	ok = ok && h.cleaned.ok
 	h.mu.Unlock()
-	return k.pods + k.workers + k.runtime, ok
+	return k.pods + k.workers + k.runtime + k.failed, ok
 }
 
 // cleanup is one full housekeeping pass.
@@ -638,7 +803,10 @@ func (h *Handler) cleanup(ctx context.Context) error {
 		// Nothing runs and nobody wants it: remove what is left.
 		gone = append(gone, rp)
 	}
-	errs = append(errs, h.removeGone(ctx, gone)...)
+	if !h.rm.enqueue(gone) {
+		errs = append(errs, h.removeGone(ctx, gone)...)
+	}
+	h.rm.errs.Flush()
 	return errors.Join(errs...)
 }
 
@@ -663,15 +831,11 @@ func (h *Handler) removeGone(ctx context.Context, pods []*runtime.Pod) []error {
 	for range min(removeParallelism, len(pods)) {
 		wg.Go(func() {
 			for rp := range next {
-				if err := h.c.Runtime.RemovePod(ctx, rp.ID); err != nil {
+				if err := h.remove(ctx, rp); err != nil {
 					mu.Lock()
-					errs = append(errs, fmt.Errorf("removing pod %s: %w", rp.ID, err))
+					errs = append(errs, err)
 					mu.Unlock()
-					continue
 				}
-				h.c.Runtime.Forget(rp.ID)
-				h.c.Cache.Delete(rp.ID)
-				h.c.Logger.V(1).Info("Removed pod from the runtime", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
 			}
 		})
 	}
@@ -681,6 +845,17 @@ func (h *Handler) removeGone(ctx context.Context, pods []*runtime.Pod) []error {
 	close(next)
 	wg.Wait()
 	return errs
+}
+
+// remove removes the pod's runtime objects and forgets it.
+func (h *Handler) remove(ctx context.Context, rp *runtime.Pod) error {
+	if err := h.c.Runtime.RemovePod(ctx, rp.ID); err != nil {
+		return fmt.Errorf("removing pod %s: %w", rp.ID, err)
+	}
+	h.c.Runtime.Forget(rp.ID)
+	h.c.Cache.Delete(rp.ID)
+	h.c.Logger.V(1).Info("Removed pod from the runtime", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
+	return nil
 }
 
 // forgetGone makes the runtime manager and the status cache forget the

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/podmanager"
@@ -86,3 +88,118 @@ func TestHousekeepingRemovesGonePodsAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestHousekeepingRemovesOffTheLoop: while Run runs, a housekeeping pass
+// hands the gone pods' removals to it and returns at once (a pass over a
+// churn's deleted pods held the sync loop for seconds, and the deletion
+// of the pods that followed waited for it); the removals are made
+// removeParallelism at a time, a pod pending removal is not queued twice,
+// and a pod added again waits for its removal in flight.
+func TestHousekeepingRemovesOffTheLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := &slowRuntime{}
+		var want []types.UID
+		for i := range 2 * removeParallelism {
+			uid := types.UID(fmt.Sprintf("gone-%02d", i))
+			rt.pods = append(rt.pods, &runtime.Pod{ID: uid, Name: string(uid), Namespace: "default"})
+			want = append(want, uid)
+		}
+		h, err := New(Config{
+			Pods: podmanager.New(), Workers: &countingWorkers{}, Statuses: nopStatuses{}, Volumes: nopVolumes{},
+			Probes: nopProbes{}, Cgroups: nopCgroups{}, Runtime: rt, Cache: nopCache{},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- h.Run(ctx) }()
+		synctest.Wait()
+
+		start := time.Now()
+		if err := h.HandlePodCleanups(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > 0 {
+			t.Errorf("housekeeping took %s, want no wait for the removals", took)
+		}
+		synctest.Wait()
+		// A second pass while they are removed queues none again.
+		if err := h.HandlePodCleanups(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		// The first removalParallelism are in flight: a pod added again
+		// waits for its own, not for the others.
+		readded := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "gone-00", Name: "gone-00", Namespace: "default"}}
+		h.HandlePodAdditions(t.Context(), []*v1.Pod{readded})
+		if took := time.Since(start); took != time.Second {
+			t.Errorf("an addition of a pod being removed returned after %s, want 1s (its removal)", took)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		sort.Slice(rt.removed, func(i, j int) bool { return rt.removed[i] < rt.removed[j] })
+		if diff := cmp.Diff(want, rt.removed); diff != "" {
+			t.Errorf("removed after 2 s (-want +got):\n%s", diff)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestHousekeepingRetriesFailedRemoval: a removal that failed off the
+// loop makes the next pass run (not skipped as one that would find
+// nothing new) and queue it again.
+func TestHousekeepingRetriesFailedRemoval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := &triedRuntime{slowRuntime: slowRuntime{pods: []*runtime.Pod{{ID: "bad", Name: "bad", Namespace: "default"}}}}
+		h, err := New(Config{
+			Pods: podmanager.New(), Workers: &countingWorkers{}, Statuses: nopStatuses{}, Volumes: nopVolumes{},
+			Probes: nopProbes{}, Cgroups: nopCgroups{}, Runtime: rt, Cache: nopCache{},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- h.Run(ctx) }()
+		synctest.Wait()
+		for range 3 {
+			if err := h.HandlePodCleanups(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second)
+			synctest.Wait()
+		}
+		if got := rt.removals(); got != 3 {
+			t.Errorf("%d removals of a pod whose removal fails in 3 passes, want 3", got)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// triedRuntime is a slowRuntime that counts the removals tried and
+// tells housekeeping its pods never change.
+type triedRuntime struct {
+	slowRuntime
+	tries int
+}
+
+func (r *triedRuntime) RemovePod(ctx context.Context, uid types.UID) error {
+	r.mu.Lock()
+	r.tries++
+	r.mu.Unlock()
+	return r.slowRuntime.RemovePod(ctx, uid)
+}
+
+func (r *triedRuntime) removals() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tries
+}
+
+func (r *triedRuntime) changes() (uint64, bool) { return 0, true }

@@ -36,6 +36,13 @@
 // loop does not wake every second (a thousand hollow nodes in one process
 // woke a thousand times a second for nothing).
 //
+// With Config.HousekeepingDue (the agent passes the pod workers' Ended), a
+// pass also runs when a pod's worker finished, no sooner than a quarter
+// period after the last one began: a deleted pod's runtime objects and
+// state go within half a second of its end rather than at the next tick,
+// where the kubelet leaves its containers and sandbox to the container
+// garbage collector (every minute).
+//
 // A housekeeping pass that fails, or a runtime that stays unhealthy, is
 // logged once, then at most once a minute with the count of the lines not
 // logged ("suppressed"), rather than on every pass: the kubelet logs each.

@@ -104,6 +104,15 @@ type Config struct {
 	SyncPeriod time.Duration
 	// HousekeepingPeriod is the housekeeping tick. Defaults to 2s.
 	HousekeepingPeriod time.Duration
+	// HousekeepingDue, when set, asks for a housekeeping pass before the
+	// next tick: the agent passes the pod workers' Ended, so that a pod
+	// whose worker finished has its runtime objects and state released
+	// within a fraction of a period rather than at the next tick, up to a
+	// period later. A pass it asks for runs no sooner than a quarter of
+	// HousekeepingPeriod after the last one began, and waits out the rest
+	// after a long pass (see housekeepingRest). Defaults to nil: passes
+	// at the ticks only.
+	HousekeepingDue <-chan struct{}
 	// HealthyThreshold: Healthy fails when an iteration has not completed
 	// for this long. Defaults to max(2*SyncFrequency(1m), 5m) = 5m, as the
 	// kubelet.
@@ -129,6 +138,12 @@ type Loop struct {
 	// restUntil is when housekeeping may run again after a long pass
 	// (see housekeepingRest). Only the loop's goroutine uses it.
 	restUntil time.Time
+	// lastPass is when the last housekeeping pass began; due fires when a
+	// pass HousekeepingDue asked for may run, and dueArmed tells that it
+	// is set. Only the loop's goroutine uses them.
+	lastPass time.Time
+	due      *time.Timer
+	dueArmed bool
 }
 
 // housekeepingRest is how many times its own duration housekeeping rests
@@ -238,6 +253,9 @@ func (l *Loop) Run(ctx context.Context) error {
 	defer ticks.stop()
 	housekeeping := time.NewTicker(l.cfg.HousekeepingPeriod)
 	defer housekeeping.Stop()
+	l.due = time.NewTimer(time.Hour)
+	l.due.Stop()
+	defer l.due.Stop()
 
 	const (
 		backOffBase = 100 * time.Millisecond
@@ -420,27 +438,68 @@ func (l *Loop) iteration(ctx context.Context, syncCh <-chan time.Time, earlier, 
 		}
 
 	case <-housekeepingCh:
-		if l.cfg.SourcesReady != nil && !l.cfg.SourcesReady() {
-			l.log.V(4).Info("Sources not ready, skipping housekeeping")
+		l.housekeep(ctx)
+	case <-l.cfg.HousekeepingDue:
+		// Run at once when it may, else once it may (unless a tick comes
+		// first): the earliest of a quarter period after the last pass
+		// began and the end of its rest.
+		if l.dueArmed {
 			break
 		}
-		start := time.Now()
-		if start.Before(l.restUntil) {
-			l.log.V(4).Info("Housekeeping resting after a long pass", "until", l.restUntil)
+		at := l.lastPass.Add(l.cfg.HousekeepingPeriod / 4)
+		if l.restUntil.After(at) {
+			at = l.restUntil
+		}
+		if d := time.Until(at); d > 0 {
+			l.due.Reset(d)
+			l.dueArmed = true
 			break
 		}
-		if err := l.h.HandlePodCleanups(ctx); err != nil {
-			l.errs.Error(err, "Housekeeping failed")
-		}
-		l.errs.Flush()
-		end := time.Now()
-		d := end.Sub(start)
-		l.restUntil = end.Add(min(housekeepingRest*d, l.cfg.HousekeepingPeriod))
-		if d > time.Second {
-			l.log.Info("Housekeeping took longer than expected", "expected", time.Second, "actual", d.Round(time.Millisecond))
-		}
+		l.housekeep(ctx)
+	case <-l.dueC():
+		l.dueArmed = false
+		l.housekeep(ctx)
 	}
 	return true, nil
+}
+
+// dueC is the channel of the timer of a pass HousekeepingDue asked for;
+// nil when none is set.
+func (l *Loop) dueC() <-chan time.Time {
+	if !l.dueArmed {
+		return nil
+	}
+	return l.due.C
+}
+
+// housekeep runs a housekeeping pass, unless the sources are not ready or
+// housekeeping rests after a long pass.
+func (l *Loop) housekeep(ctx context.Context) {
+	if l.cfg.SourcesReady != nil && !l.cfg.SourcesReady() {
+		l.log.V(4).Info("Sources not ready, skipping housekeeping")
+		return
+	}
+	start := time.Now()
+	if start.Before(l.restUntil) {
+		l.log.V(4).Info("Housekeeping resting after a long pass", "until", l.restUntil)
+		return
+	}
+	// This pass does what one asked for would.
+	if l.dueArmed {
+		l.due.Stop()
+		l.dueArmed = false
+	}
+	l.lastPass = start
+	if err := l.h.HandlePodCleanups(ctx); err != nil {
+		l.errs.Error(err, "Housekeeping failed")
+	}
+	l.errs.Flush()
+	end := time.Now()
+	d := end.Sub(start)
+	l.restUntil = end.Add(min(housekeepingRest*d, l.cfg.HousekeepingPeriod))
+	if d > time.Second {
+		l.log.Info("Housekeeping took longer than expected", "expected", time.Second, "actual", d.Round(time.Millisecond))
+	}
 }
 
 func (l *Loop) handleUpdate(ctx context.Context, u sources.PodUpdate) {

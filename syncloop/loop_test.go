@@ -3,6 +3,7 @@ package syncloop
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -544,4 +545,85 @@ func TestLoopDueQueue(t *testing.T) {
 			t.Errorf("Run() = %v, want nil", err)
 		}
 	})
+}
+
+// timedCleanups records when each housekeeping pass began, as offsets
+// from start.
+type timedCleanups struct {
+	recorder
+	start time.Time
+	pass  time.Duration
+	at    []time.Duration
+}
+
+func (c *timedCleanups) HandlePodCleanups(context.Context) error {
+	c.mu.Lock()
+	c.at = append(c.at, time.Since(c.start))
+	c.mu.Unlock()
+	time.Sleep(c.pass)
+	return nil
+}
+
+func (c *timedCleanups) passes() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.at)
+}
+
+// TestLoopHousekeepingDue checks that a pass HousekeepingDue asks for runs
+// before the next tick: at once when a quarter period passed since the
+// last pass began, else when it has, and after the rest of a long pass;
+// and that a tick that comes first takes its place.
+func TestLoopHousekeepingDue(t *testing.T) {
+	const ms = time.Millisecond
+	for _, tc := range []struct {
+		name string
+		pass time.Duration
+		due  []time.Duration // when HousekeepingDue is signalled
+		want []time.Duration // passes up to 5 s
+	}{
+		{"none", 0, nil, []time.Duration{2000 * ms, 4000 * ms}},
+		// A quarter period (500 ms) after the pass at 2 s.
+		{"soon after a pass", 0, []time.Duration{2100 * ms}, []time.Duration{2000 * ms, 2500 * ms, 4000 * ms}},
+		{"long after a pass", 0, []time.Duration{3000 * ms}, []time.Duration{2000 * ms, 3000 * ms, 4000 * ms}},
+		{"before the first pass", 0, []time.Duration{100 * ms}, []time.Duration{100 * ms, 2000 * ms, 4000 * ms}},
+		// Several asks before it runs make one pass.
+		{"coalesced", 0, []time.Duration{2100 * ms, 2200 * ms, 2300 * ms}, []time.Duration{2000 * ms, 2500 * ms, 4000 * ms}},
+		// A pass of 100 ms rests 900 ms: the asked pass at 3 s.
+		{"after the rest", 100 * ms, []time.Duration{2200 * ms}, []time.Duration{2000 * ms, 3000 * ms, 4000 * ms}},
+		// Asked at 3.9 s, a pass at once; asked again at 3.95 s, it
+		// would run at 4.4 s, but the tick's pass at 4 s takes its place.
+		{"tick first", 0, []time.Duration{3900 * ms, 3950 * ms}, []time.Duration{2000 * ms, 3900 * ms, 4000 * ms}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := &timedCleanups{start: time.Now(), pass: tc.pass}
+				due := make(chan struct{}, 1)
+				l, err := New(h, Config{Pods: podMap{}, HousekeepingDue: due})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error, 1)
+				go func() { done <- l.Run(ctx) }()
+				for _, at := range tc.due {
+					time.Sleep(time.Until(h.start.Add(at)))
+					select {
+					case due <- struct{}{}:
+					default:
+					}
+					synctest.Wait()
+				}
+				time.Sleep(time.Until(h.start.Add(5 * time.Second)))
+				synctest.Wait()
+				if diff := cmp.Diff(tc.want, h.passes()); diff != "" {
+					t.Errorf("housekeeping passes (-want +got):\n%s", diff)
+				}
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
 }

@@ -93,6 +93,14 @@ type Options struct {
 	// Logger receives volume set-up failures (V(1)), teardowns (V(1)) and
 	// orphaned directories that cannot be removed. Defaults to discarding.
 	Logger logr.Logger
+	// FileWork bounds the goroutines that make or remove pod directories
+	// at once: each holds one of its slots (a value sent) while it does.
+	// Give the same channel to the parts that do such work (the nodekit
+	// agent shares one with the pod-level runtime manager,
+	// podruntime.Options.FileWork), so that their system calls together
+	// hold few threads. Defaults to a channel of its own with room for
+	// diskParallelism.
+	FileWork chan struct{}
 }
 
 // withDefaults applies the defaults and validates the options.
@@ -101,6 +109,11 @@ func (o Options) withDefaults() (Options, error) {
 		if !filepath.IsAbs(a.PathPrefix) || hostfs.HasBackstep(a.PathPrefix) {
 			return o, fmt.Errorf("volume: allowed host path %q is not an absolute path without '..'", a.PathPrefix)
 		}
+	}
+	if o.FileWork == nil {
+		o.FileWork = make(chan struct{}, diskParallelism)
+	} else if cap(o.FileWork) == 0 {
+		return o, errors.New("volume: FileWork has no room")
 	}
 	if o.ReconcilePeriod == 0 {
 		o.ReconcilePeriod = time.Minute
@@ -245,7 +258,7 @@ func NewManager(rootDir string, opts Options) (*Manager, error) {
 		log:     opts.Logger.WithName("volume"),
 		byDir:   map[string]Plugin{},
 		wakeCh:  make(chan struct{}, 1),
-		disk:    make(chan struct{}, diskParallelism),
+		disk:    opts.FileWork,
 		pods:    map[types.UID]*podEntry{},
 		dirty:   map[types.UID]struct{}{},
 		orphans: map[types.UID]string{},

@@ -180,7 +180,7 @@ func (b *Backend) Start(ctx context.Context, id string, s backend.Spec) error {
 	w.Close()
 	// The first monitor exits at once, leaving the detached one.
 	waitErr := make(chan error, 1)
-	go func() { waitErr <- cmd.Wait() }()
+	go func() { waitErr <- waitChild(cmd) }()
 	msgc := make(chan startMessage, 1)
 	go func() {
 		var m startMessage
@@ -217,6 +217,31 @@ func (b *Backend) Start(ctx context.Context, id string, s backend.Spec) error {
 		return errors.New(m.Error)
 	}
 	return nil
+}
+
+// waitChild waits for cmd's process to exit on a pidfd registered with
+// the Go runtime's poller, then reaps it with cmd.Wait, which no longer
+// blocks. cmd.Wait alone blocks its goroutine in a waitid system call
+// until the process exits, which holds a thread: the pod workers of a
+// churn, each starting a container, made the Go runtime start threads
+// that it keeps (and their memory) for as long as the agent runs. Where
+// pidfds are missing it is cmd.Wait.
+func waitChild(cmd *exec.Cmd) error {
+	// The process is not reaped before cmd.Wait: its PID is its own.
+	fd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		return cmd.Wait()
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return cmd.Wait()
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Read(pidfdExited)
+	}
+	f.Close()
+	return cmd.Wait()
 }
 
 // startAbandonTimeout bounds how long a cancelled Start waits for the
@@ -534,21 +559,34 @@ func waitExit(ctx context.Context, pid int, start uint64) error {
 	}
 	stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
-	first := true
-	err = rc.Read(func(uintptr) bool {
-		if first {
-			first = false
-			return false // wait until the pidfd is readable: the process exited
-		}
-		return true
-	})
+	err = rc.Read(pidfdExited)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if err != nil {
+	if err != nil || alive(pid, start) {
 		return pollExit(ctx, pid, start)
 	}
 	return nil
+}
+
+// pidfdExited reports whether the process of the pidfd exited (it is
+// readable), for a RawConn's Read, which waits for the poller and asks
+// again while it reports false. It asks the kernel rather than trusting
+// the poller's first wake-up alone: an exit before the Read, whose edge
+// the poller saw when the pidfd was registered, is dropped by the Read's
+// reset of the descriptor, and waiting for another edge would wait
+// forever.
+func pidfdExited(fd uintptr) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(pfd, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		// An error other than EINTR: let the Read return, as if the
+		// process exited; the callers check.
+		return err != nil || n > 0
+	}
 }
 
 func pollExit(ctx context.Context, pid int, start uint64) error {
