@@ -41,7 +41,9 @@ import (
 // the goroutines of the idle nodes to FILE-<shape>.goroutines; with
 // -test.memprofilerate=512 the heap profile sees small objects.
 // NODEKIT_HOLLOW_CPUPROFILE=FILE writes a CPU profile of the idle window
-// to FILE-<shape>.
+// to FILE-<shape>; NODEKIT_HOLLOW_STARTPROFILE=FILE one of the pods'
+// start, from their creation to all running (the benchmark's own client
+// creating them included), to FILE-<shape>.
 func BenchmarkHollowNodes(b *testing.B) {
 	cfg := restConfig(b)
 	for _, shape := range []struct{ nodes, pods int }{{50, 20}, {200, 10}, {1000, 1}} {
@@ -160,9 +162,14 @@ func benchmarkHollow(b *testing.B, cfg *rest.Config, n, perNode int, opts Option
 	}
 	idleEnd := sample(b)
 
+	stopStart := func() {}
+	if f := os.Getenv("NODEKIT_HOLLOW_STARTPROFILE"); f != "" {
+		stopStart = startCPUProfile(b, fmt.Sprintf("%s-%dx%d", f, n, perNode))
+	}
 	want := createPods(b, c, names, perNode, prefix)
 	waitRunning(b, c, prefix, want, 5*time.Minute)
 	started := sample(b)
+	stopStart()
 	time.Sleep(3 * time.Second)
 	running := sample(b)
 	if f := os.Getenv("NODEKIT_HOLLOW_HEAPPROFILE"); f != "" {

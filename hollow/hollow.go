@@ -23,6 +23,15 @@
 // so a sync waits only for the CPU, and a machine loaded by a thousand
 // pod starts at once would otherwise have the Pending status a sync began
 // with written before its Running one.
+//
+// Their directories (pod directories, image pull records, checkpoints)
+// are by default in a temporary directory on /dev/shm, a tmpfs, removed
+// by Stop: nothing in them outlives the nodes, and on a disk the file
+// system's journal and the fsyncs of each write (which a kubelet makes so
+// that its state survives a crash) cost a pod start more CPU than
+// everything else together (1000 nodes × 1 pod: 7.4–11.8 ms of CPU a pod
+// start on ext4, 3.7–4.2 on tmpfs). They hold about 16 KiB of tmpfs a
+// node with one pod. Options.Dir puts them elsewhere.
 package hollow
 
 import (
@@ -66,7 +75,8 @@ type Options struct {
 	// that returns true to write every event.
 	EventFilter func(eventtype, reason string) bool
 	// Dir holds the nodes' directories (<Dir>/<name>). Defaults to a
-	// temporary directory that Stop removes.
+	// temporary directory that Stop removes, on /dev/shm when it is a
+	// tmpfs (see the package doc).
 	Dir string
 	// ReadyTimeout bounds how long Start waits for the shared watches'
 	// first lists and every Node to be Ready. Defaults to 1m plus 1m per
@@ -144,7 +154,7 @@ func Start(ctx context.Context, cfg *rest.Config, n int, opts Options) (*Nodes, 
 	}
 	ns := &Nodes{dir: opts.Dir}
 	if ns.dir == "" {
-		if ns.dir, err = os.MkdirTemp("", "hollow-nodes-"); err != nil {
+		if ns.dir, err = os.MkdirTemp(memoryDir(), "hollow-nodes-"); err != nil {
 			return nil, fmt.Errorf("hollow: %w", err)
 		}
 		ns.rmDir = true
