@@ -63,8 +63,11 @@ func newAgent(tb testing.TB, kind string, log logr.Logger) *agent {
 		src:     make(sources.Chan),
 		rootDir: filepath.Join(dir, "root"),
 		logsDir: filepath.Join(dir, "logs"),
-		mark:    "NODEKIT_CHURN=" + filepath.Base(dir),
-		done:    make(chan error, 1),
+		// The test's whole temporary directory: its base name (001) is
+		// the same in every run, and a process left by another run
+		// would be counted as this one's.
+		mark: "NODEKIT_CHURN=" + dir,
+		done: make(chan error, 1),
 	}
 	switch kind {
 	case "memory":
