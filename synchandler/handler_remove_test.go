@@ -104,17 +104,7 @@ func TestHousekeepingRemovesOffTheLoop(t *testing.T) {
 			rt.pods = append(rt.pods, &runtime.Pod{ID: uid, Name: string(uid), Namespace: "default"})
 			want = append(want, uid)
 		}
-		h, err := New(Config{
-			Pods: podmanager.New(), Workers: &countingWorkers{}, Statuses: nopStatuses{}, Volumes: nopVolumes{},
-			Probes: nopProbes{}, Cgroups: nopCgroups{}, Runtime: rt, Cache: nopCache{},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- h.Run(ctx) }()
-		synctest.Wait()
+		h, stop := runRemover(t, rt)
 
 		start := time.Now()
 		if err := h.HandlePodCleanups(t.Context()); err != nil {
@@ -141,10 +131,7 @@ func TestHousekeepingRemovesOffTheLoop(t *testing.T) {
 		if diff := cmp.Diff(want, rt.removed); diff != "" {
 			t.Errorf("removed after 2 s (-want +got):\n%s", diff)
 		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		stop()
 	})
 }
 
@@ -154,17 +141,7 @@ func TestHousekeepingRemovesOffTheLoop(t *testing.T) {
 func TestHousekeepingRetriesFailedRemoval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := &triedRuntime{slowRuntime: slowRuntime{pods: []*runtime.Pod{{ID: "bad", Name: "bad", Namespace: "default"}}}}
-		h, err := New(Config{
-			Pods: podmanager.New(), Workers: &countingWorkers{}, Statuses: nopStatuses{}, Volumes: nopVolumes{},
-			Probes: nopProbes{}, Cgroups: nopCgroups{}, Runtime: rt, Cache: nopCache{},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- h.Run(ctx) }()
-		synctest.Wait()
+		h, stop := runRemover(t, rt)
 		for range 3 {
 			if err := h.HandlePodCleanups(t.Context()); err != nil {
 				t.Fatal(err)
@@ -175,10 +152,7 @@ func TestHousekeepingRetriesFailedRemoval(t *testing.T) {
 		if got := rt.removals(); got != 3 {
 			t.Errorf("%d removals of a pod whose removal fails in 3 passes, want 3", got)
 		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		stop()
 	})
 }
 
@@ -203,3 +177,26 @@ func (r *triedRuntime) removals() int {
 }
 
 func (r *triedRuntime) changes() (uint64, bool) { return 0, true }
+
+// runRemover starts, in the test's bubble, a Handler on rt whose Run
+// removes gone pods; stop ends Run and fails the test on its error.
+func runRemover(t *testing.T, rt RuntimePods) (h *Handler, stop func()) {
+	t.Helper()
+	h, err := New(Config{
+		Pods: podmanager.New(), Workers: &countingWorkers{}, Statuses: nopStatuses{}, Volumes: nopVolumes{},
+		Probes: nopProbes{}, Cgroups: nopCgroups{}, Runtime: rt, Cache: nopCache{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	synctest.Wait()
+	return h, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
