@@ -153,7 +153,7 @@ func wire(o Options) (*parts, error) {
 	}
 	if client := o.KubeClient; client != nil {
 		srcOpts := o.APISource
-		if srcOpts.CheckpointPath == "" {
+		if srcOpts.CheckpointPath == "" && !srcOpts.NoCheckpoint {
 			srcOpts.CheckpointPath = filepath.Join(o.RootDir, apiCheckpointFile)
 		}
 		if srcOpts.Logger.GetSink() == nil {

@@ -31,7 +31,11 @@
 // that its state survives a crash) cost a pod start more CPU than
 // everything else together (1000 nodes × 1 pod: 7.4–11.8 ms of CPU a pod
 // start on ext4, 3.7–4.2 on tmpfs). They hold about 16 KiB of tmpfs a
-// node with one pod. Options.Dir puts them elsewhere.
+// node with one pod. Options.Dir puts them elsewhere. Nor do the nodes
+// keep the API-server source's checkpoint of their pods
+// (apiserver.Options.NoCheckpoint), which serves an agent restarted while
+// the API server is down: a hollow node is never restarted on its
+// directory (the kubelet has no such checkpoint either).
 package hollow
 
 import (
@@ -56,6 +60,7 @@ import (
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
+	"github.com/nodekit/nodekit/sources/apiserver"
 )
 
 // MaxNodes bounds the nodes of one Start.
@@ -223,11 +228,14 @@ func nodeOptions(name, dir string, client kubeclient.Interface, rt *runtimetest.
 		Runtime:        rt,
 		RootDir:        filepath.Join(dir, "root"),
 		RuntimeManager: podruntime.Options{PodLogsDir: filepath.Join(dir, "logs")},
-		Cgroups:        cgroup.PodManagerOptions{Disabled: true}, // no processes to confine
-		Node:           node.Options{Capacity: opts.Capacity},
-		EventFilter:    opts.EventFilter,
-		Logger:         opts.Logger,
-		StatusMaxHold:  maxHold,
+		// A node never restarts on its directory, which Stop removes:
+		// the API source's checkpoint would never be read.
+		APISource:     apiserver.Options{NoCheckpoint: true},
+		Cgroups:       cgroup.PodManagerOptions{Disabled: true}, // no processes to confine
+		Node:          node.Options{Capacity: opts.Capacity},
+		EventFilter:   opts.EventFilter,
+		Logger:        opts.Logger,
+		StatusMaxHold: maxHold,
 	}
 }
 

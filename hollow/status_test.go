@@ -2,6 +2,7 @@ package hollow
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -23,13 +24,15 @@ import (
 // the machine is so loaded that the pod's sync takes longer than a lone
 // agent's 2s hold (here every runtime call takes 800ms): without the
 // longer hold, the Pending status the sync began with is written first.
+// The node writes no checkpoint of its pods.
 func TestSlowStartOneStatusWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cs := fake.NewClientset()
 		rt := runtimetest.New(runtimetest.Options{Latency: 800 * time.Millisecond})
 		defer rt.Close()
 		opts := Options{EventFilter: events.Warnings, Logger: testr.New(t)}
-		o := nodeOptions("hollow-0", t.TempDir(), clientset.From(cs), rt, opts)
+		dir := t.TempDir()
+		o := nodeOptions("hollow-0", dir, clientset.From(cs), rt, opts)
 		o.Node.Capacity = v1.ResourceList{}
 		agent, err := nodekit.New(o)
 		if err != nil {
@@ -75,6 +78,10 @@ func TestSlowStartOneStatusWrite(t *testing.T) {
 		}
 		if got.Status.Phase != v1.PodRunning {
 			t.Errorf("phase %s, want Running", got.Status.Phase)
+		}
+		// Nor does the node keep the API source's checkpoint of its pods.
+		if cps, _ := filepath.Glob(filepath.Join(dir, "root", "checkpoints", "apiserver-*")); len(cps) > 0 {
+			t.Errorf("API source checkpoint written: %v, want none", cps)
 		}
 		var writes []string
 		for _, a := range cs.Actions() {

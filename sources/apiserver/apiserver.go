@@ -69,6 +69,11 @@ type Options struct {
 	// snapshot, and reconciles when the list arrives. Defaults to none (no
 	// checkpoint; the nodekit agent sets <RootDir>/checkpoints/apiserver-pods.json).
 	CheckpointPath string
+	// NoCheckpoint keeps no checkpoint, whatever CheckpointPath says: the
+	// nodekit agent then sets none. For agents that never restart on
+	// their state (hollow nodes, whose directory goes with them), where
+	// each snapshot's write would be work for nothing.
+	NoCheckpoint bool
 	// CheckpointGrace is how long Run waits for its first list before it
 	// sends the checkpoint's pods. Defaults to 3s.
 	CheckpointGrace time.Duration
@@ -186,7 +191,7 @@ func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 	var cp *checkpoint
 	var fromCheckpoint []*v1.Pod
 	var grace <-chan time.Time
-	if s.opts.CheckpointPath != "" {
+	if s.opts.CheckpointPath != "" && !s.opts.NoCheckpoint {
 		cp = &checkpoint{path: s.opts.CheckpointPath, nodeName: s.nodeName}
 		pods, ok, err := cp.load()
 		switch {

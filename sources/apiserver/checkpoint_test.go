@@ -200,3 +200,27 @@ func TestCheckpointWriteFailure(t *testing.T) {
 		}
 	})
 }
+
+// TestNoCheckpoint: with NoCheckpoint the source writes no checkpoint,
+// whatever CheckpointPath says, and sends the server's pods as before.
+func TestNoCheckpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "pods.json")
+		client := fake.NewClientset(pod("a", "one"))
+		src, err := apiserver.New(clientset.From(client), node, apiserver.Options{CheckpointPath: path, NoCheckpoint: true, Logger: testr.New(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		snaps, stop := start(t, src)
+		synctest.Wait()
+		if _, got := last(snaps); !cmp.Equal(names(got), []string{"a/one"}) {
+			t.Errorf("snapshot %v, want a/one", names(got))
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Errorf("checkpoint %s: %v, want none written", path, err)
+		}
+	})
+}
