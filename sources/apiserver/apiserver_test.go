@@ -52,6 +52,36 @@ func start(t *testing.T, src *apiserver.Source) (<-chan []*v1.Pod, func() error)
 	return snaps, func() error { cancel(); return <-done }
 }
 
+// startMode starts a source of node's pods on client that watches them
+// itself (mode "own") or reads them from a SharedPods it starts too
+// ("shared"); stop ends both.
+func startMode(t *testing.T, client *fake.Clientset, mode string) (src *apiserver.Source, snaps <-chan []*v1.Pod, stop func()) {
+	t.Helper()
+	opts := apiserver.Options{Logger: testr.New(t)}
+	stopShared := func() {}
+	if mode == "shared" {
+		shared, err := apiserver.NewSharedPods(clientset.From(client), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- shared.Run(ctx) }()
+		stopShared = func() { cancel(); <-done }
+		opts.Shared = shared
+	}
+	src, err := apiserver.New(clientset.From(client), node, opts)
+	if err != nil {
+		stopShared()
+		t.Fatal(err)
+	}
+	snaps, stopSrc := start(t, src)
+	return src, snaps, func() {
+		stopSrc()
+		stopShared()
+	}
+}
+
 func newSource(t *testing.T, client *fake.Clientset) *apiserver.Source {
 	t.Helper()
 	src, err := apiserver.New(clientset.From(client), node, apiserver.Options{Logger: testr.New(t)})

@@ -1,18 +1,13 @@
 package apiserver_test
 
 import (
-	"context"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-
-	"github.com/nodekit/nodekit/kubeclient/clientset"
-	"github.com/nodekit/nodekit/sources/apiserver"
 )
 
 func withManagedFields(p *v1.Pod) *v1.Pod {
@@ -32,23 +27,7 @@ func TestManagedFieldsDropped(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				client := fake.NewClientset(withManagedFields(pod("a", "one")))
-				opts := apiserver.Options{Logger: testr.New(t)}
-				if mode == "shared" {
-					shared, err := apiserver.NewSharedPods(clientset.From(client), opts)
-					if err != nil {
-						t.Fatal(err)
-					}
-					ctx, cancel := context.WithCancel(t.Context())
-					done := make(chan error, 1)
-					go func() { done <- shared.Run(ctx) }()
-					defer func() { cancel(); <-done }()
-					opts.Shared = shared
-				}
-				src, err := apiserver.New(clientset.From(client), node, opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				snaps, stop := start(t, src)
+				src, snaps, stop := startMode(t, client, mode)
 				defer stop()
 				check := func(step string, want int) {
 					t.Helper()

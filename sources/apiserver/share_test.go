@@ -1,19 +1,14 @@
 package apiserver_test
 
 import (
-	"context"
 	"reflect"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-
-	"github.com/nodekit/nodekit/kubeclient/clientset"
-	"github.com/nodekit/nodekit/sources/apiserver"
 )
 
 // A new version of a pod that changes only its status shares the spec and
@@ -30,23 +25,7 @@ func TestVersionsShareUnchangedParts(t *testing.T) {
 				p.Annotations = map[string]string{"note": "x"}
 				p.Finalizers = []string{"f"}
 				client := fake.NewClientset(p)
-				opts := apiserver.Options{Logger: testr.New(t)}
-				if mode == "shared" {
-					shared, err := apiserver.NewSharedPods(clientset.From(client), opts)
-					if err != nil {
-						t.Fatal(err)
-					}
-					ctx, cancel := context.WithCancel(t.Context())
-					done := make(chan error, 1)
-					go func() { done <- shared.Run(ctx) }()
-					defer func() { cancel(); <-done }()
-					opts.Shared = shared
-				}
-				src, err := apiserver.New(clientset.From(client), node, opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				snaps, stop := start(t, src)
+				src, snaps, stop := startMode(t, client, mode)
 				defer stop()
 				held := func() *v1.Pod {
 					t.Helper()
