@@ -142,18 +142,6 @@ func runLoop(t *testing.T, l *leaseLoop) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // The Lease is created once, then renewed from the Lease last written: an
 // update every interval (10 s, up to 4 % later) and no read.
 func TestLeaseLoopRenewsFromTheCachedLease(t *testing.T) {
@@ -162,7 +150,7 @@ func TestLeaseLoopRenewsFromTheCachedLease(t *testing.T) {
 		l := newLeaseLoop(t, f)
 		stop := runLoop(t, l)
 		synctest.Wait()
-		if got := f.verbs(); !equal(got, []string{"get", "create"}) {
+		if got := f.verbs(); !slices.Equal(got, []string{"get", "create"}) {
 			t.Fatalf("first sync: %v, want get, create", got)
 		}
 		if d := *f.lease.Spec.LeaseDurationSeconds; d != 40 || *f.lease.Spec.HolderIdentity != "n1" || f.lease.Namespace != LeaseNamespace {
@@ -239,7 +227,7 @@ func TestLeaseLoopWaitsForTheOwner(t *testing.T) {
 		stop := runLoop(t, l)
 		defer stop()
 		synctest.Wait()
-		if got := f.verbs(); !equal(got, []string{"get"}) {
+		if got := f.verbs(); !slices.Equal(got, []string{"get"}) {
 			t.Fatalf("calls %v before registration, want one get", got)
 		}
 		mu.Lock()
@@ -247,7 +235,7 @@ func TestLeaseLoopWaitsForTheOwner(t *testing.T) {
 		mu.Unlock()
 		time.Sleep(10500 * time.Millisecond)
 		synctest.Wait()
-		if got := f.verbs(); !equal(got, []string{"get", "get", "create"}) {
+		if got := f.verbs(); !slices.Equal(got, []string{"get", "get", "create"}) {
 			t.Fatalf("calls %v, want get, get, create", got)
 		}
 		if refs := f.lease.OwnerReferences; len(refs) != 1 || refs[0].UID != "u1" {
@@ -277,7 +265,7 @@ func TestLeaseLoopConflictAndRepeatedFailure(t *testing.T) {
 		f.mu.Unlock()
 		time.Sleep(10500 * time.Millisecond)
 		synctest.Wait()
-		if got := f.verbs(); !equal(got, []string{"update", "get", "update"}) {
+		if got := f.verbs(); !slices.Equal(got, []string{"update", "get", "update"}) {
 			t.Errorf("after a conflict: %v, want update, get, update", got)
 		}
 		if hooks != 0 {
@@ -296,7 +284,7 @@ func TestLeaseLoopConflictAndRepeatedFailure(t *testing.T) {
 		time.Sleep(10500 * time.Millisecond)
 		synctest.Wait()
 		want := []string{"update", "update", "update", "update", "update", "get", "update", "update", "update", "update", "update"}
-		if got := f.verbs(); !equal(got, want) {
+		if got := f.verbs(); !slices.Equal(got, want) {
 			t.Errorf("updates failing: %v, want %v", got, want)
 		}
 		if hooks != 8 {

@@ -3,6 +3,7 @@ package periodic_test
 import (
 	"context"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,7 +64,7 @@ func TestGoCallsOnSchedule(t *testing.T) {
 				// Called at 1s (returns at 3s), 13s (15s), 25s: in flight.
 				synctest.Wait()
 				want := []time.Duration{time.Second, 13 * time.Second, 25 * time.Second}
-				if got := c.get(); !equal(got, want) {
+				if got := c.get(); !slices.Equal(got, want) {
 					t.Fatalf("calls at %v, want %v", got, want)
 				}
 				cancel()
@@ -89,18 +90,6 @@ func TestGoCallsOnSchedule(t *testing.T) {
 			})
 		})
 	}
-}
-
-func equal(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Many tasks on one Driver hold no goroutine between their calls: idle,
