@@ -38,14 +38,7 @@ func testScopedEvents(t *testing.T, filtered bool) {
 	}
 	a, b := runtime.WithIdentity(under, "a"), runtime.WithIdentity(under, "b")
 	ctx := t.Context()
-	events := make(chan *runtimeapi.ContainerEventResponse, 100)
-	ectx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	established := make(chan struct{})
-	go func() {
-		done <- b.(runtime.ContainerEventStreamer).GetContainerEvents(ectx, events, func(runtimeapi.RuntimeService_GetContainerEventsClient) { close(established) })
-	}()
-	<-established
+	events, stop := streamEvents(t, b)
 	synctest.Wait()
 	want := 1
 	if !filtered {
@@ -62,8 +55,7 @@ func testScopedEvents(t *testing.T, filtered bool) {
 		t.Fatal(err)
 	}
 	synctest.Wait()
-	cancel()
-	<-done
+	stop()
 	var got []string
 	for len(events) > 0 {
 		got = append(got, (<-events).ContainerId)
@@ -86,4 +78,19 @@ func streamGoroutines() int {
 		}
 	}
 	return n
+}
+
+// streamEvents streams rt's container events into the returned channel
+// (room for 100), once the stream is established; stop ends it.
+func streamEvents(t *testing.T, rt runtime.RuntimeService) (events chan *runtimeapi.ContainerEventResponse, stop func()) {
+	t.Helper()
+	events = make(chan *runtimeapi.ContainerEventResponse, 100)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	established := make(chan struct{})
+	go func() {
+		done <- rt.(runtime.ContainerEventStreamer).GetContainerEvents(ctx, events, func(runtimeapi.RuntimeService_GetContainerEventsClient) { close(established) })
+	}()
+	<-established
+	return events, func() { cancel(); <-done }
 }

@@ -33,14 +33,7 @@ func TestWithIdentity(t *testing.T) {
 	ctx := t.Context()
 
 	// b's event stream, to check that it hears nothing of a's pods.
-	events := make(chan *runtimeapi.ContainerEventResponse, 100)
-	ectx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	established := make(chan struct{})
-	go func() {
-		done <- b.(runtime.ContainerEventStreamer).GetContainerEvents(ectx, events, func(runtimeapi.RuntimeService_GetContainerEventsClient) { close(established) })
-	}()
-	<-established
+	events, stop := streamEvents(t, b)
 
 	cfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Uid: "u1", Namespace: "default"}, Labels: map[string]string{"x": "1"}}
 	sa, err := a.RunPodSandbox(ctx, cfg, "")
@@ -92,8 +85,7 @@ func TestWithIdentity(t *testing.T) {
 			t.Fatalf("b's events: %v, want two of sandbox %s", got, sb)
 		}
 	}
-	cancel()
-	<-done
+	stop()
 	for _, id := range got {
 		if id != sb {
 			t.Errorf("b heard of %s, not its own", id)

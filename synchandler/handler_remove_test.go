@@ -55,13 +55,7 @@ func (r *slowRuntime) Forget(uid types.UID) {
 // and a failed removal is reported without holding the others.
 func TestHousekeepingRemovesGonePodsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &slowRuntime{}
-		var want []types.UID
-		for i := range 4 * removeParallelism {
-			uid := types.UID(fmt.Sprintf("gone-%02d", i))
-			rt.pods = append(rt.pods, &runtime.Pod{ID: uid, Name: string(uid), Namespace: "default"})
-			want = append(want, uid)
-		}
+		rt, want := goneRuntime(4 * removeParallelism)
 		rt.pods = append(rt.pods, &runtime.Pod{ID: "bad", Name: "bad", Namespace: "default"})
 		h, err := New(Config{
 			Pods: podmanager.New(), Workers: &countingWorkers{}, Statuses: nopStatuses{}, Volumes: nopVolumes{},
@@ -97,13 +91,7 @@ func TestHousekeepingRemovesGonePodsAtOnce(t *testing.T) {
 // and a pod added again waits for its removal in flight.
 func TestHousekeepingRemovesOffTheLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &slowRuntime{}
-		var want []types.UID
-		for i := range 2 * removeParallelism {
-			uid := types.UID(fmt.Sprintf("gone-%02d", i))
-			rt.pods = append(rt.pods, &runtime.Pod{ID: uid, Name: string(uid), Namespace: "default"})
-			want = append(want, uid)
-		}
+		rt, want := goneRuntime(2 * removeParallelism)
 		h, stop := runRemover(t, rt)
 
 		start := time.Now()
@@ -199,4 +187,17 @@ func runRemover(t *testing.T, rt RuntimePods) (h *Handler, stop func()) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// goneRuntime is a slowRuntime holding n pods no one wants, gone-00 on,
+// whose UIDs it returns in order.
+func goneRuntime(n int) (*slowRuntime, []types.UID) {
+	rt := &slowRuntime{}
+	var uids []types.UID
+	for i := range n {
+		uid := types.UID(fmt.Sprintf("gone-%02d", i))
+		rt.pods = append(rt.pods, &runtime.Pod{ID: uid, Name: string(uid), Namespace: "default"})
+		uids = append(uids, uid)
+	}
+	return rt, uids
 }
