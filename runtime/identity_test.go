@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -204,6 +205,125 @@ func TestWithIdentityPassesConfigs(t *testing.T) {
 	} {
 		if !proto.Equal(c.got, c.want) {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// TestWithIdentityCopiesEveryField: every field of the configs the CRI
+// defines, set, reaches the runtime behind the scoped one, so that a
+// field the CRI adds is not dropped by the scoped runtime's copies.
+func TestWithIdentityCopiesEveryField(t *testing.T) {
+	rec := &recordingRuntime{}
+	rs := runtime.WithIdentity(rec, "a")
+	sandbox := &runtimeapi.PodSandboxConfig{}
+	container := &runtimeapi.ContainerConfig{}
+	fillFields(t, sandbox.ProtoReflect())
+	fillFields(t, container.ProtoReflect())
+	if _, err := rs.RunPodSandbox(t.Context(), sandbox, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.CreateContainer(t.Context(), "s", container, sandbox); err != nil {
+		t.Fatal(err)
+	}
+	wantSandbox := proto.Clone(sandbox).(*runtimeapi.PodSandboxConfig)
+	wantSandbox.Labels[runtime.LabelAgent] = "a"
+	wantContainer := proto.Clone(container).(*runtimeapi.ContainerConfig)
+	wantContainer.Labels[runtime.LabelAgent] = "a"
+	for _, c := range []struct {
+		name      string
+		got, want proto.Message
+	}{
+		{"RunPodSandbox's config", rec.sandbox, wantSandbox},
+		{"CreateContainer's config", rec.container, wantContainer},
+		{"CreateContainer's sandbox config", rec.sandboxOfContainer, wantSandbox},
+	} {
+		c.want.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+			if !c.got.ProtoReflect().Has(fd) {
+				t.Errorf("%s: field %s dropped", c.name, fd.Name())
+			}
+			return true
+		})
+		if !proto.Equal(c.got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// fillFields sets every field of m, and of none of its messages, to a
+// value other than its default, and adds an unknown field.
+func fillFields(t *testing.T, m protoreflect.Message) {
+	t.Helper()
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		switch {
+		case fd.IsMap():
+			m.Mutable(fd).Map().Set(protoreflect.ValueOfString("k").MapKey(), protoreflect.ValueOfString("v"))
+		case fd.IsList():
+			l := m.Mutable(fd).List()
+			if fd.Kind() == protoreflect.MessageKind {
+				l.Append(protoreflect.ValueOfMessage(l.NewElement().Message()))
+			} else {
+				l.Append(scalarValue(t, fd))
+			}
+		case fd.Kind() == protoreflect.MessageKind:
+			m.Mutable(fd)
+		default:
+			m.Set(fd, scalarValue(t, fd))
+		}
+	}
+	m.SetUnknown(protoreflect.RawFields{0xf8, 0x3e, 0x01}) // field 999, varint 1
+}
+
+func scalarValue(t *testing.T, fd protoreflect.FieldDescriptor) protoreflect.Value {
+	t.Helper()
+	switch fd.Kind() {
+	case protoreflect.BoolKind:
+		return protoreflect.ValueOfBool(true)
+	case protoreflect.EnumKind:
+		return protoreflect.ValueOfEnum(1)
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return protoreflect.ValueOfInt32(1)
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return protoreflect.ValueOfInt64(1)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return protoreflect.ValueOfUint32(1)
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return protoreflect.ValueOfUint64(1)
+	case protoreflect.FloatKind:
+		return protoreflect.ValueOfFloat32(1)
+	case protoreflect.DoubleKind:
+		return protoreflect.ValueOfFloat64(1)
+	case protoreflect.StringKind:
+		return protoreflect.ValueOfString("x")
+	case protoreflect.BytesKind:
+		return protoreflect.ValueOfBytes([]byte("x"))
+	}
+	t.Fatalf("field %s: kind %v not filled", fd.FullName(), fd.Kind())
+	return protoreflect.Value{}
+}
+
+// BenchmarkScopedCreateContainer is the scoped runtime's own cost of a
+// container's creation: the copies of its configs with the agent's label.
+func BenchmarkScopedCreateContainer(b *testing.B) {
+	rs := runtime.WithIdentity(&recordingRuntime{}, "a")
+	sandbox := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Uid: "u", Namespace: "ns"},
+		Hostname: "p", LogDirectory: "/var/log/pods/ns_p_u",
+		DnsConfig: &runtimeapi.DNSConfig{Servers: []string{"10.0.0.10"}},
+		Labels:    map[string]string{"io.kubernetes.pod.name": "p", "io.kubernetes.pod.namespace": "ns", "io.kubernetes.pod.uid": "u"},
+		Linux:     &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "/kubepods"},
+	}
+	container := &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "c"},
+		Image:    &runtimeapi.ImageSpec{Image: "busybox"}, Command: []string{"sleep"},
+		Labels:  map[string]string{"io.kubernetes.container.name": "c", "io.kubernetes.pod.name": "p", "io.kubernetes.pod.namespace": "ns", "io.kubernetes.pod.uid": "u"},
+		LogPath: "c/0.log",
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := rs.CreateContainer(b.Context(), "s", container, sandbox); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
