@@ -270,12 +270,41 @@ func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) bool {
 // it every minute. Different encodings are compared semantically (a
 // quantity may be spelt two ways).
 func sameStatus(a, b *v1.PodStatus) bool {
+	if plainlyDiffer(a, b) {
+		return false
+	}
 	ab, aerr := a.Marshal()
 	bb, berr := b.Marshal()
 	if aerr == nil && berr == nil && bytes.Equal(ab, bb) {
 		return true
 	}
 	return apiequality.Semantic.DeepEqual(*a, *b)
+}
+
+// plainlyDiffer reports whether a and b differ in a field that no
+// spelling makes equal (a string, a count, a condition's status), as most
+// changes of a pod's status do (Pending to Running at a start): neither
+// status is then encoded, nor compared by reflection. False says nothing.
+func plainlyDiffer(a, b *v1.PodStatus) bool {
+	if a.Phase != b.Phase || a.Reason != b.Reason || a.Message != b.Message || a.PodIP != b.PodIP ||
+		a.HostIP != b.HostIP || a.QOSClass != b.QOSClass || a.ObservedGeneration != b.ObservedGeneration ||
+		len(a.Conditions) != len(b.Conditions) || len(a.PodIPs) != len(b.PodIPs) || len(a.HostIPs) != len(b.HostIPs) ||
+		len(a.InitContainerStatuses) != len(b.InitContainerStatuses) || len(a.ContainerStatuses) != len(b.ContainerStatuses) ||
+		len(a.EphemeralContainerStatuses) != len(b.EphemeralContainerStatuses) {
+		return true
+	}
+	for i := range a.Conditions {
+		if ac, bc := &a.Conditions[i], &b.Conditions[i]; ac.Type != bc.Type || ac.Status != bc.Status || ac.Reason != bc.Reason {
+			return true
+		}
+	}
+	for i := range a.ContainerStatuses {
+		if ac, bc := &a.ContainerStatuses[i], &b.ContainerStatuses[i]; ac.Name != bc.Name || ac.Ready != bc.Ready ||
+			ac.RestartCount != bc.RestartCount || ac.ContainerID != bc.ContainerID {
+			return true
+		}
+	}
+	return false
 }
 
 // initialStatus is what a pod's first status merges with: the status the
