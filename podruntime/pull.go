@@ -253,6 +253,35 @@ type pullRecords struct {
 	// intents counts the pulls under way per image as written: an image
 	// present while the Manager pulls it counts as pulled by the Manager.
 	intents map[string]int
+	// repos holds the repository of each image name seen (repoOf), ""
+	// for a name that does not parse: every container start asks, and a
+	// node runs few images under many containers.
+	repos map[string]string
+}
+
+// maxRepos bounds pullRecords.repos; past it the map starts over.
+const maxRepos = 1024
+
+// repoOf returns the repository of image (credentials.Repository),
+// parsed once per name; false when it does not parse.
+func (r *pullRecords) repoOf(image string) (string, bool) {
+	r.mu.Lock()
+	repo, ok := r.repos[image]
+	r.mu.Unlock()
+	if ok {
+		return repo, repo != ""
+	}
+	repo, err := credentials.Repository(image)
+	if err != nil {
+		repo = ""
+	}
+	r.mu.Lock()
+	if r.repos == nil || len(r.repos) >= maxRepos {
+		r.repos = make(map[string]string)
+	}
+	r.repos[image] = repo
+	r.mu.Unlock()
+	return repo, repo != ""
 }
 
 // pullRecord is what pulled one image ID, per repository.
@@ -326,8 +355,8 @@ func (r *pullRecords) pulled(image, ref string, cred *credentials.Credential) {
 	if ref == "" {
 		return
 	}
-	repo, err := credentials.Repository(image)
-	if err != nil {
+	repo, ok := r.repoOf(image)
+	if !ok {
 		return
 	}
 	r.mu.Lock()
@@ -500,8 +529,8 @@ func (rr *repoRecord) addServiceAccount(sa credentials.ServiceAccountRef) {
 // Secret with the same login, or the same Secret with a new login) is
 // added to it.
 func (r *pullRecords) mustVerify(image, ref string, podCreds func() ([]credentials.Credential, error)) (bool, error) {
-	repo, err := credentials.Repository(image)
-	if err != nil {
+	repo, ok := r.repoOf(image)
+	if !ok {
 		return true, nil
 	}
 	r.mu.Lock()

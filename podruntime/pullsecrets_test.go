@@ -514,3 +514,44 @@ func TestPullRecordsPrune(t *testing.T) {
 		t.Errorf("%d records left, want 0", n)
 	}
 }
+
+// TestPullRecordsRepoOf: an image name is parsed once; a name that does
+// not parse is verified every time, from the first; and the names kept
+// are bounded.
+func TestPullRecordsRepoOf(t *testing.T) {
+	var r pullRecords
+	r.byRef, r.intents = map[string]*pullRecord{}, map[string]int{}
+	for range 2 {
+		if repo, ok := r.repoOf("busybox:1.36"); !ok || repo != "docker.io/library/busybox" {
+			t.Errorf("repoOf(busybox:1.36) = %q, %v", repo, ok)
+		}
+		// A bare image ID is not a name: a present image so named is
+		// verified (pulled) as before.
+		const id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+		if _, ok := r.repoOf(id); ok {
+			t.Error("an image ID parsed as a name")
+		}
+		if must, _ := r.mustVerify(id, "sha256:3", noCredentials); !must {
+			t.Error("an image whose name does not parse was not verified")
+		}
+	}
+	for i := range maxRepos + 10 {
+		r.repoOf(fmt.Sprintf("app-%d:1", i))
+	}
+	if len(r.repos) > maxRepos {
+		t.Errorf("%d image names kept, want at most %d", len(r.repos), maxRepos)
+	}
+}
+
+// BenchmarkMustVerifyPreloaded is a container start's check of a
+// preloaded image.
+func BenchmarkMustVerifyPreloaded(b *testing.B) {
+	var r pullRecords
+	r.byRef, r.intents = map[string]*pullRecord{}, map[string]int{}
+	b.ReportAllocs()
+	for b.Loop() {
+		if must, _ := r.mustVerify("busybox:1.36", "sha256:2", noCredentials); must {
+			b.Fatal("a preloaded image was verified")
+		}
+	}
+}
