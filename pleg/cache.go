@@ -113,10 +113,12 @@ func (c *StatusCache) GetNewerThan(ctx context.Context, uid types.UID, minTime t
 // the pod or its last read failed, and Await then returns nil if cond
 // holds. cond must not keep or change its argument.
 func (c *StatusCache) Await(ctx context.Context, uid types.UID, cond func(*runtime.PodStatus) bool) (*runtime.PodStatus, error) {
+	// One waiter for every turn: a wake-up took it off the pod's waiters
+	// and emptied its channel.
+	w := &waiter{any: true, ready: make(chan cacheEntry, 1)}
 	for {
 		// The waiter goes in before the entry is checked, so that a Set
 		// between the check and the wait is not missed.
-		w := &waiter{any: true, ready: make(chan cacheEntry, 1)}
 		c.mu.Lock()
 		e, ok := c.pods[uid]
 		if c.waiters == nil {

@@ -551,3 +551,27 @@ func TestCachePrune(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// BenchmarkCacheAwaitWakes is a sync's wait for the events of a start:
+// three statuses of the pod that do not show what it waits for, then one
+// that does.
+func BenchmarkCacheAwaitWakes(b *testing.B) {
+	c := NewCache()
+	st := statusNamed("p", "created")
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		_, err := c.Await(b.Context(), "p", func(*runtime.PodStatus) bool {
+			n++
+			if n < 4 {
+				// The waiter is in: the Set wakes it.
+				c.Set("p", st, nil, time.Now())
+				return false
+			}
+			return true
+		})
+		if err != nil || n != 4 {
+			b.Fatalf("Await = %v after %d checks", err, n)
+		}
+	}
+}
