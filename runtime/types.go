@@ -47,9 +47,12 @@ const (
 // container), in hex. The pod runtime records it in LabelContainerHash
 // and replaces a running container whose hash differs from its spec's.
 func HashContainer(c *v1.Container) string {
-	cp := c.DeepCopy()
+	// A shallow copy: only its Resources are replaced, and marshalling
+	// reads the rest as it is (every sync hashes every running container,
+	// and a deep copy cost as much as the JSON).
+	cp := *c
 	cp.Resources = v1.ResourceRequirements{}
-	data, err := json.Marshal(cp)
+	data, err := json.Marshal(&cp)
 	if err != nil {
 		// v1.Container always marshals; keep a stable value regardless.
 		data = []byte(c.Name)
