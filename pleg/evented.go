@@ -352,14 +352,13 @@ func (e *Evented) Run(ctx context.Context) error {
 
 	ch := make(chan *runtimeapi.ContainerEventResponse, e.opts.ChannelCapacity)
 	var wg sync.WaitGroup
-	wg.Go(func() { e.relistLoop(ctx) })
 	wg.Go(func() { e.streamLoop(ctx, ch) })
 	e.consume(ctx, ch)
 	wg.Wait()
 	return nil
 }
 
-// relistNow asks the relist loop for a relist at once.
+// relistNow asks the consumer for a relist at once.
 func (e *Evented) relistNow() {
 	select {
 	case e.kick <- struct{}{}:
@@ -367,28 +366,21 @@ func (e *Evented) relistNow() {
 	}
 }
 
-// relistLoop relists at once, then every period of the current mode, and
-// at once when asked (the stream failed or came up).
-func (e *Evented) relistLoop(ctx context.Context) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-e.kick:
-		}
-		if err := e.Relist(ctx); err != nil && ctx.Err() == nil {
-			e.g.errs.Error(err, "relist failed")
-		}
-		e.g.errs.Flush()
-		period := e.opts.RelistPeriod
-		if e.Streaming() {
-			period = e.opts.EventedRelistPeriod
-		}
-		timer.Reset(period)
+// relist relists, then arms timer for the period of the current mode.
+// The consumer calls it at once, then at each period and when asked (the
+// stream failed or came up): on its goroutine, which an idle agent's
+// PLEG shares between its events and its relists (one goroutine less per
+// agent); the events received meanwhile wait in their channel.
+func (e *Evented) relist(ctx context.Context, timer *time.Timer) {
+	if err := e.Relist(ctx); err != nil && ctx.Err() == nil {
+		e.g.errs.Error(err, "relist failed")
 	}
+	e.g.errs.Flush()
+	period := e.opts.RelistPeriod
+	if e.Streaming() {
+		period = e.opts.EventedRelistPeriod
+	}
+	timer.Reset(period)
 }
 
 // streamLoop opens the event stream again and again until ctx ends,
@@ -501,11 +493,13 @@ func (e *Evented) streamWorks(id uint64, now time.Time) {
 }
 
 // consume handles the CRI events, settles new streams, refreshes the
-// cache while the stream works, and retries what it owes pods, until ctx
-// ends.
+// cache while the stream works, retries what it owes pods, and relists
+// (see relist), until ctx ends.
 func (e *Evented) consume(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse) {
 	refresh := newRefreshTicks(e.cache, e.opts.CacheRefreshPeriod)
 	defer refresh.stop()
+	relist := time.NewTimer(0)
+	defer relist.Stop()
 	settle := time.NewTimer(0)
 	<-settle.C
 	defer settle.Stop()
@@ -552,6 +546,11 @@ func (e *Evented) consume(ctx context.Context, ch chan *runtimeapi.ContainerEven
 		case <-retry.C:
 			retryArmed = false
 			e.retryPending(ctx)
+		case <-relist.C:
+			e.relist(ctx, relist)
+		case <-e.kick:
+			relist.Stop()
+			e.relist(ctx, relist)
 		}
 		if len(e.pending) > 0 && !retryArmed {
 			retry.Reset(e.opts.RelistPeriod)

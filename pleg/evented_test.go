@@ -1,11 +1,13 @@
 package pleg
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -1054,6 +1056,49 @@ func TestEventedIdleRefreshesNothing(t *testing.T) {
 			default:
 				t.Fatalf("reader %d still waiting after 3s of streaming", i)
 			}
+		}
+	})
+}
+
+// TestEventedGoroutines: a running Evented holds two goroutines, its
+// consumer (which relists too) and the stream's.
+func TestEventedGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newEventedFixture(t, EventedOptions{}, nil)
+		time.Sleep(streamSettle)
+		synctest.Wait()
+		if !f.e.Streaming() {
+			t.Fatal("not streaming")
+		}
+		var buf bytes.Buffer
+		if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for g := range strings.SplitSeq(buf.String(), "\n\n") {
+			if strings.Contains(g, "pleg.(*Evented).Run") {
+				n++
+			}
+		}
+		if n != 2 {
+			t.Errorf("%d goroutines of Run, want 2", n)
+		}
+		// A relist still comes at once when asked, and at its period.
+		relists := func() uint64 {
+			f.e.wmu.Lock()
+			defer f.e.wmu.Unlock()
+			return uint64(f.e.relists)
+		}
+		before := relists()
+		f.e.relistNow()
+		synctest.Wait()
+		if relists() != before+1 {
+			t.Error("no relist when asked")
+		}
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if relists() != before+2 {
+			t.Errorf("%d relists in the evented period after one asked, want 1", relists()-before-1)
 		}
 	})
 }
