@@ -277,6 +277,7 @@ func wire(o Options) (*parts, error) {
 	}
 	p.health = runtimehealth.NewChecker(rm.Status, runtimehealth.Options{
 		Period:    o.RuntimeStatusPeriod,
+		Changes:   runtimehealth.StatusChanges(o.Runtime),
 		OnRecover: func() { keeper.RuntimeRecovered() },
 		Logger:    log,
 	})

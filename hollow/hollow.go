@@ -24,6 +24,11 @@
 // pod starts at once would otherwise have the Pending status a sync began
 // with written before its Running one.
 //
+// Their PLEG's channels (its events, and the runtime's events it
+// consumes) hold 256 events rather than the kubelet's 1000: a channel's
+// buffer is allocated whole, and the two were a tenth of an idle node's
+// memory; a burst that fills one is late by a relist period, not lost.
+//
 // Their directories (pod directories, image pull records, checkpoints)
 // are by default in a temporary directory on /dev/shm, a tmpfs, removed
 // by Stop: nothing in them outlives the nodes, and on a disk the file
@@ -58,7 +63,9 @@ import (
 	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podruntime"
+	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/sources/apiserver"
 )
@@ -189,6 +196,11 @@ func Start(ctx context.Context, cfg *rest.Config, n int, opts Options) (*Nodes, 
 		if opts.Configure != nil {
 			opts.Configure(i, &o)
 		}
+		if o.PLEG == nil && o.NodeServer == nil {
+			// Not with a node server, to which the agent's default
+			// PLEG reports its relists.
+			o.PLEG = newPLEG
+		}
 		agent, err := nodekit.New(o)
 		if err != nil {
 			ns.Stop()
@@ -237,6 +249,23 @@ func nodeOptions(name, dir string, client kubeclient.Interface, rt *runtimetest.
 		Logger:        opts.Logger,
 		StatusMaxHold: maxHold,
 	}
+}
+
+// plegCapacity is the capacity of a hollow node's PLEG channels (its
+// events, and the runtime's events it consumes), where a lone agent's,
+// as the kubelet's, hold 1000: a channel's buffer is allocated whole when
+// it is made, and the two held 8 KiB each, a tenth of an idle hollow
+// node's resident set. A node of 110 pods (the default MaxPods) starting
+// them all at once makes about 300 events; the events a full channel
+// drops are owed to their pods and sent again a relist period (1s) later
+// (package pleg), so a burst beyond it is late, not lost.
+const plegCapacity = 256
+
+// newPLEG is a hollow node's PLEG (nodekit.Options.PLEG, unless
+// Options.Configure sets one, or a NodeServer): the agent's default, the
+// evented PLEG, with channels of plegCapacity.
+func newPLEG(rt runtime.RuntimeService, st pleg.StatusGetter, c pleg.Cache, log logr.Logger) (pleg.EventGenerator, error) {
+	return pleg.NewAuto(rt, st, c, pleg.EventedOptions{Logger: log, ChannelCapacity: plegCapacity})
 }
 
 // waitReady polls the Nodes until every one is Ready.

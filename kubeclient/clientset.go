@@ -95,7 +95,7 @@ func NewForConfigAndClient(c *rest.Config, h *http.Client) (*Clientset, error) {
 	}
 	s := NewScheme()
 	codecs := serializer.NewCodecFactory(s)
-	params := runtime.NewParameterCodec(s)
+	params := &zeroParams{ParameterCodec: runtime.NewParameterCodec(s)}
 	client := func(gv schema.GroupVersion) (rest.Interface, error) {
 		gc := cfg
 		gc.GroupVersion = &gv

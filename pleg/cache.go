@@ -32,6 +32,15 @@ type StatusCache struct {
 	// entries that hold a failed read.
 	changes uint64
 	failed  int
+	// live: a PLEG that receives every change as it happens (the evented
+	// one while its stream works) keeps the cache current, so the
+	// readers of Pods, RunningContainers, NotRunning,
+	// EachRunningContainer and Changes take it as refreshed now (see
+	// SetLive).
+	live bool
+	// newerWaited receives a value when a GetNewerThan call starts
+	// waiting; nil until NewerWaited is first called.
+	newerWaited chan struct{}
 }
 
 type cacheEntry struct {
@@ -87,6 +96,12 @@ func (c *StatusCache) GetNewerThan(ctx context.Context, uid types.UID, minTime t
 		c.waiters = make(map[types.UID][]*waiter)
 	}
 	c.waiters[uid] = append(c.waiters[uid], w)
+	if c.newerWaited != nil {
+		select {
+		case c.newerWaited <- struct{}{}:
+		default:
+		}
+	}
 	c.mu.Unlock()
 
 	select {
@@ -145,6 +160,52 @@ func (c *StatusCache) Await(ctx context.Context, uid types.UID, cond func(*runti
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// NewerWaited returns a channel that receives a value when a
+// GetNewerThan call starts waiting: a PLEG that refreshes the cache only
+// for such readers (UpdateTime) waits on it rather than refreshing
+// periodically for none. Call it from the goroutine that receives.
+func (c *StatusCache) NewerWaited() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.newerWaited == nil {
+		c.newerWaited = make(chan struct{}, 1)
+	}
+	return c.newerWaited
+}
+
+// WaitingNewer reports whether a GetNewerThan call waits.
+func (c *StatusCache) WaitingNewer() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ws := range c.waiters {
+		for _, w := range ws {
+			if !w.any {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// SetLive tells whether the cache is live: its PLEG receives every change
+// of the runtime's pods as it happens and puts it in the cache at once
+// (the evented PLEG while its event stream works), so that it is current
+// without a refresh. While it is, Pods, RunningContainers, NotRunning,
+// EachRunningContainer and Changes take it as refreshed now, whatever
+// their since; GetNewerThan still waits for a status read or a refresh
+// after its minTime.
+func (c *StatusCache) SetLive(live bool) {
+	c.mu.Lock()
+	c.live = live
+	c.mu.Unlock()
+}
+
+// staleLocked reports whether the cache was not refreshed at or after
+// since and is not live.
+func (c *StatusCache) staleLocked(since time.Time) bool {
+	return !c.live && c.refreshed.Before(since)
 }
 
 // newerLocked returns the entry a reader waiting for minTime may take.
@@ -245,8 +306,8 @@ func (c *StatusCache) ReadAt(uid types.UID) (time.Time, bool) {
 
 // Pods returns what the runtime holds of every pod in the cache (all
 // containers and sandboxes, newest first, as podruntime.Manager.GetPods with
-// all set lists them, sorted by pod ID), provided the cache was refreshed
-// (UpdateTime) at or after since and holds no failed read. Otherwise it
+// all set lists them, sorted by pod ID), provided the cache is live
+// (SetLive) or was refreshed (UpdateTime) at or after since and holds no failed read. Otherwise it
 // returns false, and the caller lists the runtime itself. A PLEG of this
 // package puts every pod of the runtime in its cache, so while it keeps
 // the cache current, the runtime's pods can be read here without a call
@@ -254,7 +315,7 @@ func (c *StatusCache) ReadAt(uid types.UID) (time.Time, bool) {
 func (c *StatusCache) Pods(since time.Time) ([]*runtime.Pod, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.refreshed.Before(since) {
+	if c.staleLocked(since) {
 		return nil, false
 	}
 	out := make([]*runtime.Pod, 0, len(c.pods))
@@ -296,13 +357,13 @@ func (c *StatusCache) Pods(since time.Time) ([]*runtime.Pod, bool) {
 
 // RunningContainers returns the running containers of every pod in the
 // cache, as a CRI ListContainers filtered on the running state lists them
-// (ID, sandbox, name, image, state and creation time set), provided the cache was
-// refreshed at or after since and holds no failed read. Otherwise it
+// (ID, sandbox, name, image, state and creation time set), provided the cache is
+// live or was refreshed at or after since and holds no failed read. Otherwise it
 // returns false, and the caller lists the runtime itself.
 func (c *StatusCache) RunningContainers(since time.Time) ([]*runtimeapi.Container, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.refreshed.Before(since) || c.failed > 0 {
+	if c.staleLocked(since) || c.failed > 0 {
 		return nil, false
 	}
 	var out []*runtimeapi.Container
@@ -330,7 +391,7 @@ func (c *StatusCache) RunningContainers(since time.Time) ([]*runtimeapi.Containe
 // (ID, sandbox, metadata, the pod UID and container name labels, state
 // and creation time set), the containers and sandboxes of every pod in
 // the cache that has a container not running or a sandbox not ready,
-// provided the cache was refreshed at or after since and holds no failed
+// provided the cache is live or was refreshed at or after since and holds no failed
 // read; otherwise it returns false, and the caller lists the runtime
 // itself. A pod whose containers all run in ready sandboxes is left out:
 // a garbage collection has nothing of it to remove (package gc), and an
@@ -340,7 +401,7 @@ func (c *StatusCache) RunningContainers(since time.Time) ([]*runtimeapi.Containe
 func (c *StatusCache) NotRunning(since time.Time) (containers []*runtimeapi.Container, sandboxes []*runtimeapi.PodSandbox, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.refreshed.Before(since) || c.failed > 0 {
+	if c.staleLocked(since) || c.failed > 0 {
 		return nil, nil, false
 	}
 	for uid, e := range c.pods {
@@ -412,7 +473,7 @@ func criContainerState(s runtime.ContainerState) runtimeapi.ContainerState {
 func (c *StatusCache) EachRunningContainer(since time.Time, fn func(pod *runtime.PodStatus, cs *runtime.ContainerStatus)) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.refreshed.Before(since) || c.failed > 0 {
+	if c.staleLocked(since) || c.failed > 0 {
 		return false
 	}
 	for _, e := range c.pods {
@@ -495,7 +556,7 @@ func (c *StatusCache) Prune(keep func(types.UID) bool) []types.UID {
 func (c *StatusCache) Changes(since time.Time) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.changes, !c.refreshed.Before(since) && c.failed == 0
+	return c.changes, !c.staleLocked(since) && c.failed == 0
 }
 
 // UpdateTime records that every entry is valid as of timestamp, and wakes

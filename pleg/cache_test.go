@@ -575,3 +575,61 @@ func BenchmarkCacheAwaitWakes(b *testing.B) {
 		}
 	}
 }
+
+// TestCacheLive: a live cache is current for the readers that ask for a
+// refresh since a time, whatever the time; GetNewerThan still waits for
+// a newer status or a refresh, and NewerWaited tells when one waits.
+func TestCacheLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewCache()
+		waited := c.NewerWaited()
+		future := time.Now().Add(time.Hour)
+		if _, ok := c.Changes(future); ok {
+			t.Fatal("a cache never refreshed is current")
+		}
+		c.SetLive(true)
+		if _, ok := c.Changes(future); !ok {
+			t.Error("Changes: a live cache is not current")
+		}
+		if _, ok := c.Pods(future); !ok {
+			t.Error("Pods: a live cache is not current")
+		}
+		if _, ok := c.RunningContainers(future); !ok {
+			t.Error("RunningContainers: a live cache is not current")
+		}
+		if c.WaitingNewer() {
+			t.Fatal("WaitingNewer with no reader")
+		}
+		got := make(chan error, 1)
+		go func() {
+			_, err := c.GetNewerThan(t.Context(), "p", time.Now())
+			got <- err
+		}()
+		synctest.Wait()
+		select {
+		case <-waited:
+		default:
+			t.Fatal("NewerWaited not signalled for a waiting reader")
+		}
+		if !c.WaitingNewer() {
+			t.Fatal("no WaitingNewer with a reader waiting")
+		}
+		select {
+		case <-got:
+			t.Fatal("GetNewerThan released by a live cache without a refresh")
+		default:
+		}
+		time.Sleep(time.Second)
+		c.UpdateTime(time.Now())
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if c.WaitingNewer() {
+			t.Error("WaitingNewer after the reader was released")
+		}
+		c.SetLive(false)
+		if _, ok := c.Changes(future); ok {
+			t.Error("a cache no longer live is current")
+		}
+	})
+}

@@ -72,7 +72,15 @@
 // and sends ContainerStarted, ContainerDied and ContainerRemoved at once,
 // as the kubelet's evented PLEG does; a Generic inside it relists every 5
 // minutes as a safety net, and the Cache is declared current every 2
-// seconds. When the runtime answers Unimplemented (containerd 1.6), or the
+// seconds while a pod worker waits for a status newer than its last sync
+// (at the instants a 2 s ticker would, releasing it as the kubelet's
+// would), not at all while none waits: the kubelet's evented PLEG
+// refreshes its cache's time on a ticker whatever waits, and a thousand
+// idle agents in one process woke 500 times a second for it. While the
+// stream works a StatusCache is live (SetLive): the readers that list the
+// runtime's pods from it (housekeeping, the container collector) take it
+// as current without those refreshes, every change reaching it as it
+// happens. When the runtime answers Unimplemented (containerd 1.6), or the
 // stream fails 5 times in a row, it relists every second instead, logs the
 // switch once, retries the stream with a back-off up to 30 s, and goes
 // back to events once the stream works. A relist in evented mode (the

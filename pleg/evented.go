@@ -57,7 +57,12 @@ type EventedOptions struct {
 	// CacheRefreshPeriod is how often, while the event stream works, the
 	// Cache is declared up to date (Cache.UpdateTime), which releases pod
 	// workers waiting for a status newer than their last sync. Defaults
-	// to 2s, the kubelet's.
+	// to 2s, the kubelet's. With a StatusCache the refreshes come only
+	// while such a reader waits, at the instants of a ticker of this
+	// period started with the stream's consumer, and the cache is live
+	// (StatusCache.SetLive) while the stream works: an idle agent's PLEG
+	// does not wake every period to declare a cache current that no one
+	// waits on.
 	CacheRefreshPeriod time.Duration
 	// ChannelCapacity is the capacity of the Events channel and of the
 	// buffer of CRI events. Defaults to 1000.
@@ -347,14 +352,13 @@ func (e *Evented) Run(ctx context.Context) error {
 
 	ch := make(chan *runtimeapi.ContainerEventResponse, e.opts.ChannelCapacity)
 	var wg sync.WaitGroup
-	wg.Go(func() { e.relistLoop(ctx) })
 	wg.Go(func() { e.streamLoop(ctx, ch) })
 	e.consume(ctx, ch)
 	wg.Wait()
 	return nil
 }
 
-// relistNow asks the relist loop for a relist at once.
+// relistNow asks the consumer for a relist at once.
 func (e *Evented) relistNow() {
 	select {
 	case e.kick <- struct{}{}:
@@ -362,28 +366,21 @@ func (e *Evented) relistNow() {
 	}
 }
 
-// relistLoop relists at once, then every period of the current mode, and
-// at once when asked (the stream failed or came up).
-func (e *Evented) relistLoop(ctx context.Context) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-e.kick:
-		}
-		if err := e.Relist(ctx); err != nil && ctx.Err() == nil {
-			e.g.errs.Error(err, "relist failed")
-		}
-		e.g.errs.Flush()
-		period := e.opts.RelistPeriod
-		if e.Streaming() {
-			period = e.opts.EventedRelistPeriod
-		}
-		timer.Reset(period)
+// relist relists, then arms timer for the period of the current mode.
+// The consumer calls it at once, then at each period and when asked (the
+// stream failed or came up): on its goroutine, which an idle agent's
+// PLEG shares between its events and its relists (one goroutine less per
+// agent); the events received meanwhile wait in their channel.
+func (e *Evented) relist(ctx context.Context, timer *time.Timer) {
+	if err := e.Relist(ctx); err != nil && ctx.Err() == nil {
+		e.g.errs.Error(err, "relist failed")
 	}
+	e.g.errs.Flush()
+	period := e.opts.RelistPeriod
+	if e.Streaming() {
+		period = e.opts.EventedRelistPeriod
+	}
+	timer.Reset(period)
 }
 
 // streamLoop opens the event stream again and again until ctx ends,
@@ -419,6 +416,7 @@ func (e *Evented) streamLoop(ctx context.Context, ch chan *runtimeapi.ContainerE
 		e.mu.Lock()
 		wasUp := e.up
 		e.open, e.up = false, false
+		e.setLiveLocked(false)
 		// The next stream may come from another runtime: what its events
 		// carry is learned again.
 		e.statuses.Store(false)
@@ -481,6 +479,7 @@ func (e *Evented) streamWorks(id uint64, now time.Time) {
 	}
 	switched := !e.up
 	e.up = true
+	e.setLiveLocked(true)
 	e.lastStream = now
 	e.mu.Unlock()
 	if switched {
@@ -494,11 +493,13 @@ func (e *Evented) streamWorks(id uint64, now time.Time) {
 }
 
 // consume handles the CRI events, settles new streams, refreshes the
-// cache while the stream works, and retries what it owes pods, until ctx
-// ends.
+// cache while the stream works, retries what it owes pods, and relists
+// (see relist), until ctx ends.
 func (e *Evented) consume(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse) {
-	refresh := time.NewTicker(e.opts.CacheRefreshPeriod)
-	defer refresh.Stop()
+	refresh := newRefreshTicks(e.cache, e.opts.CacheRefreshPeriod)
+	defer refresh.stop()
+	relist := time.NewTimer(0)
+	defer relist.Stop()
 	settle := time.NewTimer(0)
 	<-settle.C
 	defer settle.Stop()
@@ -524,7 +525,10 @@ func (e *Evented) consume(ctx context.Context, ch chan *runtimeapi.ContainerEven
 			e.streamWorks(settleID, time.Now())
 		case ev := <-ch:
 			e.handleEvents(ctx, ev, ch)
-		case <-refresh.C:
+		case <-refresh.waited:
+			refresh.arm()
+		case <-refresh.c():
+			refresh.fired()
 			if e.Streaming() {
 				// Every event received so far is in the cache: handle the
 				// ones waiting, then declare the cache current.
@@ -536,14 +540,107 @@ func (e *Evented) consume(ctx context.Context, ch chan *runtimeapi.ContainerEven
 				}
 				e.cache.UpdateTime(ts)
 			}
+			// A reader that came meanwhile, or whose minTime the refresh
+			// did not pass, waits for the next.
+			refresh.rearm()
 		case <-retry.C:
 			retryArmed = false
 			e.retryPending(ctx)
+		case <-relist.C:
+			e.relist(ctx, relist)
+		case <-e.kick:
+			relist.Stop()
+			e.relist(ctx, relist)
 		}
 		if len(e.pending) > 0 && !retryArmed {
 			retry.Reset(e.opts.RelistPeriod)
 			retryArmed = true
 		}
+	}
+}
+
+// setLiveLocked tells a StatusCache whether the stream works: while it
+// does, every change reaches the cache as it happens (StatusCache.SetLive).
+func (e *Evented) setLiveLocked(live bool) {
+	if c, ok := e.cache.(interface{ SetLive(bool) }); ok {
+		c.SetLive(live)
+	}
+}
+
+// waitedCache is the capability of a Cache that tells when a reader waits
+// for a status newer than a time (StatusCache has it).
+type waitedCache interface {
+	NewerWaited() <-chan struct{}
+	WaitingNewer() bool
+}
+
+// refreshTicks are the instants the consumer refreshes the cache at: a
+// ticker's; with a waitedCache, the same instants (on the grid of a
+// ticker started with them) but only while a reader waits for a newer
+// status. Only the consumer's goroutine uses them.
+type refreshTicks struct {
+	period time.Duration
+	cache  waitedCache
+	// waited is the cache's NewerWaited, nil without a waitedCache.
+	waited <-chan struct{}
+	ticker *time.Ticker
+	start  time.Time
+	timer  *time.Timer
+	armed  bool
+}
+
+func newRefreshTicks(c Cache, period time.Duration) *refreshTicks {
+	t := &refreshTicks{period: period, start: time.Now()}
+	if wc, ok := c.(waitedCache); ok {
+		t.cache, t.waited = wc, wc.NewerWaited()
+		t.timer = time.NewTimer(period)
+		t.timer.Stop()
+		// A reader that waited before the consumer started.
+		t.rearm()
+		return t
+	}
+	t.ticker = time.NewTicker(period)
+	return t
+}
+
+// c is the channel of the next refresh, nil when none is armed.
+func (t *refreshTicks) c() <-chan time.Time {
+	if t.ticker != nil {
+		return t.ticker.C
+	}
+	if !t.armed {
+		return nil
+	}
+	return t.timer.C
+}
+
+// arm arms the timer for the next instant of the grid, unless armed.
+func (t *refreshTicks) arm() {
+	if t.timer == nil || t.armed {
+		return
+	}
+	now := time.Now()
+	k := now.Sub(t.start)/t.period + 1
+	t.timer.Reset(t.start.Add(k * t.period).Sub(now))
+	t.armed = true
+}
+
+// fired records that the armed timer fired.
+func (t *refreshTicks) fired() { t.armed = false }
+
+// rearm arms the timer if a reader still waits.
+func (t *refreshTicks) rearm() {
+	if t.cache != nil && t.cache.WaitingNewer() {
+		t.arm()
+	}
+}
+
+func (t *refreshTicks) stop() {
+	if t.ticker != nil {
+		t.ticker.Stop()
+	}
+	if t.timer != nil {
+		t.timer.Stop()
 	}
 }
 

@@ -1,11 +1,13 @@
 package pleg
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -1003,4 +1005,100 @@ func TestEventedPendingReleased(t *testing.T) {
 	if reflect.ValueOf(e.pending).UnsafePointer() == burst {
 		t.Error("the map of owed pods is the burst's: it keeps the room of 10,000 pods")
 	}
+}
+
+// TestEventedIdleRefreshesNothing: with no reader waiting for a newer
+// status, the streaming PLEG never declares its cache current (it wakes
+// for nothing), and the cache is live meanwhile, current for its
+// readers; a reader that waits is released at the instant of the
+// 2 s grid a ticker would have, the same as before, and a second one
+// later too.
+func TestEventedIdleRefreshesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := newEventedFixture(t, EventedOptions{EventedRelistPeriod: time.Hour, EventedRelistThreshold: 2 * time.Hour}, nil)
+		time.Sleep(streamSettle)
+		synctest.Wait()
+		if !f.e.Streaming() {
+			t.Fatal("not streaming")
+		}
+		refreshed := func() time.Time {
+			f.cache.mu.Lock()
+			defer f.cache.mu.Unlock()
+			return f.cache.refreshed
+		}
+		before := refreshed()
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if got := refreshed(); !got.Equal(before) {
+			t.Fatalf("refreshed at %v with no reader waiting (was %v)", got.Sub(start), before.Sub(start))
+		}
+		if _, ok := f.cache.Changes(time.Now()); !ok {
+			t.Fatal("the cache of a working stream is not current for its readers")
+		}
+		for i := range 2 {
+			time.Sleep(700 * time.Millisecond)
+			lastSync := time.Now()
+			got := make(chan time.Time, 1)
+			go func() {
+				_, _ = f.cache.GetNewerThan(t.Context(), "quiet-pod", lastSync)
+				got <- time.Now()
+			}()
+			time.Sleep(3 * time.Second)
+			synctest.Wait()
+			select {
+			case at := <-got:
+				// The ticker's instants: start + k*2s (the consumer
+				// starts with the fixture, in the bubble's fake time).
+				if off := at.Sub(start) % (2 * time.Second); off != 0 || at.Sub(lastSync) > 2*time.Second {
+					t.Errorf("reader %d released %v after it waited, %v off the 2s grid", i, at.Sub(lastSync), off)
+				}
+			default:
+				t.Fatalf("reader %d still waiting after 3s of streaming", i)
+			}
+		}
+	})
+}
+
+// TestEventedGoroutines: a running Evented holds two goroutines, its
+// consumer (which relists too) and the stream's.
+func TestEventedGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newEventedFixture(t, EventedOptions{}, nil)
+		time.Sleep(streamSettle)
+		synctest.Wait()
+		if !f.e.Streaming() {
+			t.Fatal("not streaming")
+		}
+		var buf bytes.Buffer
+		if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for g := range strings.SplitSeq(buf.String(), "\n\n") {
+			if strings.Contains(g, "pleg.(*Evented).Run") {
+				n++
+			}
+		}
+		if n != 2 {
+			t.Errorf("%d goroutines of Run, want 2", n)
+		}
+		// A relist still comes at once when asked, and at its period.
+		relists := func() uint64 {
+			f.e.wmu.Lock()
+			defer f.e.wmu.Unlock()
+			return uint64(f.e.relists)
+		}
+		before := relists()
+		f.e.relistNow()
+		synctest.Wait()
+		if relists() != before+1 {
+			t.Error("no relist when asked")
+		}
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if relists() != before+2 {
+			t.Errorf("%d relists in the evented period after one asked, want 1", relists()-before-1)
+		}
+	})
 }

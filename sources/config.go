@@ -161,7 +161,7 @@ func (c *Config) Run(ctx context.Context) error {
 	c.mu.Unlock()
 
 	var wg sync.WaitGroup
-	for _, s := range srcs {
+	for i, s := range srcs {
 		ch := make(chan []*v1.Pod)
 		done := make(chan struct{})
 		wg.Go(func() {
@@ -174,6 +174,13 @@ func (c *Config) Run(ctx context.Context) error {
 				c.log.Info("source stopped before the end", "source", s.name)
 			}
 		})
+		if i == len(srcs)-1 {
+			// The last source's snapshots are merged on Run's own
+			// goroutine, which would only wait otherwise: one goroutine
+			// less per agent (most have one source).
+			c.receive(ctx, s.name, ch, done)
+			break
+		}
 		wg.Go(func() { c.receive(ctx, s.name, ch, done) })
 	}
 	wg.Wait()

@@ -10,6 +10,9 @@
 //     through a channel of capacity 1, so any number of changes made
 //     before it runs go out as one write, the latest. A resync every 10 s
 //     writes what is still unwritten (failed writes) and what drifted;
+//     while the Manager holds no pod's status it has nothing to resync
+//     and its writer does not wake (the kubelet's ticks for nothing: a
+//     thousand idle agents in one process woke 100 times a second);
 //   - a pod start is one write. The kubelet writes a status in each pass
 //     of its status manager: Pending when its first sync begins, then
 //     Running after the PLEG saw the containers start, two writes when

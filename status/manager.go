@@ -146,6 +146,8 @@ type Manager struct {
 	running atomic.Bool
 
 	gets, patches, deletes, conflicts, failures atomic.Uint64
+	// resyncs counts the writer's resync passes.
+	resyncs atomic.Uint64
 }
 
 // entry is one pod's status and what the writer did with it. All fields

@@ -23,7 +23,9 @@ const maxAttempts = 3
 // Run writes the statuses to the API server until ctx ends, then returns
 // nil. It is the manager's only writer: one goroutine (the caller's),
 // woken by SetPodStatus (after WriteDelay), by the end of a Hold and every
-// ResyncPeriod; a pod held waits for its Hold to end. For each
+// ResyncPeriod while it holds a pod's status (with none there is nothing
+// to resync, and an idle node's writer does not wake: the kubelet's ticks
+// for nothing); a pod held waits for its Hold to end. For each
 // pod to write it takes the pod as last read or written, or as given to
 // SetPodStatus when that is an API object, and reads it (a static pod's
 // mirror pod) when it has neither; it skips it if
@@ -48,6 +50,13 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.log.V(1).Info("Writing pod statuses to the API server", "resyncPeriod", m.opts.ResyncPeriod)
 	resync := time.NewTicker(m.opts.ResyncPeriod)
 	defer resync.Stop()
+	// resyncC is resync's channel, nil while the ticker is stopped for
+	// want of pods; a SetPodStatus, which wakes the writer, starts it.
+	resyncC := resync.C
+	if m.empty() {
+		resync.Stop()
+		resyncC = nil
+	}
 	// held fires when the first Hold of a pod left unwritten ends
 	// (Options.MaxHold); nil when none waits.
 	var held <-chan time.Time
@@ -63,6 +72,10 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-m.wake:
+			if resyncC == nil {
+				resync.Reset(m.opts.ResyncPeriod)
+				resyncC = resync.C
+			}
 			if m.opts.WriteDelay > 0 {
 				t := time.NewTimer(m.opts.WriteDelay)
 				select {
@@ -75,8 +88,13 @@ func (m *Manager) Run(ctx context.Context) error {
 			next = m.syncBatch(ctx, false)
 		case <-held:
 			next = m.syncBatch(ctx, false)
-		case <-resync.C:
+		case <-resyncC:
+			m.resyncs.Add(1)
 			next = m.syncBatch(ctx, true)
+			if m.empty() {
+				resync.Stop()
+				resyncC = nil
+			}
 		}
 		if heldTimer != nil {
 			heldTimer.Stop()
@@ -87,6 +105,13 @@ func (m *Manager) Run(ctx context.Context) error {
 			held = heldTimer.C
 		}
 	}
+}
+
+// empty reports whether the manager holds no pod's status.
+func (m *Manager) empty() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.pods) == 0
 }
 
 // syncBatch writes the dirty pods and, with all, every pod whose status

@@ -788,3 +788,39 @@ func TestAPIServerDownLogsOnceAMinute(t *testing.T) {
 		}
 	})
 }
+
+// TestResyncIdleWithoutPods: with no pod's status held the writer has
+// nothing to resync and does not wake; the first status starts the
+// resyncs, every ResyncPeriod, and they stop once the pod is forgotten.
+func TestResyncIdleWithoutPods(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := statustest.NewFakeAPI(boundPod("web", "uid-web"))
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
+		defer run(t, m)()
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if n := m.resyncs.Load(); n != 0 {
+			t.Fatalf("%d resyncs with no pod, want 0", n)
+		}
+		pod := f.Pod("default", "web")
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
+		synctest.Wait()
+		time.Sleep(3*DefaultResyncPeriod + time.Second)
+		synctest.Wait()
+		if n := m.resyncs.Load(); n != 3 {
+			t.Fatalf("%d resyncs over 3 periods with a pod, want 3", n)
+		}
+		m.RemoveOrphans(nil)
+		time.Sleep(DefaultResyncPeriod)
+		synctest.Wait()
+		n := m.resyncs.Load()
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if got := m.resyncs.Load(); got != n {
+			t.Errorf("%d resyncs once the pod was forgotten, want none", got-n)
+		}
+		if ps := len(f.PodActions("patch")); ps != 1 {
+			t.Errorf("%d PATCHes, want 1", ps)
+		}
+	})
+}

@@ -267,7 +267,10 @@ type changeCounter interface {
 	changes() (uint64, bool)
 }
 
-var _ syncloop.SyncHandler = (*Handler)(nil)
+var (
+	_ syncloop.SyncHandler         = (*Handler)(nil)
+	_ syncloop.HousekeepingSettler = (*Handler)(nil)
+)
 
 // New checks c and returns a Handler over its parts.
 func New(c Config) (*Handler, error) {
@@ -681,6 +684,28 @@ func (h *Handler) HandlePodCleanups(ctx context.Context) error {
 	h.cleaned.key, h.cleaned.at = key, now
 	h.mu.Unlock()
 	return err
+}
+
+// HousekeepingSettled reports whether a housekeeping pass now would find
+// nothing to do (syncloop.HousekeepingSettler): the last pass succeeded,
+// nothing it depends on changed since, and no removal of runtime objects
+// it queued is pending (whose end changes the runtime's pods). The sync
+// loop then stops its 2 s housekeeping ticks until a message comes (see
+// package syncloop): what makes work for housekeeping reaches the loop as
+// one (a configuration update, a PLEG event, the end of a pod's worker),
+// and what changes out of its sight is found at the loop's idle tick,
+// every minute, the fullCleanupPeriod of a pass in full.
+func (h *Handler) HousekeepingSettled() bool {
+	key, comparable := h.cleanupKey()
+	if !comparable {
+		return false
+	}
+	h.rm.mu.Lock()
+	pending := len(h.rm.pending) > 0
+	h.rm.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !pending && h.cleaned.ok && h.cleaned.key == key
 }
 
 // cleanupKey reads what housekeeping depends on; false when a part

@@ -418,3 +418,69 @@ func TestHousekeepingPrunesTheCache(t *testing.T) {
 		t.Errorf("runtime manager forgot (-want +got):\n%s", diff)
 	}
 }
+
+// TestHousekeepingSettled: the handler tells the sync loop that a pass
+// would find nothing to do only after a pass that succeeded, with nothing
+// it depends on changed since and no removal pending, and never when a
+// part cannot count its changes.
+func TestHousekeepingSettled(t *testing.T) {
+	ctx := t.Context()
+	w := &countingWorkers{}
+	rt := &countingRuntime{current: true}
+	h := newCountingHandler(t, w, rt)
+	settled := func(name string, want bool) {
+		t.Helper()
+		if got := h.HousekeepingSettled(); got != want {
+			t.Fatalf("%s: settled %v, want %v", name, got, want)
+		}
+	}
+	pass := func() {
+		t.Helper()
+		_ = h.HandlePodCleanups(ctx)
+	}
+	settled("before the first pass", false)
+	pass()
+	settled("after the first pass", true)
+
+	h.HandlePodAdditions(ctx, []*v1.Pod{idlePod(1)})
+	settled("pod added", false)
+	pass()
+	settled("after the addition's pass", true)
+
+	w.end("uid-1")
+	settled("worker ended", false)
+	pass()
+	settled("after the end's pass", true)
+
+	rt.count++
+	settled("runtime pods changed", false)
+	pass()
+	settled("after the runtime's pass", true)
+
+	rt.count++
+	rt.err = errors.New("runtime down")
+	pass()
+	settled("after a failed pass", false)
+	rt.err = nil
+	pass()
+	settled("after the recovery", true)
+
+	// A removal queued and not yet done.
+	h.rm.mu.Lock()
+	h.rm.pending = map[types.UID]chan struct{}{"uid-2": make(chan struct{})}
+	h.rm.mu.Unlock()
+	settled("removal pending", false)
+	h.rm.mu.Lock()
+	h.rm.doneLocked("uid-2")
+	h.rm.mu.Unlock()
+	settled("removal done", true)
+
+	rt.current = false
+	settled("runtime pods not from a current cache", false)
+
+	u := newCountingHandler(t, uncountedWorkers{&countingWorkers{}}, &countingRuntime{current: true})
+	_ = u.HandlePodCleanups(ctx)
+	if u.HousekeepingSettled() {
+		t.Fatal("settled with workers that cannot count their changes")
+	}
+}

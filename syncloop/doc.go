@@ -43,6 +43,21 @@
 // where the kubelet leaves its containers and sandbox to the container
 // garbage collector (every minute).
 //
+// With a handler that tells when housekeeping has nothing to do
+// (HousekeepingSettler: synchandler.Handler, through nodekit's wrapping),
+// the loop stops its 2 s housekeeping ticks after a pass that leaves it
+// so, but for one a minute (Config.HousekeepingIdlePeriod), until any
+// other message arrives: a configuration update, a PLEG event, work, a
+// probe result or HousekeepingDue, which are what make work for
+// housekeeping; the ticks then come every 2 s again from that message on.
+// The kubelet wakes every 2 s whatever happens. A pass finds the same
+// leftovers as the kubelet's within 2 s of what made them, as long as
+// that reached the loop; what changes out of its sight (a mirror pod the
+// API server lost, a directory someone else left) waits for the idle
+// tick, as the handler's passes in full once a minute did already. This
+// is what lets an idle agent's loop sleep: a thousand hollow nodes in one
+// process woke 500 times a second for passes that found nothing.
+//
 // A housekeeping pass that fails, or a runtime that stays unhealthy, is
 // logged once, then at most once a minute with the count of the lines not
 // logged ("suppressed"), rather than on every pass: the kubelet logs each.

@@ -39,6 +39,24 @@ type SyncHandler interface {
 	HandlePodCleanups(ctx context.Context) error
 }
 
+// HousekeepingSettler is the optional capability of a SyncHandler that
+// tells when a housekeeping pass would find nothing to do
+// (synchandler.Handler has it; a handler that wraps another forwards it
+// only if what its own HandlePodCleanups does depends on nothing else).
+// While it says so after a housekeeping tick, the loop stops its
+// housekeeping ticks, but for one every Config.HousekeepingIdlePeriod,
+// until any other message arrives; it then ticks at HousekeepingPeriod
+// again, from that message on.
+type HousekeepingSettler interface {
+	// HousekeepingSettled reports whether a pass now would find nothing
+	// to do, and would keep finding nothing until something changes that
+	// reaches the loop as a message (a configuration update, a PLEG
+	// event, work, a probe result, an extra channel's value,
+	// HousekeepingDue). What changes out of the loop's sight waits for
+	// the next idle tick.
+	HousekeepingSettled() bool
+}
+
 // PodGetter finds the pod a runtime event or probe result concerns.
 type PodGetter interface {
 	GetPodByUID(uid types.UID) (*v1.Pod, bool)
@@ -113,6 +131,11 @@ type Config struct {
 	// after a long pass (see housekeepingRest). Defaults to nil: passes
 	// at the ticks only.
 	HousekeepingDue <-chan struct{}
+	// HousekeepingIdlePeriod is the housekeeping tick while a handler
+	// that is a HousekeepingSettler says a pass would find nothing to do.
+	// Defaults to 1m; at most half of HealthyThreshold, as the idle loop
+	// completes an iteration at each.
+	HousekeepingIdlePeriod time.Duration
 	// HealthyThreshold: Healthy fails when an iteration has not completed
 	// for this long. Defaults to max(2*SyncFrequency(1m), 5m) = 5m, as the
 	// kubelet.
@@ -144,6 +167,13 @@ type Loop struct {
 	lastPass time.Time
 	due      *time.Timer
 	dueArmed bool
+	// housekeeping is the housekeeping ticker, at HousekeepingPeriod, or
+	// at HousekeepingIdlePeriod while settled; settler is the handler as
+	// a HousekeepingSettler, nil when it is not one. Only the loop's
+	// goroutine uses them.
+	housekeeping *time.Ticker
+	settler      HousekeepingSettler
+	settled      bool
 }
 
 // housekeepingRest is how many times its own duration housekeeping rests
@@ -191,8 +221,14 @@ func (c *Config) setDefaults() error {
 	if c.HealthyThreshold == 0 {
 		c.HealthyThreshold = 5 * time.Minute
 	}
-	if c.SyncPeriod < 0 || c.HousekeepingPeriod < 0 || c.HealthyThreshold < 0 {
+	if c.HousekeepingIdlePeriod == 0 {
+		c.HousekeepingIdlePeriod = min(time.Minute, c.HealthyThreshold/2)
+	}
+	if c.SyncPeriod < 0 || c.HousekeepingPeriod < 0 || c.HealthyThreshold < 0 || c.HousekeepingIdlePeriod < 0 {
 		return errors.New("syncloop: periods must be positive")
+	}
+	if c.HousekeepingIdlePeriod > c.HealthyThreshold/2 {
+		return fmt.Errorf("syncloop: HousekeepingIdlePeriod %s is over half of HealthyThreshold %s", c.HousekeepingIdlePeriod, c.HealthyThreshold)
 	}
 	for i, ch := range c.Extra {
 		if ch.C == nil {
@@ -251,8 +287,10 @@ func (l *Loop) Run(ctx context.Context) error {
 	}
 	ticks := newSyncTicks(l.cfg.Work, l.cfg.SyncPeriod)
 	defer ticks.stop()
-	housekeeping := time.NewTicker(l.cfg.HousekeepingPeriod)
-	defer housekeeping.Stop()
+	l.housekeeping = time.NewTicker(l.cfg.HousekeepingPeriod)
+	defer l.housekeeping.Stop()
+	l.settler, _ = l.h.(HousekeepingSettler)
+	l.settled = false
 	l.due = time.NewTimer(time.Hour)
 	l.due.Stop()
 	defer l.due.Stop()
@@ -284,7 +322,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 			backOff = backOffBase
 		}
-		cont, err := l.iteration(ctx, ticks.arm(), ticks.earlier, woken, housekeeping.C, extra)
+		cont, err := l.iteration(ctx, ticks.arm(), ticks.earlier, woken, l.housekeeping.C, extra)
 		if err != nil {
 			return err
 		}
@@ -392,6 +430,19 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // iteration waits for one message and handles it. It reports false when
 // ctx ended.
 func (l *Loop) iteration(ctx context.Context, syncCh <-chan time.Time, earlier, woken <-chan struct{}, housekeepingCh <-chan time.Time, extra <-chan extraMsg) (bool, error) {
+	// tick: this iteration was a housekeeping tick; idle: it handled
+	// nothing (a sync tick with no work due); any other message ends a
+	// settled spell.
+	tick, idle := false, false
+	defer func() {
+		switch {
+		case ctx.Err() != nil, idle:
+		case tick:
+			l.settle()
+		default:
+			l.unsettle()
+		}
+	}()
 	select {
 	case <-ctx.Done():
 		return false, nil
@@ -417,9 +468,9 @@ func (l *Loop) iteration(ctx context.Context, syncCh <-chan time.Time, earlier, 
 		}
 
 	case <-syncCh:
-		l.syncWork(ctx)
+		idle = !l.syncWork(ctx)
 	case <-woken:
-		l.syncWork(ctx)
+		idle = !l.syncWork(ctx)
 
 	case u := <-l.cfg.Liveness:
 		// Only a failure needs the pod synced (to restart the container).
@@ -438,6 +489,7 @@ func (l *Loop) iteration(ctx context.Context, syncCh <-chan time.Time, earlier, 
 		}
 
 	case <-housekeepingCh:
+		tick = true
 		l.housekeep(ctx)
 	case <-l.cfg.HousekeepingDue:
 		// Run at once when it may, else once it may (unless a tick comes
@@ -461,6 +513,36 @@ func (l *Loop) iteration(ctx context.Context, syncCh <-chan time.Time, earlier, 
 		l.housekeep(ctx)
 	}
 	return true, nil
+}
+
+// settle slows the housekeeping ticks to HousekeepingIdlePeriod when the
+// handler says a pass would find nothing to do: an idle agent's loop then
+// wakes once a period rather than every 2 s.
+// A pass at an idle tick that leaves work (a failure) brings the ticks
+// back to HousekeepingPeriod.
+func (l *Loop) settle() {
+	if l.settler == nil || l.housekeeping == nil {
+		return
+	}
+	if !l.settler.HousekeepingSettled() {
+		l.unsettle()
+		return
+	}
+	if !l.settled {
+		l.settled = true
+		l.housekeeping.Reset(l.cfg.HousekeepingIdlePeriod)
+	}
+}
+
+// unsettle brings the housekeeping ticks back to HousekeepingPeriod, the
+// first a period from now, after a message that may have made work for
+// housekeeping.
+func (l *Loop) unsettle() {
+	if !l.settled {
+		return
+	}
+	l.settled = false
+	l.housekeeping.Reset(l.cfg.HousekeepingPeriod)
 }
 
 // dueC is the channel of the timer of a pass HousekeepingDue asked for;
@@ -518,14 +600,16 @@ func (l *Loop) handleUpdate(ctx context.Context, u sources.PodUpdate) {
 	}
 }
 
-// syncWork syncs the pods whose work is due.
-func (l *Loop) syncWork(ctx context.Context) {
+// syncWork syncs the pods whose work is due; false when none was.
+func (l *Loop) syncWork(ctx context.Context) bool {
 	if l.cfg.Work == nil {
-		return
+		return false
 	}
-	if pods := l.pods(l.cfg.Work.GetWork()); len(pods) > 0 {
+	pods := l.pods(l.cfg.Work.GetWork())
+	if len(pods) > 0 {
 		l.h.HandlePodSyncs(ctx, pods)
 	}
+	return len(pods) > 0
 }
 
 func (l *Loop) syncProbed(ctx context.Context, u probe.Update, kind string) {

@@ -627,3 +627,97 @@ func TestLoopHousekeepingDue(t *testing.T) {
 		})
 	}
 }
+
+// settledCleanups is a HousekeepingSettler whose passes settle once
+// work is false.
+type settledCleanups struct {
+	timedCleanups
+	work bool
+}
+
+func (c *settledCleanups) HousekeepingSettled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.work
+}
+
+func (c *settledCleanups) setWork(w bool) {
+	c.mu.Lock()
+	c.work = w
+	c.mu.Unlock()
+}
+
+// TestLoopHousekeepingSettled checks that an idle loop whose handler says
+// housekeeping has nothing to do wakes only once per
+// HousekeepingIdlePeriod, that any message brings the 2 s ticks back from
+// that message on, and that a pass at an idle tick that leaves work
+// brings them back too; a handler that cannot tell keeps the ticks.
+func TestLoopHousekeepingSettled(t *testing.T) {
+	const s = time.Second
+	synctest.Test(t, func(t *testing.T) {
+		h := &settledCleanups{timedCleanups: timedCleanups{start: time.Now()}}
+		updates := make(chan sources.PodUpdate)
+		l, err := New(h, Config{Pods: podMap{}, Updates: updates, SourcesReady: func() bool { return true }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- l.Run(ctx) }()
+		at := func(d time.Duration) {
+			time.Sleep(time.Until(h.start.Add(d)))
+			synctest.Wait()
+		}
+		// Settled after the first tick: ten minutes of idle make ten
+		// passes more, not 300.
+		at(10*time.Minute + 3*s)
+		want := []time.Duration{2 * s}
+		for i := 1; i <= 10; i++ {
+			want = append(want, 2*s+time.Duration(i)*time.Minute)
+		}
+		if diff := cmp.Diff(want, h.passes()); diff != "" {
+			t.Fatalf("idle passes (-want +got):\n%s", diff)
+		}
+		// A message: ticks every 2 s from it until a pass settles.
+		h.setWork(true)
+		updates <- sources.PodUpdate{Op: sources.Add}
+		synctest.Wait()
+		at(10*time.Minute + 8*s)
+		h.setWork(false)
+		at(10*time.Minute + 14*s)
+		want = append(want, 10*time.Minute+5*s, 10*time.Minute+7*s, 10*time.Minute+9*s)
+		if diff := cmp.Diff(want, h.passes()); diff != "" {
+			t.Fatalf("passes after a message (-want +got):\n%s", diff)
+		}
+		// Work appears out of the loop's sight: the idle tick's pass sees
+		// it and the 2 s ticks come back.
+		h.setWork(true)
+		at(11*time.Minute + 14*s)
+		want = append(want, 11*time.Minute+9*s, 11*time.Minute+11*s, 11*time.Minute+13*s)
+		if diff := cmp.Diff(want, h.passes()); diff != "" {
+			t.Fatalf("passes after an idle tick found work (-want +got):\n%s", diff)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Without the capability, every 2 s.
+	synctest.Test(t, func(t *testing.T) {
+		h := &timedCleanups{start: time.Now()}
+		l, err := New(h, Config{Pods: podMap{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- l.Run(ctx) }()
+		time.Sleep(time.Minute + s)
+		synctest.Wait()
+		if n := len(h.passes()); n != 30 {
+			t.Errorf("%d passes in a minute, want 30", n)
+		}
+		cancel()
+		<-done
+	})
+}

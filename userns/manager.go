@@ -96,8 +96,8 @@ type Options struct {
 	// pods. Defaults to 110.
 	MaxPods int
 	// CleanupPeriod is how often Run releases the mappings of pods whose
-	// directory was removed. Defaults to 2s, the kubelet's housekeeping
-	// period.
+	// directory was removed, while a pod holds one. Defaults to 2s, the
+	// kubelet's housekeeping period.
 	CleanupPeriod time.Duration
 	// Clock drives Run. Defaults to the real clock.
 	Clock clock.WithTicker
@@ -126,6 +126,9 @@ type Manager struct {
 	ready  bool
 	pool   pool
 	usedBy map[types.UID]Mapping
+	// used receives a value when a pod got a mapping, which Run then
+	// watches; nil when Run does not run.
+	used chan struct{}
 	// initErr is the last failure to get ready that Run logged.
 	initErr string
 }
@@ -172,21 +175,49 @@ func New(opts Options) (*Manager, error) {
 // Run makes the Manager ready (a failure is logged and tried again at
 // each period) and then releases, every CleanupPeriod, the mapping of
 // each pod whose mapping file is gone: the pod's directory was cleaned
-// up. It returns nil when ctx ends.
+// up. While no pod holds a mapping (no pod has hostUsers: false, as on
+// most nodes) it has nothing to release and does not wake, where the
+// kubelet's housekeeping looks every 2 s; the first mapping starts the
+// periods again. It returns nil when ctx ends.
 func (m *Manager) Run(ctx context.Context) error {
-	t := m.opts.Clock.NewTicker(m.opts.CleanupPeriod)
-	defer t.Stop()
+	used := make(chan struct{}, 1)
+	m.mu.Lock()
+	m.used = used
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.used = nil
+		m.mu.Unlock()
+	}()
+	watching := m.housekeeping(ctx)
 	for {
-		m.housekeeping(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C():
+		if !watching {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-used:
+			}
+		}
+		// A timer, which stops for good (a fake clock's ticker does not).
+		t := m.opts.Clock.NewTimer(m.opts.CleanupPeriod)
+		for watching = true; watching; {
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C():
+			}
+			if watching = m.housekeeping(ctx); watching {
+				t.Reset(m.opts.CleanupPeriod)
+			}
 		}
 	}
 }
 
-func (m *Manager) housekeeping(ctx context.Context) {
+// housekeeping gets the Manager ready, or releases the mappings of
+// removed pods; it reports whether Run has anything to watch: the
+// Manager is not ready, or a pod holds a mapping.
+func (m *Manager) housekeeping(ctx context.Context) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.ready {
@@ -198,14 +229,24 @@ func (m *Manager) housekeeping(ctx context.Context) {
 		m.initErr = ""
 		if err != nil {
 			m.initErr = err.Error()
+			return true
 		}
-		return
 	}
 	for uid := range m.usedBy {
 		if _, err := os.Lstat(m.file(uid)); errors.Is(err, fs.ErrNotExist) {
 			m.log.V(1).Info("Releasing the user namespace of a removed pod", "podUID", uid)
 			m.releaseLocked(uid)
 		}
+	}
+	return len(m.usedBy) > 0
+}
+
+// setUsedLocked gives the pod its mapping and tells Run.
+func (m *Manager) setUsedLocked(uid types.UID, mp Mapping) {
+	m.usedBy[uid] = mp
+	select {
+	case m.used <- struct{}{}:
+	default:
 	}
 }
 
@@ -438,7 +479,7 @@ func (m *Manager) allocateLocked(uid types.UID) (Mapping, error) {
 		return Mapping{}, &classError{class: ErrExhausted, msg: "could not find an empty slot to allocate a user namespace"}
 	}
 	mp := Mapping{HostID: m.pool.hostID(i), Length: m.opts.IDsPerPod}
-	m.usedBy[uid] = mp
+	m.setUsedLocked(uid, mp)
 	return mp, nil
 }
 
@@ -474,7 +515,7 @@ func (m *Manager) recordLocked(uid types.UID, mp Mapping) error {
 		}
 		m.log.Info("Pod keeps a user namespace outside the node's ID range", "podUID", uid, "hostID", mp.HostID)
 	}
-	m.usedBy[uid] = mp
+	m.setUsedLocked(uid, mp)
 	return nil
 }
 

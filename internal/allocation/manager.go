@@ -906,6 +906,15 @@ func (h resizingHandler) HandlePodCleanups(ctx context.Context) error {
 	return err
 }
 
+// HousekeepingSettled forwards the wrapped handler's
+// (syncloop.HousekeepingSettler): what HandlePodCleanups adds, forgetting
+// the allocations of pods no longer known, depends only on the pods,
+// which change through the loop.
+func (h resizingHandler) HousekeepingSettled() bool {
+	s, ok := h.SyncHandler.(syncloop.HousekeepingSettler)
+	return ok && s.HousekeepingSettled()
+}
+
 func (h resizingHandler) HandlePodRemoves(ctx context.Context, pods []*v1.Pod) {
 	h.SyncHandler.HandlePodRemoves(ctx, pods)
 	if h.r.hasDeferred() {

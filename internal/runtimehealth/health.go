@@ -12,6 +12,17 @@
 //	group.Add("runtime status", c)
 //	loopConfig.RuntimeHealthy = func(context.Context) error { return c.Err() }
 //
+// # Runtimes that push their health
+//
+// A runtime that tells when its Status may change (StatusChanges finds a
+// StatusChanged method on it, as runtimetest.Runtime, the in-memory
+// runtime of hollow nodes, has) is not polled while it is healthy: the
+// Checker checks it at each change, and once every IdlePeriod (1m) as a
+// safety net, rather than every 5 s as the kubelet does for any runtime.
+// What it reports is the same, sooner after a change; an idle agent does
+// not wake to ask a runtime that would have said so. While a check fails
+// the Checker polls every Period again, as the kubelet.
+//
 // It is internal: nodekit's wiring builds it; a hand-assembled agent gates
 // its sync loop with syncloop.Config.RuntimeHealthy, over the pod-level
 // runtime manager's Status.
@@ -28,6 +39,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // errNotChecked is a Checker's result before its first check.
@@ -40,7 +53,15 @@ type Options struct {
 	// OnRecover, when set, is called when the runtime answers again
 	// after a failed check (not after the first check).
 	OnRecover func()
-	Logger    logr.Logger
+	// Changes, when set, returns a channel closed when the runtime's
+	// Status may have changed (StatusChanges): while the runtime is
+	// healthy it is then checked at each change and every IdlePeriod
+	// rather than every Period.
+	Changes func() <-chan struct{}
+	// IdlePeriod is how often a healthy runtime with Changes is checked
+	// without a change. Defaults to 1m.
+	IdlePeriod time.Duration
+	Logger     logr.Logger
 }
 
 // Checker checks the runtime's health periodically and holds the last
@@ -59,6 +80,9 @@ func NewChecker(status func(context.Context) error, o Options) *Checker {
 	if o.Period <= 0 {
 		o.Period = 5 * time.Second
 	}
+	if o.IdlePeriod <= 0 {
+		o.IdlePeriod = time.Minute
+	}
 	c := &Checker{status: status, o: o}
 	c.err.Store(&errBox{err: errNotChecked})
 	return c
@@ -68,19 +92,48 @@ func NewChecker(status func(context.Context) error, o Options) *Checker {
 // error saying so before the first check.
 func (c *Checker) Err() error { return c.err.Load().err }
 
-// Run checks the runtime at once, then every Period, until ctx ends.
+// Run checks the runtime at once, then every Period (with Changes, while
+// it is healthy: at each change and every IdlePeriod), until ctx ends.
 func (c *Checker) Run(ctx context.Context) error {
-	c.check(ctx)
-	t := time.NewTicker(c.o.Period)
+	t := time.NewTimer(c.o.Period)
 	defer t.Stop()
 	for {
+		// Asked before the check, so that a change during it is not
+		// missed.
+		var changed <-chan struct{}
+		if c.o.Changes != nil {
+			changed = c.o.Changes()
+		}
+		c.check(ctx)
+		wait := c.o.Period
+		if changed != nil && c.Err() == nil {
+			wait = c.o.IdlePeriod
+		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			c.check(ctx)
+		case <-changed:
 		}
 	}
+}
+
+// StatusChanges returns the StatusChanged method of rs, or of the runtime
+// it scopes (runtime.Scoped), for Options.Changes; nil when neither has
+// one.
+func StatusChanges(rs runtime.RuntimeService) func() <-chan struct{} {
+	for rs != nil {
+		if n, ok := rs.(interface{ StatusChanged() <-chan struct{} }); ok {
+			return n.StatusChanged
+		}
+		s, ok := rs.(runtime.Scoped)
+		if !ok {
+			return nil
+		}
+		rs = s.Unwrap()
+	}
+	return nil
 }
 
 func (c *Checker) check(ctx context.Context) {

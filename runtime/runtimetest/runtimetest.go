@@ -89,6 +89,9 @@ type Runtime struct {
 	pullable        func(ref string) bool
 	subs            map[*subscriber]struct{}
 	subsChanged     chan struct{} // closed when subs changes; nil until waited on
+	// statusChanged is closed when what Status answers may have changed;
+	// nil until asked for (StatusChanged).
+	statusChanged chan struct{}
 }
 
 // methodState counts calls to one method and holds its injected error.
@@ -185,6 +188,7 @@ func (r *Runtime) Calls(method string) int {
 // method name.
 func (r *Runtime) InjectError(method string, err error) {
 	m := r.method(method)
+	defer r.statusMayChange(method)
 	if err == nil {
 		m.inject.Store(nil)
 		return
@@ -197,6 +201,7 @@ func (r *Runtime) InjectError(method string, err error) {
 // unknown method name.
 func (r *Runtime) InjectErrorOnce(method string, err error) {
 	m := r.method(method)
+	defer r.statusMayChange(method)
 	if err == nil {
 		m.inject.Store(nil)
 		return
@@ -209,6 +214,7 @@ func (r *Runtime) InjectErrorOnce(method string, err error) {
 // The runtime's state is kept, and is visible again once down is false.
 func (r *Runtime) SetDown(down bool) {
 	r.down.Store(down)
+	defer r.statusMayChange("Status")
 	if down {
 		r.mu.Lock()
 		r.endStreamsLocked(errDown())
@@ -274,11 +280,45 @@ func (r *Runtime) SetPullable(pullable func(ref string) bool) {
 	r.mu.Unlock()
 }
 
+// StatusChanged returns a channel closed at the next change of what
+// Status may answer (SetCondition, SetDown, an error injected into or
+// cleared from Status): the runtime pushes its health, so that an agent
+// need not poll it while it is healthy (see nodekit's RuntimeStatusPeriod).
+// Each change closes the channel handed out; the next call returns a new
+// one.
+func (r *Runtime) StatusChanged() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.statusChanged == nil {
+		r.statusChanged = make(chan struct{})
+	}
+	return r.statusChanged
+}
+
+// statusMayChange closes the channel of StatusChanged when method is
+// Status.
+func (r *Runtime) statusMayChange(method string) {
+	if method != "Status" {
+		return
+	}
+	r.mu.Lock()
+	r.statusChangedLocked()
+	r.mu.Unlock()
+}
+
+func (r *Runtime) statusChangedLocked() {
+	if r.statusChanged != nil {
+		close(r.statusChanged)
+		r.statusChanged = nil
+	}
+}
+
 // SetCondition sets a runtime condition reported by Status (RuntimeReady
 // and NetworkReady start true), adding it if the type is new.
 func (r *Runtime) SetCondition(condType string, ok bool, reason, message string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.statusChangedLocked()
 	c := &runtimeapi.RuntimeCondition{Type: condType, Status: ok, Reason: reason, Message: message}
 	conds := slices.Clone(r.conditions)
 	for i := range conds {
