@@ -156,9 +156,7 @@ func wire(o Options) (*parts, error) {
 		if srcOpts.CheckpointPath == "" && !srcOpts.NoCheckpoint {
 			srcOpts.CheckpointPath = filepath.Join(o.RootDir, apiCheckpointFile)
 		}
-		if srcOpts.Logger.GetSink() == nil {
-			srcOpts.Logger = log
-		}
+		orLogger(&srcOpts.Logger, log)
 		if api, err = apiserver.New(client, o.NodeName, srcOpts); err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)
 		}
@@ -198,9 +196,7 @@ func wire(o Options) (*parts, error) {
 	if probeOpts.Recorder == nil {
 		probeOpts.Recorder = recorder
 	}
-	if probeOpts.Logger.GetSink() == nil {
-		probeOpts.Logger = log
-	}
+	orLogger(&probeOpts.Logger, log)
 	probes, err := probe.NewManager(p.statuses.GetPodStatus, probeOpts)
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
@@ -264,9 +260,7 @@ func wire(o Options) (*parts, error) {
 		}
 		rmOpts.UserNamespaces = users
 	}
-	if rmOpts.Logger.GetSink() == nil {
-		rmOpts.Logger = log
-	}
+	orLogger(&rmOpts.Logger, log)
 	if rmOpts.Recorder == nil {
 		rmOpts.Recorder = recorder
 	}
@@ -307,9 +301,7 @@ func wire(o Options) (*parts, error) {
 	if volOpts.FileWork == nil {
 		volOpts.FileWork = fileWork
 	}
-	if volOpts.Logger.GetSink() == nil {
-		volOpts.Logger = log
-	}
+	orLogger(&volOpts.Logger, log)
 	if volOpts.Plugins == nil {
 		if volOpts.Plugins, err = volumePlugins(o, volOpts, objs, nodeAllocatable, log); err != nil {
 			return nil, err
@@ -324,9 +316,7 @@ func wire(o Options) (*parts, error) {
 		// Its records of the pod cgroups it made: only those are orphans.
 		cgOpts.StateDir = filepath.Join(o.RootDir, "pod-cgroups")
 	}
-	if cgOpts.Logger.GetSink() == nil {
-		cgOpts.Logger = log
-	}
+	orLogger(&cgOpts.Logger, log)
 	if p.cgroups, err = cgroup.NewPodManager(cgOpts); err != nil {
 		return nil, fmt.Errorf("nodekit: %w", err)
 	}
@@ -415,9 +405,7 @@ func wire(o Options) (*parts, error) {
 		// The Node: registration, status (with the pressure conditions
 		// and reservations of the upkeep) and Lease.
 		nodeOpts := o.Node
-		if nodeOpts.Logger.GetSink() == nil {
-			nodeOpts.Logger = o.Logger // the node package names the node itself
-		}
+		orLogger(&nodeOpts.Logger, o.Logger) // the node package names the node itself
 		if nodeOpts.DeclaredFeatures == nil {
 			nodeOpts.DeclaredFeatures = node.DeclaredFeatures()
 		}
@@ -566,4 +554,12 @@ func nodeHostIPs(nodeCtl *node.Controller, internalIP net.IP) []string {
 		}
 	}
 	return ips
+}
+
+// orLogger sets *l to log when it has no sink: a part's own logger, if
+// the user gave one, wins over the agent's.
+func orLogger(l *logr.Logger, log logr.Logger) {
+	if l.GetSink() == nil {
+		*l = log
+	}
 }
