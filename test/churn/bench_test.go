@@ -51,6 +51,12 @@ const (
 //     churn, and at the end;
 //   - threads-base, threads: the process's threads before the churn and at
 //     the end (the Go runtime keeps each thread it made, and its memory);
+//   - goroutines-peak-base, goroutines-peak: the most goroutines at once
+//     during the warm-up, and from the N pods' start to the deletion
+//     (sampled every 2 ms): the Go runtime keeps a descriptor of some 480
+//     bytes of heap for each goroutine of the peak, so that heap-MiB
+//     counts those of a churn's peak beyond the warm-up's (a kubelet's pod
+//     workers, a goroutine each, make the same peak);
 //   - pod-objects-held: pods of the churn still reachable from the agent
 //     once it stopped (see podHolders).
 //
@@ -104,8 +110,9 @@ const settleCap = 5 * time.Minute
 
 func benchmarkChurn(b *testing.B, rt string, pods int, churn time.Duration) {
 	a := newAgent(b, rt, logr.Discard())
-	base := a.baseline(b, pods)
+	base, basePeak := a.baseline(b, pods)
 	writeHeapProfile(b, "heap-base.pprof")
+	stopPeak := samplePeak()
 
 	// The pods running before the churn.
 	if err := a.set(context.Background(), pods); err != nil {
@@ -123,6 +130,7 @@ func benchmarkChurn(b *testing.B, rt string, pods int, churn time.Duration) {
 	if err := a.set(context.Background(), 0); err != nil {
 		b.Fatal(err)
 	}
+	peak := stopPeak() // its goroutine would count
 	deleted := time.Now()
 	left4, m4, _ := a.settle(b, base, deleted.Add(2*housekeeping))
 	left, m9, _ := a.settle(b, base, deleted.Add(settleTimeout))
@@ -163,6 +171,8 @@ func benchmarkChurn(b *testing.B, rt string, pods int, churn time.Duration) {
 	b.ReportMetric(float64(base.rss)/mib, "rss-base-MiB")
 	b.ReportMetric(float64(running.rss)/mib, "rss-pods-MiB")
 	b.ReportMetric(float64(m.rss)/mib, "rss-MiB")
+	b.ReportMetric(float64(basePeak), "goroutines-peak-base")
+	b.ReportMetric(float64(peak), "goroutines-peak")
 	b.ReportMetric(float64(base.threads), "threads-base")
 	b.ReportMetric(float64(m.threads), "threads")
 	b.ReportMetric(float64(held), "pod-objects-held")
