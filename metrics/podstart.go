@@ -27,6 +27,16 @@ type podStart struct {
 
 func (s *podStarts) init() { s.pods = map[types.UID]*podStart{} }
 
+// forgetLocked drops the pod; the map is made anew once empty: a map keeps
+// the room it grew to as it empties, and a churn grows it to every pod on
+// the node at once.
+func (s *podStarts) forgetLocked(uid types.UID) {
+	delete(s.pods, uid)
+	if len(s.pods) == 0 {
+		s.init()
+	}
+}
+
 func (s *podStarts) get(uid types.UID) *podStart {
 	p := s.pods[uid]
 	if p == nil {
@@ -75,7 +85,7 @@ func (k *Kubelet) observePodStatus(pod *v1.Pod, status v1.PodStatus, now time.Ti
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if status.Phase == v1.PodSucceeded || status.Phase == v1.PodFailed {
-		delete(s.pods, pod.UID)
+		s.forgetLocked(pod.UID)
 		return
 	}
 	p := s.get(pod.UID)
@@ -110,7 +120,7 @@ func (k *Kubelet) observePodStatus(pod *v1.Pod, status v1.PodStatus, now time.Ti
 func (k *Kubelet) ForgetPod(uid types.UID) {
 	k.starts.mu.Lock()
 	defer k.starts.mu.Unlock()
-	delete(k.starts.pods, uid)
+	k.starts.forgetLocked(uid)
 }
 
 // allStarted reports whether every regular container of pod is running

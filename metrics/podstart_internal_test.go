@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,4 +38,41 @@ func TestPodStartForget(t *testing.T) {
 	if n := len(k.starts.pods); n != 0 {
 		t.Errorf("%d pods tracked after ForgetPod, want 0", n)
 	}
+}
+
+// TestPodStartGivesBackRoom tracks many pods at once, then forgets them
+// all: the pod start metrics give back the room their map grew to, rather
+// than hold it for as long as the agent runs.
+func TestPodStartGivesBackRoom(t *testing.T) {
+	k, err := New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	churn := func(pods int) {
+		for i := range pods {
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(fmt.Sprint(i))}}
+			k.ObservePodStatus(pod, v1.PodStatus{Phase: v1.PodPending})
+		}
+		for i := range pods {
+			k.ForgetPod(types.UID(fmt.Sprint(i)))
+		}
+	}
+	churn(10) // what the first pods make once
+	before := liveHeap()
+	const pods = 10000
+	churn(pods)
+	// Some 40 bytes a pod in the map: over 300 KiB kept.
+	if after := liveHeap(); after > before+64<<10 {
+		t.Errorf("live heap %d KiB after %d pods came and went, %d KiB before: the room they took is kept",
+			after>>10, pods, before>>10)
+	}
+	runtime.KeepAlive(k) // live while the heap is measured
+}
+
+// liveHeap returns the bytes of live heap objects, after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

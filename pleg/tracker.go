@@ -234,7 +234,28 @@ func (t *tracker) forget(uid types.UID) []string {
 		ids = append(ids, rec.id)
 	}
 	delete(t.pods, uid)
+	t.shrink()
 	return ids
+}
+
+// shrink makes the maps anew once they are empty: a map gives back none
+// of the room it grew to as it empties, and a churn of pods grows them to
+// every pod and container in flight at once. Once no pod is known, the
+// scratch space of the relists goes too (unless a relist under way uses
+// it).
+func (t *tracker) shrink() {
+	if len(t.pods) == 0 {
+		t.pods = make(map[types.UID]*podRecord)
+		if len(t.dirty) == 0 {
+			t.dirty, t.evBuf = nil, nil
+		}
+	}
+	if len(t.ctrs) == 0 {
+		t.ctrs = make(map[string]*ctrRecord)
+	}
+	if len(t.retry) == 0 {
+		t.retry = make(map[types.UID]retryFlags)
+	}
 }
 
 func (p *podRecord) removeContainer(rec *ctrRecord) {
@@ -359,4 +380,5 @@ func (t *tracker) finish(rest []*podRecord) {
 	}
 	clear(t.dirty)
 	t.dirty = t.dirty[:0]
+	t.shrink()
 }

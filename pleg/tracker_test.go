@@ -3,6 +3,7 @@ package pleg
 import (
 	"fmt"
 	"maps"
+	sysruntime "runtime"
 	"slices"
 	"testing"
 
@@ -565,4 +566,53 @@ func TestTracker(t *testing.T) {
 			runTracker(t, tt.steps)
 		})
 	}
+}
+
+// TestTrackerGivesBackRoom relists a churn of many pods in the runtime at
+// once, then none: once the relists committed every pod's removal, the
+// tracker gives back the room its maps and scratch space grew to, rather
+// than hold it for as long as the PLEG runs.
+func TestTrackerGivesBackRoom(t *testing.T) {
+	tr := newTracker()
+	send := func(*Event) bool { return true }
+	relist := func(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) {
+		inspect, _ := tr.diff(sandboxes, containers, send)
+		for _, pod := range inspect {
+			tr.commit(pod, send)
+		}
+		tr.finish(nil)
+	}
+	churn := func(pods int) {
+		sandboxes := make([]*runtimeapi.PodSandbox, pods)
+		containers := make([]*runtimeapi.Container, pods)
+		for i := range pods {
+			uid := fmt.Sprintf("uid-%d", i)
+			sandboxes[i] = listedSandbox("s-"+uid, uid, true)
+			containers[i] = listedContainer("c-"+uid, uid, ctrRunning)
+		}
+		relist(sandboxes, containers)
+		relist(nil, nil)
+	}
+	churn(10) // what the first relists make once
+	before := liveHeap()
+	const pods = 10000
+	churn(pods)
+	if len(tr.pods)+len(tr.ctrs)+len(tr.retry) != 0 {
+		t.Fatalf("after the churn the tracker knows %d pods, %d records, %d retries; want none", len(tr.pods), len(tr.ctrs), len(tr.retry))
+	}
+	// Some 40 bytes a pod in the maps of pods and records, 8 in the
+	// scratch space: over 1 MiB kept.
+	if after := liveHeap(); after > before+128<<10 {
+		t.Errorf("live heap %d KiB after %d pods came and went, %d KiB before: the room they took is kept",
+			after>>10, pods, before>>10)
+	}
+	sysruntime.KeepAlive(&tr) // live while the heap is measured
+}
+
+// liveHeap returns the bytes of live heap objects, after a collection.
+func liveHeap() uint64 {
+	sysruntime.GC()
+	var m sysruntime.MemStats
+	sysruntime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

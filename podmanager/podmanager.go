@@ -57,6 +57,7 @@ func (m *Manager) SplitMirrors(pods []*v1.Pod, remove bool) []*v1.Pod {
 		if remove {
 			if cur, ok := m.mirrors[podmodel.FullName(p)]; ok && cur.UID == p.UID {
 				delete(m.mirrors, podmodel.FullName(p))
+				m.shrinkLocked()
 			}
 		} else {
 			m.mirrors[podmodel.FullName(p)] = p
@@ -86,6 +87,22 @@ func (m *Manager) Remove(pod *v1.Pod) {
 	// edited manifest).
 	if p, ok := m.byName[podmodel.FullName(pod)]; ok && p.UID == pod.UID {
 		delete(m.byName, podmodel.FullName(pod))
+	}
+	m.shrinkLocked()
+}
+
+// shrinkLocked makes the maps anew once they are empty: a map gives back
+// none of the room it grew to as it empties, and a churn of pods grows
+// them to every pod wanted at once.
+func (m *Manager) shrinkLocked() {
+	if len(m.byUID) == 0 {
+		m.byUID = make(map[types.UID]*v1.Pod)
+	}
+	if len(m.byName) == 0 {
+		m.byName = make(map[string]*v1.Pod)
+	}
+	if len(m.mirrors) == 0 {
+		m.mirrors = make(map[string]*v1.Pod)
 	}
 }
 

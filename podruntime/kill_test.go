@@ -2,6 +2,8 @@ package podruntime
 
 import (
 	"context"
+	sysruntime "runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -111,6 +113,30 @@ func TestKillPodStopsContainersInParallel(t *testing.T) {
 			t.Errorf("sandbox state = %s", got)
 		}
 	})
+}
+
+// TestKillPodOneContainerNoGoroutine: a pod of one container is stopped
+// on KillPod's goroutine, not on one made for it: under churn every pod
+// deleted at once would hold a goroutine more while its container stops,
+// and the Go runtime keeps a descriptor of each goroutine of the
+// process's peak for as long as it runs.
+func TestKillPodOneContainerNoGoroutine(t *testing.T) {
+	f := newFakes(t, Options{})
+	pod := testPod("one", "a")
+	if err := f.sync(t, pod).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var stack string
+	f.rec.stopHook = func(string) {
+		buf := make([]byte, 64<<10)
+		stack = string(buf[:sysruntime.Stack(buf, false)])
+	}
+	if err := f.m.KillPod(t.Context(), pod, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stack, ").KillPod(") {
+		t.Errorf("the container was stopped on a goroutine of its own:\n%s", stack)
+	}
 }
 
 func TestKillPodNeedsAPod(t *testing.T) {

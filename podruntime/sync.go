@@ -326,17 +326,27 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, running *runtime.Pod
 		}
 		order = newTerminationOrdering(pod, names)
 	}
-	for _, c := range stopping {
+	// The containers stop at once, the last on this goroutine: a pod of
+	// one container, the most common, makes none. Under churn every pod
+	// deleted at once would otherwise hold a goroutine more while its
+	// container stops, and the Go runtime keeps a descriptor of each
+	// goroutine of the process's peak for as long as it runs.
+	for i, c := range stopping {
 		var spec *v1.Container
 		if pod != nil {
 			spec = findContainerSpec(pod, c.Name)
 		}
-		wg.Go(func() {
+		stop := func() {
 			err := m.stopContainer(ctx, pod, c.ID, spec, "", "", override, order)
 			mu.Lock()
 			res = append(res, ActionResult{Action: ActionKillContainer, Target: c.Name, Err: err})
 			mu.Unlock()
-		})
+		}
+		if i == len(stopping)-1 {
+			stop()
+		} else {
+			wg.Go(stop)
+		}
 	}
 	wg.Wait()
 	slices.SortFunc(res, func(a, b ActionResult) int { return cmp.Compare(a.Target, b.Target) })

@@ -494,6 +494,11 @@ func (s *Syncer) unsettle(uid types.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.settled, uid)
+	if len(s.settled) == 0 {
+		// Made anew once empty: a map keeps the room it grew to as it
+		// empties, and a churn grows it to every pod settled at once.
+		s.settled = make(map[types.UID]settledEntry)
+	}
 }
 
 // ensureCgroup creates the pod's cgroup and returns the sandbox's cgroup

@@ -1,6 +1,8 @@
 package podsync
 
 import (
+	"fmt"
+	sysruntime "runtime"
 	"testing"
 	"time"
 
@@ -35,4 +37,38 @@ func TestSettledHostIPs(t *testing.T) {
 	if !s.stillSettled("d", key()) || s.stillSettled("d", key("10.0.0.2")) {
 		t.Error("a pod settled without host IPs")
 	}
+}
+
+// TestSettledGivesBackRoom settles many pods at once, then unsettles them
+// all (they terminated): the Syncer gives back the room its map of settled
+// pods grew to, rather than hold it for as long as the agent runs.
+func TestSettledGivesBackRoom(t *testing.T) {
+	s := &Syncer{settled: map[types.UID]settledEntry{}, epoch: time.Now()}
+	key := settledSync{pod: &v1.Pod{}, runtime: &runtime.PodStatus{}, hostIPs: []string{"10.0.0.1"}}
+	churn := func(pods int) {
+		for i := range pods {
+			s.settle(types.UID(fmt.Sprintf("uid-%d", i)), key)
+		}
+		for i := range pods {
+			s.unsettle(types.UID(fmt.Sprintf("uid-%d", i)))
+		}
+	}
+	churn(10) // what the first pods make once
+	before := liveHeap()
+	const pods = 10000
+	churn(pods)
+	// Some 100 bytes a pod in the map: over 1 MiB kept.
+	if after := liveHeap(); after > before+128<<10 {
+		t.Errorf("live heap %d KiB after %d pods were settled and unsettled, %d KiB before: the room they took is kept",
+			after>>10, pods, before>>10)
+	}
+	sysruntime.KeepAlive(s) // live while the heap is measured
+}
+
+// liveHeap returns the bytes of live heap objects, after a collection.
+func liveHeap() uint64 {
+	sysruntime.GC()
+	var ms sysruntime.MemStats
+	sysruntime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

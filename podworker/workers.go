@@ -135,6 +135,15 @@ type Workers struct {
 	synced bool
 	// runCtx is Run's context; nil before Run.
 	runCtx context.Context
+	// syncParent, made from runCtx, is the parent of the contexts of the
+	// syncs in flight, which syncs counts; the last one to end cancels it
+	// (syncParentCancel) and the next sync makes another. A context from
+	// context.WithCancel keeps its children in a map that gives back none
+	// of the room it grew to, and a churn of pods has a sync in flight for
+	// every pod at once: runCtx (the agent's) holds one child at a time.
+	syncParent       context.Context
+	syncParentCancel context.CancelFunc
+	syncs            int
 	// stopped: Run's context ended; no worker starts any more.
 	stopped bool
 	wg      sync.WaitGroup
@@ -313,7 +322,7 @@ func (w *Workers) loop(ctx context.Context, uid types.UID, wk *worker) {
 			wk.running = false
 		}
 		w.mu.Unlock()
-		if !woken || w.step(ctx, uid, wk, &wk.lastSync) {
+		if !woken || w.step(uid, wk, &wk.lastSync) {
 			return
 		}
 	}
@@ -321,7 +330,7 @@ func (w *Workers) loop(ctx context.Context, uid types.UID, wk *worker) {
 
 // step takes the pending update, makes the call, and records its result.
 // It returns true when the worker is done.
-func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync *time.Time) (exit bool) {
+func (w *Workers) step(uid types.UID, wk *worker, lastSync *time.Time) (exit bool) {
 	w.mu.Lock()
 	if w.pods[uid] != wk {
 		w.mu.Unlock()
@@ -353,7 +362,7 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 		w.log.V(1).Info("Static pod stopped before it started", "pod", s.fullName, "podUID", uid)
 		return true
 	}
-	syncCtx, cancel := context.WithCancel(ctx)
+	syncCtx, cancel := context.WithCancel(w.syncStartLocked())
 	wk.cancel = cancel
 	w.mu.Unlock()
 
@@ -362,6 +371,7 @@ func (w *Workers) step(ctx context.Context, uid types.UID, wk *worker, lastSync 
 	cancel()
 
 	w.mu.Lock()
+	w.syncEndLocked()
 	wk.cancel = nil
 	wasFinished := s.finished
 	c := s.complete(wrk, res, time.Now())
@@ -496,6 +506,27 @@ func (w *Workers) observe(op string, start, end time.Time) {
 func (w *Workers) eligibleLocked(uid types.UID) bool {
 	wk, ok := w.pods[uid]
 	return ok && !wk.state.terminationRequested()
+}
+
+// syncStartLocked counts a sync in flight and returns the parent of its
+// context: syncParent, made from Run's context when no sync was in flight.
+func (w *Workers) syncStartLocked() context.Context {
+	if w.syncs == 0 {
+		w.syncParent, w.syncParentCancel = context.WithCancel(w.runCtx)
+	}
+	w.syncs++
+	return w.syncParent
+}
+
+// syncEndLocked counts the end of a sync; the last one in flight cancels
+// syncParent, which has no child left then, so that Run's context forgets
+// it.
+func (w *Workers) syncEndLocked() {
+	w.syncs--
+	if w.syncs == 0 {
+		w.syncParentCancel()
+		w.syncParent, w.syncParentCancel = nil, nil
+	}
 }
 
 // shrinkLocked makes the map of workers anew once it is empty: a map

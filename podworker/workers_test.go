@@ -95,6 +95,19 @@ func (f *fakeSync) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus
 	return f.SyncTerminatedPodF(ctx, pod, podStatus)
 }
 
+// inFlightUIDs returns the pods with a call in flight.
+func (f *fakeSync) inFlightUIDs() []types.UID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []types.UID
+	for uid, in := range f.inFlight {
+		if in {
+			out = append(out, uid)
+		}
+	}
+	return out
+}
+
 func (f *fakeSync) Calls() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -1243,6 +1256,93 @@ func TestWorkersWakeEndsStatusWait(t *testing.T) {
 		h.wantCalls("SyncPod create a@1")
 		if d := time.Since(start); d != 2*time.Second {
 			t.Errorf("synced %v after the update, want at the wake-up, 2s", d)
+		}
+	})
+}
+
+// childCountingCtx is a context for Workers.Run that counts the contexts
+// made from it that wait for it to end, and the most at once: a context
+// from context.WithCancel keeps each such child in a map, which gives back
+// none of the room it grew to once they end. Its Done channel is its own
+// and its values are context.Background's, so the context package does
+// not take it for one of its own and registers the children through its
+// AfterFunc, where they can be counted.
+type childCountingCtx struct {
+	context.Context // context.Background(): no deadline, no value
+	end             context.Context
+
+	mu         sync.Mutex
+	live, peak int
+}
+
+func newChildCountingCtx() (*childCountingCtx, context.CancelFunc) {
+	end, cancel := context.WithCancel(context.Background())
+	return &childCountingCtx{Context: context.Background(), end: end}, cancel
+}
+
+func (c *childCountingCtx) Done() <-chan struct{} { return c.end.Done() }
+func (c *childCountingCtx) Err() error            { return c.end.Err() }
+
+func (c *childCountingCtx) AfterFunc(f func()) (stop func() bool) {
+	c.mu.Lock()
+	c.live++
+	c.peak = max(c.peak, c.live)
+	c.mu.Unlock()
+	stopF := context.AfterFunc(c.end, f)
+	var once sync.Once
+	return func() bool {
+		once.Do(func() {
+			c.mu.Lock()
+			c.live--
+			c.mu.Unlock()
+		})
+		return stopF()
+	}
+}
+
+func (c *childCountingCtx) counts() (live, peak int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.live, c.peak
+}
+
+// Run's context holds one child at a time however many pods have a sync in
+// flight: a churn of pods, each generation's syncs all in flight at once,
+// then killed and forgotten, would otherwise grow the children map of the
+// agent's context to every pod in flight, for as long as the agent runs.
+func TestWorkersRunContextHoldsOneChild(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &fakeSync{SyncPodF: func(ctx context.Context, _ UpdateType, _ *v1.Pod, _ *runtime.PodStatus) (bool, error) {
+			return false, blockUntilCancelled(ctx)
+		}}
+		h := newHarness(t, fs, logr.Discard())
+		ctx, cancel := newChildCountingCtx()
+		done := make(chan error, 1)
+		go func() { done <- h.w.Run(ctx) }()
+		synctest.Wait()
+
+		const pods = 50
+		for gen := range 3 {
+			for i := range pods {
+				h.w.UpdatePod(create(newPod(fmt.Sprintf("pod-%d-%d", gen, i))))
+			}
+			synctest.Wait()
+			if got := len(fs.inFlightUIDs()); got != pods {
+				t.Fatalf("generation %d: %d syncs in flight, want %d", gen, got, pods)
+			}
+			h.w.SyncKnownPods(nil) // every pod gone: killed
+			synctest.Wait()
+			h.w.SyncKnownPods(nil) // and forgotten
+			if got := h.w.SyncKnownPods(nil); len(got) != 0 {
+				t.Fatalf("generation %d: pods still known: %v", gen, got)
+			}
+		}
+		if live, peak := ctx.counts(); live != 0 || peak != 1 {
+			t.Errorf("children of Run's context: %d left, at most %d at once; want 0 left, at most 1", live, peak)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
 		}
 	})
 }

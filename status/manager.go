@@ -369,6 +369,12 @@ func (m *Manager) Hold(uid types.UID) (release func()) {
 			var poke bool
 			if h.n == 0 {
 				delete(m.holds, uid)
+				if len(m.holds) == 0 {
+					// Made anew once empty: a map keeps the room it grew
+					// to as it empties, and every sync in flight holds
+					// its pod.
+					m.holds = make(map[types.UID]*hold)
+				}
 				e := m.pods[uid]
 				poke = e != nil && e.dirty
 			}

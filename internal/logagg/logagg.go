@@ -28,7 +28,8 @@
 //
 // An Aggregator keeps one record per line that occurred within the last
 // interval (or has a count not yet logged): at most the number of distinct
-// lines (and keys) logged in one interval.
+// lines (and keys) logged in one interval. The room they took goes once
+// they are forgotten.
 package logagg
 
 import (
@@ -60,6 +61,8 @@ type Aggregator struct {
 
 	mu    sync.Mutex
 	lines map[lineKey]*line
+	// peak is the most lines held since lines was made (see gcLocked).
+	peak int
 }
 
 type lineKey struct{ msg, key string }
@@ -114,6 +117,7 @@ func (a *Aggregator) ErrorFor(key string, err error, msg string, keysAndValues .
 	if l == nil {
 		l = &line{}
 		a.lines[k] = l
+		a.peak = max(a.peak, len(a.lines))
 	}
 	suppressed, l.suppressed = l.suppressed, 0
 	l.logged, l.err, l.kv = now, nil, nil
@@ -159,7 +163,22 @@ func (a *Aggregator) gcLocked(now time.Time) {
 			delete(a.lines, k)
 		}
 	}
+	// A map gives back none of the room it grew to as it empties, and
+	// lines keyed by pod grow it to every pod that failed within an
+	// interval (a churn of pods failing their syncs): once it holds a
+	// quarter of its peak or less, the lines move to a map of their size.
+	if a.peak > minShrink && len(a.lines) <= a.peak/4 {
+		lines := make(map[lineKey]*line, len(a.lines))
+		for k, l := range a.lines {
+			lines[k] = l
+		}
+		a.lines, a.peak = lines, len(lines)
+	}
 }
+
+// minShrink is the peak of lines below which gcLocked leaves the map be:
+// its room is small, and remaking it costs more.
+const minShrink = 16
 
 func (a *Aggregator) emit(err error, msg string, kv []any, suppressed int) {
 	if suppressed > 0 {

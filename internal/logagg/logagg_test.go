@@ -2,6 +2,8 @@ package logagg
 
 import (
 	"errors"
+	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -118,6 +120,51 @@ func TestAggregatorForgets(t *testing.T) {
 	if got := len(s.take()); got != 100*100 {
 		t.Errorf("%d lines, want %d (each key once)", got, 100*100)
 	}
+}
+
+// TestAggregatorGivesBackRoom logs a line for each of many pods within an
+// interval (a churn of pods failing their syncs), while one line recurs
+// throughout: once the pods' lines are forgotten, the Aggregator gives
+// back the room they took, rather than hold it for as long as it lives.
+func TestAggregatorGivesBackRoom(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	a := New(logr.Discard(), Options{Interval: time.Minute, Now: c.now})
+	err := errors.New("boom")
+	churn := func(pods int) {
+		for i := range pods {
+			a.ErrorFor(fmt.Sprintf("uid-%d", i), err, "Pod sync failed")
+		}
+		for range 2 {
+			c.advance(time.Minute)
+			a.Error(err, "Relist failed") // recurs: never forgotten
+			a.Flush()
+		}
+	}
+	churn(10) // what the first lines make once
+	before := liveHeap()
+	// Not more: each new line looks at every line held.
+	const pods = 4000
+	churn(pods)
+	a.mu.Lock()
+	n := len(a.lines)
+	a.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d lines held after the pods' lines were forgotten, want 1", n)
+	}
+	// Some 80 bytes a line in the map: over 300 KiB kept.
+	if after := liveHeap(); after > before+64<<10 {
+		t.Errorf("live heap %d KiB after %d lines came and went, %d KiB before: the room they took is kept",
+			after>>10, pods, before>>10)
+	}
+	runtime.KeepAlive(a) // live while the heap is measured
+}
+
+// liveHeap returns the bytes of live heap objects, after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
 
 func TestAggregatorNegativeInterval(t *testing.T) {

@@ -301,6 +301,7 @@ func (r *Runtime) removeContainerLocked(c *container) {
 	if i := slices.Index(c.sb.containers, c); i >= 0 {
 		c.sb.containers = slices.Delete(c.sb.containers, i, i+1)
 	}
+	r.shrinkLocked()
 	r.emitLocked(c.id, c.sb, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
 }
 

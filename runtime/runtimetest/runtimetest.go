@@ -371,6 +371,25 @@ func (r *Runtime) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusR
 	}, nil
 }
 
+// shrinkLocked makes the maps and lists of sandboxes or containers anew
+// once none is left, and the address pool once no sandbox is: a map gives
+// back none of the room it grew to as it empties, nor a slice its
+// capacity, and a churn of pods grows them to every object in flight at
+// once, for as long as the runtime lives.
+func (r *Runtime) shrinkLocked() {
+	if len(r.containers) == 0 {
+		r.containers = make(map[string]*container)
+		r.containersByPod = make(map[string][]*container)
+		r.ctrList, r.ctrGone = nil, 0
+	}
+	if len(r.sandboxes) == 0 {
+		r.sandboxes = make(map[string]*sandbox)
+		r.sandboxesByPod = make(map[string][]*sandbox)
+		r.sandboxList, r.sandboxGone = nil, 0
+		r.ips = ipPool{}
+	}
+}
+
 // ipPool hands out addresses of 10.88.0.0/16, from 10.88.0.2, reusing
 // released ones.
 type ipPool struct {

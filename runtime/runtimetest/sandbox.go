@@ -166,6 +166,7 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, podSandboxID string) err
 	r.sandboxGone++
 	r.sandboxList = compact(r.sandboxList, &r.sandboxGone, func(s *sandbox) bool { return s.gone })
 	r.ips.put(s.ipNum)
+	r.shrinkLocked()
 	r.emitLocked(s.id, s, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
 	return nil
 }

@@ -299,14 +299,15 @@ func (a *agent) settle(tb testing.TB, base memory, deadline time.Time) (leftover
 	}
 }
 
-// baseline churns n pods for 3 s and deletes them (so that what the agent
-// makes once is made: caches of types and expressions, maps grown to the
-// pods in flight during a churn, which keep their size), waits until
-// nothing of them is left, and reads the memory: the agent with no pod,
-// before the churn.
-func (a *agent) baseline(tb testing.TB, n int) memory {
+// baseline churns n pods for d and deletes them (so that what the agent
+// makes once is made: caches of types and expressions, the Go runtime's
+// descriptors of the goroutines of a churn's peak), waits until nothing of
+// them is left, and reads the memory: the agent with no pod, before the
+// churn. It returns the most goroutines at once during the warm-up too.
+func (a *agent) baseline(tb testing.TB, n int, d time.Duration) (memory, int) {
 	tb.Helper()
-	a.churn(tb, n, 3*time.Second)
+	stopPeak := samplePeak()
+	a.churn(tb, n, d)
 	if err := a.set(context.Background(), 0); err != nil {
 		tb.Fatal(err)
 	}
@@ -319,7 +320,34 @@ func (a *agent) baseline(tb testing.TB, n int) memory {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return readMemory()
+	peak := stopPeak()
+	return readMemory(), peak
+}
+
+// samplePeak samples the process's goroutines every 2 ms until the
+// returned func is called, which returns the most seen at once (the
+// sampler's own goroutine left out). The Go runtime keeps a descriptor of
+// every goroutine of the process's peak, some 480 bytes of heap each, for
+// as long as the process runs: the live heap after a churn counts those
+// of its peak beyond the warm-up's.
+func samplePeak() (stop func() int) {
+	done := make(chan struct{})
+	peak := make(chan int, 1)
+	go func() {
+		n := 0
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			n = max(n, sysruntime.NumGoroutine()-1)
+			select {
+			case <-done:
+				peak <- n
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() int { close(done); return <-peak }
 }
 
 // settleTimeout bounds the wait for the deleted pods to be gone: their
@@ -346,7 +374,7 @@ func TestChurn(t *testing.T) {
 	for _, rt := range []string{"memory", "process"} {
 		t.Run(rt, func(t *testing.T) {
 			a := newAgent(t, rt, logr.Discard())
-			base := a.baseline(t, pods)
+			base, _ := a.baseline(t, pods, 3*time.Second)
 			a.churn(t, pods, churn)
 			if err := a.set(context.Background(), 0); err != nil {
 				t.Fatal(err)
