@@ -119,14 +119,6 @@ const settleCap = 5 * time.Minute
 // warm-up reached that peak in some runs only (513 to 883 goroutines at
 // once where the churn reached 921 at 300 pods): the heap after the churn
 // then stood up to 9 % over its baseline by those descriptors alone.
-//
-// What the warm-up's peak grows and keeps is in the baseline too: a map
-// that keeps the room of the pods in flight at once after they went is
-// not seen in heap-over-base-% (before the agent's per-pod maps were made
-// anew once empty, the heap stood 0.4 to 1.9 % over a 10 s warm-up's
-// baseline, and the baseline 0.3 MiB higher). Each part's own tests check
-// that its maps give their room back; compare heap-base-MiB and heap-MiB
-// across versions as well.
 const warmUp = 10 * time.Second
 
 func benchmarkChurn(b *testing.B, rt string, pods int, churn time.Duration) {
