@@ -31,8 +31,7 @@ const (
 
 // BenchmarkChurn churns N pods (replaced every second) for T on each
 // runtime asked for, then deletes them all, and reports against the
-// agent before the churn (after a warm-up churn of the same N pods for
-// warmUp, then with no pod):
+// agent before the churn (after a 3 s warm-up churn, with no pod):
 //   - left4s-*, heap4s-MiB: what is left of the pods two housekeeping
 //     periods after the deletion, and the heap then;
 //   - left-*, heap9s-MiB, goroutines9s-over-base: what is left of the pods
@@ -109,21 +108,9 @@ func BenchmarkChurn(b *testing.B) {
 // settleCap bounds BenchmarkChurn's wait for the deleted pods to be gone.
 const settleCap = 5 * time.Minute
 
-// warmUp is how long BenchmarkChurn's warm-up churns its pods before the
-// baseline is read: long enough for the churn's steady state, where the
-// pods of three generations are in flight at once (one starting, two
-// terminating) and their workers hold a goroutine each. The Go runtime
-// keeps a descriptor of every goroutine of the process's peak, some 480
-// bytes of heap each, for as long as the process runs, so the baseline
-// holds those of the churn's peak as a kubelet's process would. A 3 s
-// warm-up reached that peak in some runs only (513 to 883 goroutines at
-// once where the churn reached 921 at 300 pods): the heap after the churn
-// then stood up to 9 % over its baseline by those descriptors alone.
-const warmUp = 10 * time.Second
-
 func benchmarkChurn(b *testing.B, rt string, pods int, churn time.Duration) {
 	a := newAgent(b, rt, logr.Discard())
-	base, basePeak := a.baseline(b, pods, warmUp)
+	base, basePeak := a.baseline(b, pods)
 	writeHeapProfile(b, "heap-base.pprof")
 	stopPeak := samplePeak()
 

@@ -299,15 +299,15 @@ func (a *agent) settle(tb testing.TB, base memory, deadline time.Time) (leftover
 	}
 }
 
-// baseline churns n pods for d and deletes them (so that what the agent
+// baseline churns n pods for 3 s and deletes them (so that what the agent
 // makes once is made: caches of types and expressions, the Go runtime's
 // descriptors of the goroutines of a churn's peak), waits until nothing of
 // them is left, and reads the memory: the agent with no pod, before the
 // churn. It returns the most goroutines at once during the warm-up too.
-func (a *agent) baseline(tb testing.TB, n int, d time.Duration) (memory, int) {
+func (a *agent) baseline(tb testing.TB, n int) (memory, int) {
 	tb.Helper()
 	stopPeak := samplePeak()
-	a.churn(tb, n, d)
+	a.churn(tb, n, 3*time.Second)
 	if err := a.set(context.Background(), 0); err != nil {
 		tb.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func TestChurn(t *testing.T) {
 	for _, rt := range []string{"memory", "process"} {
 		t.Run(rt, func(t *testing.T) {
 			a := newAgent(t, rt, logr.Discard())
-			base, _ := a.baseline(t, pods, 3*time.Second)
+			base, _ := a.baseline(t, pods)
 			a.churn(t, pods, churn)
 			if err := a.set(context.Background(), 0); err != nil {
 				t.Fatal(err)
