@@ -38,7 +38,9 @@ import (
 //
 // NODEKIT_HOLLOW_HEAPPROFILE=FILE writes a profile of the live heap (after
 // a GC) once every pod runs, the nodes still running, to FILE-<shape>, and
-// the goroutines of the idle nodes to FILE-<shape>.goroutines; with
+// the heap and goroutines of the idle nodes, before the pods, to
+// FILE-<shape>.idle and FILE-<shape>.goroutines (go tool pprof -base
+// FILE-<shape>.idle FILE-<shape> shows what the pods hold); with
 // -test.memprofilerate=512 the heap profile sees small objects.
 // NODEKIT_HOLLOW_CPUPROFILE=FILE writes a CPU profile of the idle window
 // to FILE-<shape>; NODEKIT_HOLLOW_STARTPROFILE=FILE one of the pods'
@@ -152,6 +154,7 @@ func benchmarkHollow(b *testing.B, cfg *rest.Config, n, perNode int, opts Option
 	idle := sample(b)
 	if f := os.Getenv("NODEKIT_HOLLOW_HEAPPROFILE"); f != "" {
 		writeProfile(b, "goroutine", fmt.Sprintf("%s-%dx%d.goroutines", f, n, perNode), 1)
+		writeProfile(b, "heap", fmt.Sprintf("%s-%dx%d.idle", f, n, perNode), 0)
 	}
 	if f := os.Getenv("NODEKIT_HOLLOW_CPUPROFILE"); f != "" {
 		stop := startCPUProfile(b, fmt.Sprintf("%s-%dx%d", f, n, perNode))
