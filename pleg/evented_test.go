@@ -69,6 +69,19 @@ type eventedFixture struct {
 	done   chan error
 }
 
+// newStreamingFixture is newEventedFixture once its stream settled: the
+// PLEG streams, or the test fails.
+func newStreamingFixture(t *testing.T, opts EventedOptions) *eventedFixture {
+	t.Helper()
+	f := newEventedFixture(t, opts, nil)
+	time.Sleep(streamSettle)
+	synctest.Wait()
+	if !f.e.Streaming() {
+		t.Fatal("not Streaming once the stream settled")
+	}
+	return f
+}
+
 func newEventedFixture(t *testing.T, opts EventedOptions, setup func(*runtimetest.Runtime)) *eventedFixture {
 	t.Helper()
 	return newEventedFixtureReading(t, opts, setup, false)
@@ -844,12 +857,7 @@ func BenchmarkDeathDetection(b *testing.B) {
 // sent.
 func TestEventedRelistAfterLostStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newEventedFixture(t, EventedOptions{}, nil)
-		time.Sleep(streamSettle)
-		synctest.Wait()
-		if !f.e.Streaming() {
-			t.Fatal("not Streaming once the stream settled")
-		}
+		f := newStreamingFixture(t, EventedOptions{})
 		sbA := f.runSandbox("a")
 		cA := f.createContainer("a", sbA, "app", true, "sleep", "infinity")
 		sbC := f.runSandbox("c")
@@ -1016,12 +1024,7 @@ func TestEventedPendingReleased(t *testing.T) {
 func TestEventedIdleRefreshesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		f := newEventedFixture(t, EventedOptions{EventedRelistPeriod: time.Hour, EventedRelistThreshold: 2 * time.Hour}, nil)
-		time.Sleep(streamSettle)
-		synctest.Wait()
-		if !f.e.Streaming() {
-			t.Fatal("not streaming")
-		}
+		f := newStreamingFixture(t, EventedOptions{EventedRelistPeriod: time.Hour, EventedRelistThreshold: 2 * time.Hour})
 		refreshed := func() time.Time {
 			f.cache.mu.Lock()
 			defer f.cache.mu.Unlock()
@@ -1064,12 +1067,7 @@ func TestEventedIdleRefreshesNothing(t *testing.T) {
 // consumer (which relists too) and the stream's.
 func TestEventedGoroutines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newEventedFixture(t, EventedOptions{}, nil)
-		time.Sleep(streamSettle)
-		synctest.Wait()
-		if !f.e.Streaming() {
-			t.Fatal("not streaming")
-		}
+		f := newStreamingFixture(t, EventedOptions{})
 		var buf bytes.Buffer
 		if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
 			t.Fatal(err)
