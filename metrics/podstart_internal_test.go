@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,21 +59,13 @@ func TestPodStartGivesBackRoom(t *testing.T) {
 		}
 	}
 	churn(10) // what the first pods make once
-	before := liveHeap()
+	before := leakcheck.LiveHeap()
 	const pods = 10000
 	churn(pods)
 	// Some 40 bytes a pod in the map: over 300 KiB kept.
-	if after := liveHeap(); after > before+64<<10 {
+	if after := leakcheck.LiveHeap(); after > before+64<<10 {
 		t.Errorf("live heap %d KiB after %d pods came and went, %d KiB before: the room they took is kept",
 			after>>10, pods, before>>10)
 	}
 	runtime.KeepAlive(k) // live while the heap is measured
-}
-
-// liveHeap returns the bytes of live heap objects, after a collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,14 +25,6 @@ import (
 // target is a minute (go test -run TestFollowMemoryFlat ./nodeapi/
 // -follow-duration=1m); CI runs the 10 s default.
 var followDuration = flag.Duration("follow-duration", 10*time.Second, "how long TestFollowMemoryFlat runs its 10 log followers")
-
-// liveHeap returns the heap in use after a collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
 
 // TestFollowMemoryFlat runs 10 concurrent follow requests
 // (/containerLogs?follow=true) against a log appended to all along, for
@@ -126,7 +117,7 @@ func TestFollowMemoryFlat(t *testing.T) {
 		case <-writeTick.C:
 			write()
 		case <-sampleTick.C:
-			samples = append(samples, liveHeap())
+			samples = append(samples, leakcheck.LiveHeap())
 		case <-end:
 			ended = true
 		}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -594,7 +595,7 @@ func TestTrackerGivesBackRoom(t *testing.T) {
 		relist(nil, nil)
 	}
 	churn(10) // what the first relists make once
-	before := liveHeap()
+	before := leakcheck.LiveHeap()
 	const pods = 10000
 	churn(pods)
 	if len(tr.pods)+len(tr.ctrs)+len(tr.retry) != 0 {
@@ -602,17 +603,9 @@ func TestTrackerGivesBackRoom(t *testing.T) {
 	}
 	// Some 40 bytes a pod in the maps of pods and records, 8 in the
 	// scratch space: over 1 MiB kept.
-	if after := liveHeap(); after > before+128<<10 {
+	if after := leakcheck.LiveHeap(); after > before+128<<10 {
 		t.Errorf("live heap %d KiB after %d pods came and went, %d KiB before: the room they took is kept",
 			after>>10, pods, before>>10)
 	}
 	sysruntime.KeepAlive(&tr) // live while the heap is measured
-}
-
-// liveHeap returns the bytes of live heap objects, after a collection.
-func liveHeap() uint64 {
-	sysruntime.GC()
-	var m sysruntime.MemStats
-	sysruntime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/podmodel"
 )
 
@@ -41,24 +42,16 @@ func TestGivesBackRoom(t *testing.T) {
 		}
 	}
 	churn(10) // what the first pods make once
-	before := liveHeap()
+	before := leakcheck.LiveHeap()
 	const pods = 10000
 	churn(pods)
 	if n := len(m.Pods()); n != 0 {
 		t.Fatalf("%d pods held after the churn, want none", n)
 	}
 	// Some 40 bytes a pod in each of the three maps: over 1 MiB kept.
-	if after := liveHeap(); after > before+128<<10 {
+	if after := leakcheck.LiveHeap(); after > before+128<<10 {
 		t.Errorf("live heap %d KiB after %d pods came and went, %d KiB before: the room they took is kept",
 			after>>10, pods, before>>10)
 	}
 	runtime.KeepAlive(m) // live while the heap is measured
-}
-
-// liveHeap returns the bytes of live heap objects, after a collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -54,21 +55,13 @@ func TestSettledGivesBackRoom(t *testing.T) {
 		}
 	}
 	churn(10) // what the first pods make once
-	before := liveHeap()
+	before := leakcheck.LiveHeap()
 	const pods = 10000
 	churn(pods)
 	// Some 100 bytes a pod in the map: over 1 MiB kept.
-	if after := liveHeap(); after > before+128<<10 {
+	if after := leakcheck.LiveHeap(); after > before+128<<10 {
 		t.Errorf("live heap %d KiB after %d pods were settled and unsettled, %d KiB before: the room they took is kept",
 			after>>10, pods, before>>10)
 	}
 	sysruntime.KeepAlive(s) // live while the heap is measured
-}
-
-// liveHeap returns the bytes of live heap objects, after a collection.
-func liveHeap() uint64 {
-	sysruntime.GC()
-	var ms sysruntime.MemStats
-	sysruntime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }

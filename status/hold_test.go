@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/status/statustest"
 )
@@ -108,21 +109,13 @@ func TestHoldsGiveBackRoom(t *testing.T) {
 		}
 	}
 	churn(10) // what the first holds make once
-	before := liveHeap()
+	before := leakcheck.LiveHeap()
 	const pods = 10000
 	churn(pods)
 	// Some 40 bytes a pod in the map: over 300 KiB kept.
-	if after := liveHeap(); after > before+64<<10 {
+	if after := leakcheck.LiveHeap(); after > before+64<<10 {
 		t.Errorf("live heap %d KiB after %d pods were held and released, %d KiB before: the room they took is kept",
 			after>>10, pods, before>>10)
 	}
 	runtime.KeepAlive(m) // live while the heap is measured
-}
-
-// liveHeap returns the bytes of live heap objects, after a collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }

@@ -4,12 +4,14 @@
 // package: on a loaded machine a goroutine that is already on its way out
 // (a stopped timer's, a closed connection's) can take longer than that to
 // end. Find retries goleak.Find until none is left or Timeout has passed;
-// a real leak is still reported, only later.
+// a real leak is still reported, only later. LiveHeap is the heap the
+// tests of parts' kept room compare.
 package leakcheck
 
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -52,4 +54,14 @@ func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
 		}
 	}
 	os.Exit(code)
+}
+
+// LiveHeap returns the bytes of live heap objects, after a collection: a
+// test that churns a part compares it before and after, to find room the
+// part kept for what is gone (a map keeps the room it grew to).
+func LiveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

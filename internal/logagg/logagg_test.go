@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 // sink records the lines logged, as "<prefix> <args>".
@@ -141,7 +142,7 @@ func TestAggregatorGivesBackRoom(t *testing.T) {
 		}
 	}
 	churn(10) // what the first lines make once
-	before := liveHeap()
+	before := leakcheck.LiveHeap()
 	// Not more: each new line looks at every line held.
 	const pods = 4000
 	churn(pods)
@@ -152,19 +153,11 @@ func TestAggregatorGivesBackRoom(t *testing.T) {
 		t.Fatalf("%d lines held after the pods' lines were forgotten, want 1", n)
 	}
 	// Some 80 bytes a line in the map: over 300 KiB kept.
-	if after := liveHeap(); after > before+64<<10 {
+	if after := leakcheck.LiveHeap(); after > before+64<<10 {
 		t.Errorf("live heap %d KiB after %d lines came and went, %d KiB before: the room they took is kept",
 			after>>10, pods, before>>10)
 	}
 	runtime.KeepAlive(a) // live while the heap is measured
-}
-
-// liveHeap returns the bytes of live heap objects, after a collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }
 
 func TestAggregatorNegativeInterval(t *testing.T) {

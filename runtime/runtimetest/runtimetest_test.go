@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	sysruntime "runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -1042,23 +1041,15 @@ func TestRoomGivenBack(t *testing.T) {
 		}
 	}
 	churn(10) // what the first objects make once
-	before := liveHeap()
+	before := leakcheck.LiveHeap()
 	const pods = 10000
 	churn(pods)
 	// Some 40 bytes a pod in each of the two maps by ID and the two by
 	// pod UID, 8 in each list: over 1 MiB kept.
-	if after := liveHeap(); after > before+128<<10 {
+	if after := leakcheck.LiveHeap(); after > before+128<<10 {
 		t.Errorf("live heap %d KiB after %d pods came and went, %d KiB before: the room they took is kept",
 			after>>10, pods, before>>10)
 	}
-}
-
-// liveHeap returns the bytes of live heap objects, after a collection.
-func liveHeap() uint64 {
-	sysruntime.GC()
-	var m sysruntime.MemStats
-	sysruntime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
 
 func TestCRIAdapter(t *testing.T) {
