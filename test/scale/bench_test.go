@@ -115,7 +115,14 @@ func window(tb testing.TB) time.Duration {
 //     and their subresources, from the audit log, from the pods' creation
 //     to settle after all run, per pod;
 //   - rss-pods-MiB/node, rss-KiB/pod: the resident set with the pods
-//     running, over the nodes, and its growth over the pods.
+//     running, over the nodes, and its growth over the pods;
+//   - rss-added-MiB/node, rss-pods-added-MiB/node: what each node adds to
+//     the resident set beyond the first, idle and with its pods: the
+//     resident set over that of the same simulator running one idle node
+//     (measured first, in a run of its own), over the other nodes. The
+//     process's own memory (its binary, runtime, client and watches) is
+//     in the first node's figure, and the per-node figures above spread
+//     it over the nodes: at 50 nodes it is most of them.
 func BenchmarkHollowVsKWOK(b *testing.B) {
 	if os.Getenv(kubeconfigEnv) == "" {
 		b.Skipf("%s is unset: the benchmark starts an API server of its own with the binaries of hack/apiserver.sh; "+
@@ -188,6 +195,7 @@ type result struct {
 	readyS, cpuSteadyPct, rssMiBNode, idleWritesNodeMin float64
 	cpuBurstMsPod, runningS, writesPod                  float64
 	rssPodsMiBNode, rssKiBPod                           float64
+	rssAddedMiBNode, rssPodsAddedMiBNode                float64
 	podWrites, idleWrites                               map[string]int
 }
 
@@ -208,6 +216,8 @@ func (r result) metrics() []struct {
 		{r.writesPod, "writes/pod"},
 		{r.rssPodsMiBNode, "rss-pods-MiB/node"},
 		{r.rssKiBPod, "rss-KiB/pod"},
+		{r.rssAddedMiBNode, "rss-added-MiB/node"},
+		{r.rssPodsAddedMiBNode, "rss-pods-added-MiB/node"},
 	}
 }
 
@@ -220,16 +230,22 @@ func compare(b *testing.B, s shape, win time.Duration, kwok kwokBin, hollowBin s
 	}
 	h := &harness{b: b, cfg: cfg, c: client(b, cfg), kubeconfig: srv.kubeconfig(), audit: srv.audit, dir: dir, win: win}
 
-	kw := h.run(side{
-		name: "kwok", prefix: "kwok-node", nodes: s.nodes, pods: s.pods,
-		args: []string{kwok.bin, "--kubeconfig=" + srv.kubeconfig(), "--config=" + kwok.stages, "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=" + kwokAnnotation + "=fake",
-			"--node-lease-duration-seconds=" + strconv.Itoa(kwok.lease)},
-		createNodes: true,
-	})
-	nk := h.run(side{
-		name: "nodekit", prefix: "hollow-node", nodes: s.nodes, pods: s.pods,
-		args: []string{hollowBin, "--kubeconfig=" + srv.kubeconfig(), "--prefix=hollow-node", "--nodes=" + strconv.Itoa(s.nodes)},
-	})
+	kwokSide := func(name, prefix string, nodes int) side {
+		return side{
+			name: name, prefix: prefix, nodes: nodes, pods: s.pods,
+			args: []string{kwok.bin, "--kubeconfig=" + srv.kubeconfig(), "--config=" + kwok.stages, "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=" + kwokAnnotation + "=fake",
+				"--node-lease-duration-seconds=" + strconv.Itoa(kwok.lease)},
+			createNodes: true,
+		}
+	}
+	hollowSide := func(name, prefix string, nodes int) side {
+		return side{
+			name: name, prefix: prefix, nodes: nodes, pods: s.pods,
+			args: []string{hollowBin, "--kubeconfig=" + srv.kubeconfig(), "--prefix=" + prefix, "--nodes=" + strconv.Itoa(nodes)},
+		}
+	}
+	kw := h.run(kwokSide("kwok", "kwok-node", s.nodes), h.oneNode(kwokSide("kwok-one", "kwok-one-node", 1)))
+	nk := h.run(hollowSide("nodekit", "hollow-node", s.nodes), h.oneNode(hollowSide("nodekit-one", "hollow-one-node", 1)))
 
 	km, nm := kw.metrics(), nk.metrics()
 	var table strings.Builder
@@ -310,7 +326,24 @@ type side struct {
 	createNodes bool
 }
 
-func (h *harness) run(sd side) result {
+// oneNode runs the simulator with one idle node (sd.nodes is 1) until it
+// is Ready and settled, and returns its resident set.
+func (h *harness) oneNode(sd side) int64 {
+	b := h.b
+	p := startProcess(b, filepath.Join(h.dir, sd.name+".log"), sd.args)
+	defer h.cleanUp(sd)
+	defer p.stop(b)
+	if sd.createNodes {
+		h.createKWOKNodes(sd)
+	}
+	h.waitNodesReady(sd, p, 2*time.Minute)
+	time.Sleep(settle + h.win)
+	return p.rss(b)
+}
+
+// run measures the side; oneNode is the resident set of the same
+// simulator with one idle node.
+func (h *harness) run(sd side, oneNode int64) result {
 	b := h.b
 	p := startProcess(b, filepath.Join(h.dir, sd.name+".log"), sd.args)
 	defer h.cleanUp(sd)
@@ -348,6 +381,11 @@ func (h *harness) run(sd side) result {
 	rssPods := p.rss(b)
 	r.rssPodsMiBNode = float64(rssPods) / (1 << 20) / nf
 	r.rssKiBPod = float64(rssPods-rssIdle) / 1024 / pf
+	if sd.nodes > 1 {
+		others := float64(sd.nodes - 1)
+		r.rssAddedMiBNode = float64(rssIdle-oneNode) / (1 << 20) / others
+		r.rssPodsAddedMiBNode = float64(rssPods-oneNode) / (1 << 20) / others
+	}
 	podWrites, by := h.writes(writeFilter{namespace: namespace, resource: "pods", from: t2, to: time.Now()})
 	r.writesPod = float64(podWrites) / pf
 	r.podWrites = by

@@ -11,8 +11,10 @@
 // Ready Nodes, the idle CPU and resident set per node, then, for P pods a
 // node created with spec.nodeName set (no scheduler), the CPU per pod start
 // and the time until all run, the API writes per pod start and the resident
-// set with the pods. Both sides are reported by the same run, with their
-// ratio, so that benchstat shows them side by side.
+// set with the pods, and what each node adds to the resident set beyond
+// the first (over a run of the same simulator with one node). Both sides
+// are reported by the same run, with their ratio, so that benchstat shows
+// them side by side.
 //
 //	hack/apiserver.sh build && hack/kwok.sh build
 //	eval "$(hack/apiserver.sh env)" # only to say the binaries are there
