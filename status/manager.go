@@ -163,9 +163,16 @@ type entry struct {
 
 	// written is the last version written (or found in the API server).
 	written uint64
-	// api is the object holding the status (the pod, or a static pod's
-	// mirror) as last read or returned by a PATCH; nil when it must be
-	// read again.
+	// last names the object holding the status (the pod, or a static
+	// pod's mirror) at the version last read, written or found current;
+	// zero when it must be read again (or, for a pod, the pod as given
+	// taken as the base).
+	last objectVersion
+	// api is that object, held only by a manager without a view of it
+	// (Options.APIPod for a pod, Options.MirrorPod for a mirror pod). With
+	// one, the next write starts from the view when it shows last's
+	// version: the PATCH's answer, a second copy of the pod's status,
+	// is not kept for as long as the pod runs.
 	api *v1.Pod
 	// reread: the next write reads the object from the API server rather
 	// than start from a copy it was given (the resync saw it differ).
@@ -342,7 +349,7 @@ func (m *Manager) Requeue(uid types.UID) {
 	if !ok || m.opts.Client == nil || e.gone {
 		return
 	}
-	e.api, e.reread, e.dirty = nil, true, true
+	e.api, e.last, e.reread, e.dirty = nil, objectVersion{}, true, true
 	m.poke()
 }
 

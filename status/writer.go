@@ -26,9 +26,11 @@ const maxAttempts = 3
 // ResyncPeriod while it holds a pod's status (with none there is nothing
 // to resync, and an idle node's writer does not wake: the kubelet's ticks
 // for nothing); a pod held waits for its Hold to end. For each
-// pod to write it takes the pod as last read or written, or as given to
-// SetPodStatus when that is an API object, and reads it (a static pod's
-// mirror pod) when it has neither; it skips it if
+// pod to write it takes the pod as last read or written (with a view of
+// the API server, Options.APIPod or MirrorPod, the view when it shows the
+// version last read or written: the writer keeps no copy of its own), or
+// as given to SetPodStatus when that is an API object, and reads it (a
+// static pod's mirror pod) when it has neither; it skips it if
 // the UID is not the one it has (the pod was replaced) or it is bound to
 // another node, merges the status held into the stored one and sends the
 // difference as a strategic-merge PATCH of the status subresource, with
@@ -139,7 +141,7 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) (next time.Time) {
 			e.dirty = false
 			uids = append(uids, uid)
 		case all:
-			check = append(check, snapshot{uid: uid, e: e, pod: e.pod, api: e.api})
+			check = append(check, snapshot{uid: uid, e: e, pod: e.pod, last: e.last})
 		}
 	}
 	m.mu.Unlock()
@@ -151,7 +153,7 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) (next time.Time) {
 			if m.pods[s.uid] == s.e {
 				// What the agent saw may be older than what was
 				// written: read the pod.
-				s.e.api, s.e.reread = nil, true
+				s.e.api, s.e.last, s.e.reread = nil, objectVersion{}, true
 			}
 			m.mu.Unlock()
 			uids = append(uids, s.uid)
@@ -182,10 +184,25 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) (next time.Time) {
 // at every resync, most are not, and copying every status was most of
 // the resync's cost.
 type snapshot struct {
+	uid  types.UID
+	e    *entry
+	pod  *v1.Pod
+	last objectVersion
+}
+
+// objectVersion names one version of an API object.
+type objectVersion struct {
 	uid types.UID
-	e   *entry
-	pod *v1.Pod
-	api *v1.Pod
+	rv  string
+}
+
+func versionOf(p *v1.Pod) objectVersion {
+	return objectVersion{uid: p.UID, rv: p.ResourceVersion}
+}
+
+// shows reports whether p is the object at that version.
+func (v objectVersion) shows(p *v1.Pod) bool {
+	return v.rv != "" && p.UID == v.uid && p.ResourceVersion == v.rv
 }
 
 func isAPIStatus(err error) bool {
@@ -207,7 +224,7 @@ func (m *Manager) drifted(s snapshot) bool {
 		if !ok {
 			return false
 		}
-		if s.api == nil || s.api.UID != mp.UID {
+		if s.last.uid != mp.UID {
 			return true
 		}
 		view = mp
@@ -218,7 +235,7 @@ func (m *Manager) drifted(s snapshot) bool {
 		}
 		view = p
 	}
-	if view == nil || (s.api != nil && view.ResourceVersion == s.api.ResourceVersion) {
+	if view == nil || s.last.shows(view) {
 		return false
 	}
 	m.mu.Lock()
@@ -265,7 +282,7 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 		m.mu.Unlock()
 		return nil
 	}
-	pod, status, version, api, reread := e.pod, e.status, e.version, e.api, e.reread
+	pod, status, version, api, last, reread := e.pod, e.status, e.version, e.api, e.last, e.reread
 	m.mu.Unlock()
 	log := m.log.WithValues("pod", podmodel.FullName(pod), "podUID", uid)
 
@@ -276,9 +293,13 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 			log.V(4).Info("Static pod has no mirror pod yet; its status waits")
 			return nil
 		}
-		if (api == nil && !reread) || (api != nil && api.UID != mp.UID) {
-			// Write on the mirror pod as last seen; the preconditions
-			// refuse the PATCH if it is not current.
+		// With MirrorPod the manager holds no object (hasView). Write on
+		// the mirror pod as last seen (the preconditions refuse the PATCH
+		// if it is not current), unless it is the mirror last written but
+		// not at the version written: the watch is behind, or another
+		// writer changed it, and a PATCH on it would be refused. Read it
+		// then.
+		if !reread && (last.uid != mp.UID || last.shows(mp)) {
 			api = mp
 		}
 	}
@@ -286,11 +307,22 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 		// The pod was deleted after it was read.
 		api = nil
 	}
-	if api == nil && !reread && !static && pod.ResourceVersion != "" {
-		// The pod as the agent got it from the API server is as good a
-		// base as a fresh read: the resource version precondition
-		// refuses the PATCH if it is not current.
-		api = pod
+	if api == nil && !reread && !static {
+		switch {
+		case last.rv == "" && pod.ResourceVersion != "", last.shows(pod):
+			// The pod as the agent got it from the API server is as good
+			// a base as a fresh read: the resource version precondition
+			// refuses the PATCH if it is not current.
+			api = pod
+		case m.opts.APIPod != nil:
+			// The API server's view, if it shows the version last
+			// written; if it does not (the watch is behind, or another
+			// writer changed the pod), a PATCH on it would be refused:
+			// the pod is read.
+			if v, ok := m.opts.APIPod(uid); ok && last.shows(v) {
+				api = v
+			}
+		}
 	}
 
 	couldRun := m.couldRun(uid)
@@ -356,7 +388,10 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 
 	m.mu.Lock()
 	if m.pods[uid] == e {
-		e.api = api
+		e.last, e.api = versionOf(api), nil
+		if !m.hasView(static) {
+			e.api = api
+		}
 		e.heldBack = heldBack
 		e.written = max(e.written, version)
 	}
@@ -393,7 +428,7 @@ func (m *Manager) markGone(uid types.UID, e *entry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.pods[uid] == e {
-		e.gone, e.api, e.dirty = true, nil, false
+		e.gone, e.api, e.last, e.dirty = true, nil, objectVersion{}, false
 	}
 }
 
@@ -401,7 +436,17 @@ func (m *Manager) markGone(uid types.UID, e *entry) {
 func (m *Manager) forget(e *entry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e.api = nil
+	e.api, e.last = nil, objectVersion{}
+}
+
+// hasView reports whether the manager sees the object holding a pod's
+// status through a watch (Options.MirrorPod for a static pod,
+// Options.APIPod for others).
+func (m *Manager) hasView(static bool) bool {
+	if static {
+		return m.opts.MirrorPod != nil
+	}
+	return m.opts.APIPod != nil
 }
 
 func (m *Manager) get(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
@@ -438,7 +483,8 @@ func (m *Manager) patch(ctx context.Context, api *v1.Pod, patch []byte) (*v1.Pod
 }
 
 // trimHeld trims the pod a PATCH (or a GET) returned, which the pod's
-// entry holds as the base of its next write, to what the writer reads of
+// entry holds as the base of its next write when the manager has no view
+// of the API server (entry.api), to what the writer reads of
 // it: its
 // metadata without managedFields, spec.nodeName and its status. The rest
 // (the spec, the server-side apply records) would cost every running pod

@@ -201,8 +201,8 @@ func TestWritePatchesStatus(t *testing.T) {
 	})
 }
 
-// The pod a PATCH returned, which the manager holds as the base of its
-// next write, is kept without its spec (but spec.nodeName) and
+// The pod a PATCH returned, which a manager without a view of the API
+// server holds as the base of its next write, is kept without its spec (but spec.nodeName) and
 // managedFields; the next write and the resync work from it as before.
 func TestWrittenPodHeldTrimmed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -232,6 +232,68 @@ func TestWrittenPodHeldTrimmed(t *testing.T) {
 		}
 		if diff := cmp.Diff(Stats{Patches: 2}, m.Stats()); diff != "" {
 			t.Errorf("stats (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// With a view of the API server (APIPod), the manager keeps no copy of
+// the pod a PATCH returned: the next write starts from the view once it
+// shows the version written, and reads the pod while the view is behind,
+// rather than send a PATCH the preconditions would refuse.
+func TestWrittenPodNotHeldWithAView(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := statustest.NewFakeAPI(boundPod("web", "uid-web"))
+		var (
+			mu   sync.Mutex
+			view = f.Pod("default", "web")
+		)
+		setView := func(p *v1.Pod) { mu.Lock(); view = p; mu.Unlock() }
+		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t),
+			APIPod: func(uid types.UID) (*v1.Pod, bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				return view, view.UID == uid
+			}})
+		defer run(t, m)()
+		pod := f.Pod("default", "web")
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
+		settle()
+		m.mu.Lock()
+		held, last := m.pods[pod.UID].api, m.pods[pod.UID].last
+		m.mu.Unlock()
+		written := f.Pod("default", "web")
+		if held != nil || last != versionOf(written) {
+			t.Fatalf("held %p at %+v, want nothing held at the written version %+v", held, last, versionOf(written))
+		}
+
+		// The view shows the write: the next write starts from it.
+		setView(written)
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", false))
+		settle()
+		if got := storedStatus(t, f, "web"); conditionStatus(got, v1.PodReady) != v1.ConditionFalse {
+			t.Errorf("Ready = %q after the second write, want False", conditionStatus(got, v1.PodReady))
+		}
+		if diff := cmp.Diff(Stats{Patches: 2}, m.Stats()); diff != "" {
+			t.Errorf("after a write from the view, stats (-want +got):\n%s", diff)
+		}
+
+		// The view is behind the second write: the pod is read, and one
+		// PATCH sent.
+		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
+		settle()
+		if got := storedStatus(t, f, "web"); conditionStatus(got, v1.PodReady) != v1.ConditionTrue {
+			t.Errorf("Ready = %q after the third write, want True", conditionStatus(got, v1.PodReady))
+		}
+		if diff := cmp.Diff(Stats{Patches: 3, Gets: 1}, m.Stats()); diff != "" {
+			t.Errorf("after a write with the view behind, stats (-want +got):\n%s", diff)
+		}
+
+		// The resync finds the view current: nothing is written.
+		setView(f.Pod("default", "web"))
+		time.Sleep(DefaultResyncPeriod)
+		synctest.Wait()
+		if diff := cmp.Diff(Stats{Patches: 3, Gets: 1}, m.Stats()); diff != "" {
+			t.Errorf("after an idle resync, stats (-want +got):\n%s", diff)
 		}
 	})
 }
