@@ -543,12 +543,8 @@ func nodeHostIPs(nodeCtl *node.Controller, internalIP net.IP) []string {
 		}
 		return nil
 	}
-	n, ok := nodeCtl.Node()
-	if !ok {
-		return nil
-	}
 	var ips []string
-	for _, addr := range n.Status.Addresses {
+	for _, addr := range nodeCtl.Addresses() {
 		if addr.Type == v1.NodeInternalIP {
 			ips = append(ips, addr.Address)
 		}

@@ -29,7 +29,7 @@
 // buffer is allocated whole, and the two were a tenth of an idle node's
 // memory; a burst that fills one is late by a relist period, not lost.
 //
-// Their directories (pod directories, image pull records, checkpoints)
+// Their directories (pod directories, container logs)
 // are by default in a temporary directory on /dev/shm, a tmpfs, removed
 // by Stop: nothing in them outlives the nodes, and on a disk the file
 // system's journal and the fsyncs of each write (which a kubelet makes so
@@ -39,8 +39,10 @@
 // node with one pod. Options.Dir puts them elsewhere. Nor do the nodes
 // keep the API-server source's checkpoint of their pods
 // (apiserver.Options.NoCheckpoint), which serves an agent restarted while
-// the API server is down: a hollow node is never restarted on its
-// directory (the kubelet has no such checkpoint either).
+// the API server is down, or their image pull records in a file
+// (podruntime.Options.NoPullRecordsFile), rewritten at every pull: a
+// hollow node is never restarted on its directory (the kubelet has no
+// such checkpoint either).
 package hollow
 
 import (
@@ -235,19 +237,20 @@ const maxHold = time.Minute
 // Options.Configure.
 func nodeOptions(name, dir string, client kubeclient.Interface, rt *runtimetest.Runtime, opts Options) nodekit.Options {
 	return nodekit.Options{
-		NodeName:       name,
-		KubeClient:     client,
-		Runtime:        rt,
-		RootDir:        filepath.Join(dir, "root"),
-		RuntimeManager: podruntime.Options{PodLogsDir: filepath.Join(dir, "logs")},
+		NodeName:   name,
+		KubeClient: client,
+		Runtime:    rt,
+		RootDir:    filepath.Join(dir, "root"),
 		// A node never restarts on its directory, which Stop removes:
-		// the API source's checkpoint would never be read.
-		APISource:     apiserver.Options{NoCheckpoint: true},
-		Cgroups:       cgroup.PodManagerOptions{Disabled: true}, // no processes to confine
-		Node:          node.Options{Capacity: opts.Capacity},
-		EventFilter:   opts.EventFilter,
-		Logger:        opts.Logger,
-		StatusMaxHold: maxHold,
+		// the image pull records and the API source's checkpoint would
+		// never be read.
+		RuntimeManager: podruntime.Options{PodLogsDir: filepath.Join(dir, "logs"), NoPullRecordsFile: true},
+		APISource:      apiserver.Options{NoCheckpoint: true},
+		Cgroups:        cgroup.PodManagerOptions{Disabled: true}, // no processes to confine
+		Node:           node.Options{Capacity: opts.Capacity},
+		EventFilter:    opts.EventFilter,
+		Logger:         opts.Logger,
+		StatusMaxHold:  maxHold,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,19 @@ func (c *Controller) Node() (*v1.Node, bool) {
 		return nil, false
 	}
 	return c.node.DeepCopy(), true
+}
+
+// Addresses returns a copy of the Node's status.addresses as last read or
+// written, and nil before it was registered: what Node gives of them
+// without copying the whole Node (its images, conditions and capacity),
+// for callers that read them at every pod sync (a pod's host IPs).
+func (c *Controller) Addresses() []v1.NodeAddress {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.node == nil {
+		return nil
+	}
+	return slices.Clone(c.node.Status.Addresses)
 }
 
 func (c *Controller) setNode(n *v1.Node) {

@@ -189,6 +189,14 @@ func TestRegisters(t *testing.T) {
 		if !ok || got2.UID != n.UID {
 			t.Errorf("Node() = %v, %v; want the registered node %s", got2, ok, n.UID)
 		}
+		addrs := ctl.Addresses()
+		if diff := cmp.Diff(wantAddrs, addrs); diff != "" {
+			t.Errorf("Addresses() (-want +got):\n%s", diff)
+		}
+		addrs[0].Address = "changed"
+		if got := ctl.Addresses(); got[0].Address != "192.0.2.1" {
+			t.Errorf("Addresses() after its answer was changed = %v: want a copy", got)
+		}
 		stop()
 	})
 }

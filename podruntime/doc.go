@@ -215,7 +215,8 @@
 //     credential verification (KubeletEnsureSecretPulledImages, on by
 //     default since 1.35) follows its default policy,
 //     NeverVerifyPreloadedImages, with its records in
-//     <RootDir>/image_manager/pulled.json (in memory without a RootDir):
+//     <RootDir>/image_manager/pulled.json (in memory without a RootDir or
+//     with Options.NoPullRecordsFile):
 //     the pulls under way are written there too (an image whose pull a
 //     restart of the agent cut short is not taken as preloaded), and the
 //     records of images no longer present are pruned after each listing of

@@ -82,6 +82,13 @@ type Options struct {
 	// which volume.Manager creates and removes with the pod. Defaults to
 	// "": no file is mounted (FallbackToLogsOnError still reads the log).
 	RootDir string
+	// NoPullRecordsFile keeps the image pull records in memory only, not
+	// in <RootDir>/image_manager/pulled.json, which every pull rewrites:
+	// for an agent never restarted on its RootDir (hollow nodes), whose
+	// file would never be read. An agent restarted without the file takes
+	// the images present as preloaded (see the package doc). Defaults to
+	// false: with a RootDir the records are kept in the file.
+	NoPullRecordsFile bool
 	// DNS are the node's DNS settings for the pods' resolv.conf.
 	DNS DNSOptions
 	// HostsFile is the node's hosts file, the base of a host-network
@@ -247,7 +254,7 @@ func New(rs runtime.RuntimeService, is runtime.ImageService, opts Options) (*Man
 		hookClient:   newHookClient(),
 		now:          time.Now,
 		clock:        clock.RealClock{},
-		pulls:        newPuller(is, opts.MaxParallelImagePulls).persistIn(opts.RootDir, opts.Logger.WithName("runtime")),
+		pulls:        newPuller(is, opts.MaxParallelImagePulls).persistIn(pullRecordsDir(opts), opts.Logger.WithName("runtime")),
 		runtimeName:  "cri",
 		containerBO:  newBackOff(opts.BackOff),
 		imageBO:      newBackOff(opts.ImageBackOff),

@@ -217,6 +217,15 @@ const maxRecordedSecrets = 100
 // <root>/image_manager/pulled).
 const pullRecordsFile = "image_manager/pulled.json"
 
+// pullRecordsDir is the directory of the pull records file, "" for
+// none.
+func pullRecordsDir(o Options) string {
+	if o.NoPullRecordsFile {
+		return ""
+	}
+	return o.RootDir
+}
+
 // persistIn keeps the pull records in a file of rootDir ("": memory
 // only), read at their first use; it returns p.
 func (p *puller) persistIn(rootDir string, log logr.Logger) *puller {

@@ -410,6 +410,24 @@ func TestPullRecordsPersist(t *testing.T) {
 	}
 }
 
+// With NoPullRecordsFile the records of a Manager with a RootDir stay in
+// memory: they serve as before, and no file is written.
+func TestPullRecordsNoFile(t *testing.T) {
+	for _, noFile := range []bool{false, true} {
+		dir := t.TempDir()
+		p := newPuller(nil, 1).persistIn(pullRecordsDir(Options{RootDir: dir, NoPullRecordsFile: noFile}), logr.Discard())
+		alice := credentialsOf(t, loginSecret("alice", "alice", "pw-alice"))
+		p.records.pulled(privateImage, "sha256:1", &alice[0])
+		if must, err := p.records.mustVerify(privateImage, "sha256:1", noCredentials); err != nil || !must {
+			t.Errorf("NoPullRecordsFile=%v: mustVerify without credentials = %v, %v; want true (alice pulled it)", noFile, must, err)
+		}
+		_, err := os.Stat(filepath.Join(dir, pullRecordsFile))
+		if written := err == nil; written == noFile {
+			t.Errorf("NoPullRecordsFile=%v: records file written: %v (stat: %v)", noFile, written, err)
+		}
+	}
+}
+
 // TestPullRecordsServiceAccount: an image pulled with the login a
 // credential-provider plugin gave for a service account's token serves the
 // pods of that service account (same UID) without a pull, across a
