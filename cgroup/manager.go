@@ -257,10 +257,18 @@ func (m *fsManager) Exists(name string) bool {
 }
 
 // walk calls fn for dir and each cgroup below it, parents first.
+// removed reports whether err says the cgroup went while it was read: its
+// directory is gone (not found), or the kernel removed it after its file
+// or directory was opened (ENODEV). The runtime removes a container's
+// cgroup when the container ends, while the agent walks its pod's.
+func removed(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV)
+}
+
 func (m *fsManager) walk(dir string, fn func(dir string) error) error {
 	entries, err := m.fs.readDir(dir)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if removed(err) {
 			return nil
 		}
 		return &FileError{Op: "read", Controller: "cgroup", Path: dir, Err: unwrapPathError(err)}
@@ -289,7 +297,7 @@ func (m *fsManager) Pids(name string) ([]int, error) {
 			p := filepath.Join(dir, "cgroup.procs")
 			data, err := m.fs.readFile(p)
 			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
+				if removed(err) {
 					return nil
 				}
 				return &FileError{Op: "read", Controller: loc.controller, Path: p, Err: unwrapPathError(err)}
