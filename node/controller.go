@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/kubeclient"
+	"github.com/nodekit/nodekit/periodic"
+	"github.com/nodekit/nodekit/run"
 )
 
 // The registration back-off, the kubelet's.
@@ -91,36 +93,70 @@ func (c *Controller) setNode(n *v1.Node) {
 // ends. It returns nil then, after its goroutines exited, and an error only
 // when the machine cannot be read. API errors never stop it: they are
 // logged and retried, and a Node found deleted is registered again.
-func (c *Controller) Run(ctx context.Context) error {
-	if !c.running.CompareAndSwap(false, true) {
-		return errors.New("node: Run is already running")
-	}
-	defer c.running.Store(false)
+func (c *Controller) Run(ctx context.Context) error { return run.Until(ctx, c) }
 
+// Start is Run without waiting for ctx to end (run.Starter): it reads the
+// machine, returns its error if that fails, and starts the rest. With
+// Options.Periodic the registration, the status passes and the Lease
+// renewals are the Driver's tasks, and the Controller holds no goroutine
+// between them; else they run on goroutines of its own.
+func (c *Controller) Start(ctx context.Context) (wait func(), err error) {
+	if !c.running.CompareAndSwap(false, true) {
+		return nil, errors.New("node: Run is already running")
+	}
 	f, err := c.facts()
 	if err != nil {
-		return err
+		c.running.Store(false)
+		return nil, err
 	}
 	c.event(EventStarting, "Starting node agent.")
 	s := &statusLoop{c: c, facts: f}
-	if !s.register(ctx) {
-		return nil
-	}
 	if d := c.opts.Periodic; d != nil {
-		// The Driver's goroutine starts each pass; between passes the
-		// loops hold no goroutine.
-		waitStatus := d.Go(ctx, 0, s.tick)
-		waitLease := d.Go(ctx, 0, c.leaseLoop().tick)
-		<-ctx.Done()
-		waitStatus()
-		waitLease()
-		return nil
+		// The calls of one task never overlap: registered, backoff and
+		// lease are the status task's alone until it stopped.
+		var (
+			registered bool
+			backoff    = registerBackoffInit
+			lease      *periodic.Task
+		)
+		status := d.Start(ctx, 0, func(ctx context.Context) time.Duration {
+			if !registered {
+				if !s.registerOnce(ctx) {
+					wait := backoff
+					backoff = min(2*backoff, registerBackoffMax)
+					return wait
+				}
+				registered = true
+				lease = d.Start(ctx, 0, c.leaseLoop().tick)
+			}
+			return s.tick(ctx)
+		})
+		return func() {
+			status.Wait()
+			if lease != nil {
+				lease.Wait()
+			}
+			c.running.Store(false)
+		}, nil
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() { s.run(ctx) })
-	wg.Go(func() { c.leaseLoop().run(ctx) })
-	wg.Wait()
-	return nil
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if !s.register(ctx) {
+			return
+		}
+		lease := make(chan struct{})
+		go func() {
+			defer close(lease)
+			c.leaseLoop().run(ctx)
+		}()
+		s.run(ctx)
+		<-lease
+	}()
+	return func() {
+		<-done
+		c.running.Store(false)
+	}, nil
 }
 
 // facts reads the machine and the host's address, as the options say.
@@ -220,21 +256,8 @@ type statusLoop struct {
 // labels it lacks), retrying with back-off until it succeeds. It returns
 // false when ctx ended first.
 func (s *statusLoop) register(ctx context.Context) bool {
-	c := s.c
 	backoff := registerBackoffInit
-	for {
-		if n, created, err := s.tryRegister(ctx); err == nil {
-			c.setNode(n)
-			if created {
-				s.lastReport = time.Now()
-				c.log.Info("registered the node", "uid", n.UID)
-			} else {
-				c.log.Info("the node exists: using it", "uid", n.UID)
-			}
-			return true
-		} else if ctx.Err() == nil {
-			c.log.Error(err, "registering the node failed: retrying", "backoff", backoff)
-		}
+	for !s.registerOnce(ctx) {
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -244,6 +267,27 @@ func (s *statusLoop) register(ctx context.Context) bool {
 		}
 		backoff = min(2*backoff, registerBackoffMax)
 	}
+	return true
+}
+
+// registerOnce tries to register the Node once, and logs a failure.
+func (s *statusLoop) registerOnce(ctx context.Context) bool {
+	c := s.c
+	n, created, err := s.tryRegister(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Error(err, "registering the node failed: retrying")
+		}
+		return false
+	}
+	c.setNode(n)
+	if created {
+		s.lastReport = time.Now()
+		c.log.Info("registered the node", "uid", n.UID)
+	} else {
+		c.log.Info("the node exists: using it", "uid", n.UID)
+	}
+	return true
 }
 
 func (s *statusLoop) tryRegister(ctx context.Context) (*v1.Node, bool, error) {

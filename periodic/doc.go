@@ -21,6 +21,9 @@
 //	<-ctx.Done()
 //	wait() // the call in flight returned; no other starts
 //
+// A part whose loop also wakes when something happens (a pod added) uses
+// Start, whose Task.Reset(0) makes the next call due at once.
+//
 // # Timing
 //
 // A task's next call is due the duration its call returned after that

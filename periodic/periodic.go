@@ -23,7 +23,7 @@ type Driver struct {
 	// work hands a call to an idle worker (unbuffered: a send succeeds
 	// only when one waits); idle counts the workers waiting, at most
 	// maxIdle. runCtx is Run's context, which ends the workers.
-	work   chan *task
+	work   chan *Task
 	idle   atomic.Int32
 	runCtx context.Context
 }
@@ -38,21 +38,27 @@ const maxIdle = 4
 
 // NewDriver returns a Driver; it runs nothing until Run.
 func NewDriver() *Driver {
-	return &Driver{wake: make(chan struct{}, 1), work: make(chan *task)}
+	return &Driver{wake: make(chan struct{}, 1), work: make(chan *Task)}
 }
 
-// task is one function given to Go.
-type task struct {
-	ctx   context.Context
-	f     func(context.Context) time.Duration
-	due   time.Time
-	index int // in the heap; -1 when not in it
+// Task is a task given to Start: Reset moves its next call, Wait waits
+// for it to stop.
+type Task struct {
+	d       *Driver
+	ctx     context.Context
+	f       func(context.Context) time.Duration
+	due     time.Time
+	index   int // in d's heap; -1 when not in it
+	stopped chan struct{}
 
-	// mu guards stopped, busy and idle.
-	mu      sync.Mutex
-	stopped bool // ctx ended
-	busy    bool // a call runs
-	idle    chan struct{}
+	// mu guards the fields below (with d.mu held too, when d is set and
+	// the task is in its heap).
+	mu     sync.Mutex
+	ended  bool      // ctx ended
+	busy   bool      // a call runs
+	reset  time.Time // a Reset's due time, for the call after the one running
+	kick   chan struct{}
+	closed bool // stopped is closed
 }
 
 // Go calls f after first, then, each time f returns, again after the
@@ -61,70 +67,157 @@ type task struct {
 // any) returned. With a nil Driver the calls run on a goroutine of Go's
 // own, which wait waits for.
 func (d *Driver) Go(ctx context.Context, first time.Duration, f func(ctx context.Context) time.Duration) (wait func()) {
+	return d.Start(ctx, first, f).Wait
+}
+
+// Start is Go, returning the Task, whose Reset moves its next call: for
+// a part whose periodic work also runs when something happens (a pod
+// added, a retry due sooner).
+func (d *Driver) Start(ctx context.Context, first time.Duration, f func(ctx context.Context) time.Duration) *Task {
+	t := &Task{d: d, ctx: ctx, f: f, index: -1, stopped: make(chan struct{})}
 	if d == nil {
-		return own(ctx, first, f)
+		t.kick = make(chan struct{}, 1)
+		go t.own(first)
+		return t
 	}
-	t := &task{ctx: ctx, f: f, index: -1, idle: make(chan struct{})}
-	d.schedule(t, time.Now().Add(first))
+	d.mu.Lock()
+	d.push(t, time.Now().Add(first))
+	d.mu.Unlock()
 	context.AfterFunc(ctx, func() {
+		d.mu.Lock()
 		t.mu.Lock()
-		t.stopped = true
+		t.ended = true
 		if !t.busy {
-			close(t.idle)
+			t.closeLocked()
 		}
 		t.mu.Unlock()
-		// Once stopped, schedule no longer pushes t.
-		d.mu.Lock()
 		if t.index >= 0 {
 			heap.Remove(&d.tasks, t.index)
 		}
 		d.mu.Unlock()
 	})
-	return func() { <-t.idle }
+	return t
 }
 
-// own runs a task's loop on a goroutine of its own.
-func own(ctx context.Context, first time.Duration, f func(ctx context.Context) time.Duration) func() {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTimer(first)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			next := f(ctx)
-			if ctx.Err() != nil {
-				return
-			}
-			t.Reset(next)
+// Wait blocks until the task's context ended and the call in flight (if
+// any) returned.
+func (t *Task) Wait() { <-t.stopped }
+
+// Reset makes the task's next call due after d from now, in place of the
+// time it was due. While a call runs, the call after it is due then, in
+// place of the duration the running call returns; of several Resets the
+// last wins. It never blocks, and does nothing once the task's context
+// ended.
+func (t *Task) Reset(d time.Duration) {
+	due := time.Now().Add(d)
+	if t.d == nil {
+		t.mu.Lock()
+		if !t.ended {
+			t.reset = due
 		}
-	}()
-	return func() { <-done }
+		t.mu.Unlock()
+		select {
+		case t.kick <- struct{}{}:
+		default:
+		}
+		return
+	}
+	t.d.mu.Lock()
+	t.mu.Lock()
+	switch {
+	case t.ended:
+	case t.busy:
+		t.reset = due
+	case t.index >= 0:
+		t.due = due
+		heap.Fix(&t.d.tasks, t.index)
+		if t.index == 0 {
+			t.d.poke()
+		}
+	}
+	t.mu.Unlock()
+	t.d.mu.Unlock()
 }
 
-// schedule puts t in the heap, due at due, unless it stopped.
-func (d *Driver) schedule(t *task, due time.Time) {
-	d.mu.Lock()
+// closeLocked closes stopped once. Called with t.mu held.
+func (t *Task) closeLocked() {
+	if !t.closed {
+		t.closed = true
+		close(t.stopped)
+	}
+}
+
+// takeReset returns the due time of a Reset not yet applied, and forgets
+// it. Called with t.mu held.
+func (t *Task) takeResetLocked() (time.Time, bool) {
+	due := t.reset
+	t.reset = time.Time{}
+	return due, !due.IsZero()
+}
+
+// own runs a task's loop on a goroutine of its own, for a nil Driver.
+func (t *Task) own(first time.Duration) {
+	defer func() {
+		t.mu.Lock()
+		t.ended = true
+		t.closeLocked()
+		t.mu.Unlock()
+	}()
+	timer := time.NewTimer(first)
+	defer timer.Stop()
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-timer.C:
+		case <-t.kick:
+			t.mu.Lock()
+			due, ok := t.takeResetLocked()
+			t.mu.Unlock()
+			if !ok {
+				continue
+			}
+			if wait := time.Until(due); wait > 0 {
+				timer.Reset(wait)
+				continue
+			}
+			timer.Stop()
+		}
+		next := t.f(t.ctx)
+		if t.ctx.Err() != nil {
+			return
+		}
+		t.mu.Lock()
+		if due, ok := t.takeResetLocked(); ok {
+			next = time.Until(due)
+		}
+		t.mu.Unlock()
+		timer.Reset(next)
+	}
+}
+
+// poke tells Run (without blocking) that the earliest due time may have
+// moved.
+func (d *Driver) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// push puts t in the heap, due at due, unless its context ended. Called
+// with d.mu held.
+func (d *Driver) push(t *Task, due time.Time) {
 	t.mu.Lock()
-	stopped := t.stopped
+	ended := t.ended
 	t.mu.Unlock()
-	if stopped {
-		d.mu.Unlock()
+	if ended {
 		return
 	}
 	t.due = due
 	heap.Push(&d.tasks, t)
-	first := t.index == 0
-	d.mu.Unlock()
-	if first {
-		select {
-		case d.wake <- struct{}{}:
-		default:
-		}
+	if t.index == 0 {
+		d.poke()
 	}
 }
 
@@ -147,7 +240,7 @@ func (d *Driver) Run(ctx context.Context) error {
 		now := time.Now()
 		d.mu.Lock()
 		for len(d.tasks) > 0 && !d.tasks[0].due.After(now) {
-			d.start(heap.Pop(&d.tasks).(*task))
+			d.start(heap.Pop(&d.tasks).(*Task))
 		}
 		next := time.Hour
 		if len(d.tasks) > 0 {
@@ -166,9 +259,9 @@ func (d *Driver) Run(ctx context.Context) error {
 
 // start runs one call of t, then schedules its next. Called with d.mu
 // held.
-func (d *Driver) start(t *task) {
+func (d *Driver) start(t *Task) {
 	t.mu.Lock()
-	if t.stopped {
+	if t.ended {
 		t.mu.Unlock()
 		return
 	}
@@ -183,7 +276,7 @@ func (d *Driver) start(t *task) {
 
 // worker runs t's call, then the calls start hands it, until it has
 // nothing to do and maxIdle others wait, or Run's context ended.
-func (d *Driver) worker(t *task) {
+func (d *Driver) worker(t *Task) {
 	for {
 		d.call(t)
 		if d.idle.Add(1) > maxIdle {
@@ -201,21 +294,27 @@ func (d *Driver) worker(t *task) {
 }
 
 // call runs one call of t, then schedules its next.
-func (d *Driver) call(t *task) {
+func (d *Driver) call(t *Task) {
 	next := t.f(t.ctx)
+	due := time.Now().Add(next)
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	t.mu.Lock()
 	t.busy = false
-	if t.stopped {
-		close(t.idle)
+	if t.ended {
+		t.closeLocked()
 		t.mu.Unlock()
 		return
 	}
+	if reset, ok := t.takeResetLocked(); ok {
+		due = reset
+	}
 	t.mu.Unlock()
-	d.schedule(t, time.Now().Add(next))
+	d.push(t, due)
 }
 
 // taskHeap orders tasks by due time (container/heap).
-type taskHeap []*task
+type taskHeap []*Task
 
 func (h taskHeap) Len() int           { return len(h) }
 func (h taskHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
@@ -226,7 +325,7 @@ func (h taskHeap) Swap(i, j int) {
 }
 
 func (h *taskHeap) Push(x any) {
-	t := x.(*task)
+	t := x.(*Task)
 	t.index = len(*h)
 	*h = append(*h, t)
 }

@@ -173,3 +173,55 @@ func driverGoroutines() int {
 	}
 	return n
 }
+
+// Reset moves a task's next call: while it waits, to the Reset's time;
+// while a call runs, the call after it is due at the Reset's time, in place
+// of the duration the call returns. With a Driver and without one.
+func TestTaskReset(t *testing.T) {
+	for _, mode := range []string{"driver", "own"} {
+		t.Run(mode, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var d *periodic.Driver
+				if mode == "driver" {
+					d = periodic.NewDriver()
+					dctx, stop := context.WithCancel(t.Context())
+					done := make(chan error, 1)
+					go func() { done <- d.Run(dctx) }()
+					defer func() {
+						stop()
+						<-done
+					}()
+				}
+				c := &calls{start: time.Now()}
+				ctx, cancel := context.WithCancel(t.Context())
+				task := d.Start(ctx, time.Minute, c.f(time.Minute, 2*time.Second))
+				time.Sleep(5 * time.Second)
+				task.Reset(0) // called at 5s, returns at 7s
+				time.Sleep(time.Second)
+				task.Reset(10 * time.Second) // during the call: the next at 16s
+				time.Sleep(15 * time.Second) // 21s
+				task.Reset(4 * time.Second)  // the next at 25s, not at 78s
+				time.Sleep(10 * time.Second) // 31s
+				synctest.Wait()
+				want := []time.Duration{5 * time.Second, 16 * time.Second, 25 * time.Second}
+				if got := c.get(); !slices.Equal(got, want) {
+					t.Fatalf("calls at %v, want %v", got, want)
+				}
+				time.Sleep(time.Minute) // 91s: the call returned at 27s said a minute
+				synctest.Wait()
+				want = append(want, 87*time.Second)
+				if got := c.get(); !slices.Equal(got, want) {
+					t.Fatalf("calls at %v, want %v", got, want)
+				}
+				cancel()
+				task.Wait()
+				task.Reset(0)
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				if got := c.get(); !slices.Equal(got, want) {
+					t.Fatalf("calls at %v after the task stopped, want %v", got, want)
+				}
+			})
+		})
+	}
+}

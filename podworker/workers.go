@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/logagg"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/run"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -198,24 +199,28 @@ func New(sync SyncFuncs, opts Options) (*Workers, error) {
 // returns nil once every worker goroutine exited. Ending Run stops the
 // workers, not the pods: nothing is killed, so an agent that restarts finds
 // its pods running. Run must be called once.
-func (w *Workers) Run(ctx context.Context) error {
+func (w *Workers) Run(ctx context.Context) error { return run.Until(ctx, w) }
+
+// Start is Run without waiting for ctx to end (run.Starter): Workers hold
+// no goroutine but their pods' workers.
+func (w *Workers) Start(ctx context.Context) (wait func(), err error) {
 	w.mu.Lock()
 	if w.runCtx != nil {
 		w.mu.Unlock()
-		return errors.New("podworker: Run called more than once")
+		return nil, errors.New("podworker: Run called more than once")
 	}
 	w.runCtx = ctx
 	for uid, wk := range w.pods {
 		w.startLocked(uid, wk)
 	}
 	w.mu.Unlock()
-
-	<-ctx.Done()
-	w.mu.Lock()
-	w.stopped = true
-	w.mu.Unlock()
-	w.wg.Wait()
-	return nil
+	return func() {
+		<-ctx.Done()
+		w.mu.Lock()
+		w.stopped = true
+		w.mu.Unlock()
+		w.wg.Wait()
+	}, nil
 }
 
 // UpdatePod hands an update to the pod's worker, starting the worker for a

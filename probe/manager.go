@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/podmodel"
+	"github.com/nodekit/nodekit/run"
 )
 
 // Metrics receives one observation per probe run. Implementations must be
@@ -150,24 +151,28 @@ func NewManager(statuses func(uid types.UID) (v1.PodStatus, bool), opts Options)
 
 // Run runs the probe workers until ctx ends, then returns nil once every
 // worker has exited. It may be called only once.
-func (m *Manager) Run(ctx context.Context) error {
+func (m *Manager) Run(ctx context.Context) error { return run.Until(ctx, m) }
+
+// Start is Run without waiting for ctx to end (run.Starter): a Manager
+// holds no goroutine but its probe workers'.
+func (m *Manager) Start(ctx context.Context) (wait func(), err error) {
 	m.mu.Lock()
 	if m.ctx != nil {
 		m.mu.Unlock()
-		return errors.New("probe: Manager.Run called twice")
+		return nil, errors.New("probe: Manager.Run called twice")
 	}
 	m.ctx, m.start = ctx, time.Now()
 	for _, w := range m.workers {
 		m.startLocked(w)
 	}
 	m.mu.Unlock()
-
-	<-ctx.Done()
-	m.mu.Lock()
-	m.stopped = true
-	m.mu.Unlock()
-	m.wg.Wait()
-	return nil
+	return func() {
+		<-ctx.Done()
+		m.mu.Lock()
+		m.stopped = true
+		m.mu.Unlock()
+		m.wg.Wait()
+	}, nil
 }
 
 // Liveness delivers the changes of liveness results (capacity 20). A

@@ -80,11 +80,15 @@ func (g *Group) Add(name string, r Runnable) error {
 	return nil
 }
 
-// Run starts every part, in order, each in a goroutine of its own, and
-// waits until ctx ends or a part fails. It then stops the parts in
-// reverse order, each after the parts that follow it have returned, and
-// returns when all have: nil when ctx ended, else the first error.
-// The parts' contexts carry ctx's values but end only at their stop.
+// Run starts every part, in order, and waits until ctx ends or a part
+// fails. It then stops the parts in reverse order, each after the parts
+// that follow it have returned, and returns when all have: nil when ctx
+// ended, else the first error. The parts' contexts carry ctx's values but
+// end only at their stop.
+//
+// Each part runs in a goroutine of its own, but for the last, which runs
+// on Run's, and the Starters, which need none: Run calls their Start, in
+// the order of the parts, and their wait at their stop.
 func (g *Group) Run(ctx context.Context) error {
 	g.mu.Lock()
 	if g.started {
@@ -95,31 +99,70 @@ func (g *Group) Run(ctx context.Context) error {
 	parts := g.parts
 	g.mu.Unlock()
 
-	type running struct {
-		cancel context.CancelFunc
-		done   chan struct{}
-	}
 	base := context.WithoutCancel(ctx)
 	failed := make(chan error, len(parts))
-	rs := make([]running, len(parts))
+	// The last part's context also ends when ctx does or a part fails:
+	// it stops first, and Run's goroutine is running it.
+	lastCtx, stopLast := context.WithCancel(base)
+	defer stopLast()
+	defer context.AfterFunc(ctx, stopLast)()
+	fail := func(err error) {
+		failed <- err
+		stopLast()
+	}
+
+	type running struct {
+		cancel context.CancelFunc
+		wait   func()
+	}
+	rs := make([]running, 0, len(parts))
+	var inline Runnable // the last part, run below
 	for i, p := range parts {
+		if s, ok := p.r.(Starter); ok {
+			pctx, cancel := context.WithCancel(base)
+			wait, err := s.Start(pctx)
+			if err != nil {
+				cancel()
+				fail(fmt.Errorf("%s: %w", p.name, err))
+				break
+			}
+			rs = append(rs, running{cancel: cancel, wait: wait})
+			continue
+		}
+		if i == len(parts)-1 {
+			inline = p.r
+			continue
+		}
 		pctx, cancel := context.WithCancel(base)
-		rs[i] = running{cancel: cancel, done: make(chan struct{})}
+		done := make(chan struct{})
+		rs = append(rs, running{cancel: cancel, wait: func() { <-done }})
 		go func() {
-			defer close(rs[i].done)
+			defer close(done)
 			if err := p.r.Run(pctx); err != nil {
-				failed <- fmt.Errorf("%s: %w", p.name, err)
+				fail(fmt.Errorf("%s: %w", p.name, err))
 			}
 		}()
 	}
+
 	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-failed:
+	if inline != nil && lastCtx.Err() == nil {
+		if lerr := inline.Run(lastCtx); lerr != nil {
+			select {
+			case err = <-failed: // the first failure, which stopped it
+			default:
+				err = fmt.Errorf("%s: %w", parts[len(parts)-1].name, lerr)
+			}
+		}
+	}
+	if err == nil {
+		select {
+		case <-ctx.Done():
+		case err = <-failed:
+		}
 	}
 	for i := len(rs) - 1; i >= 0; i-- {
 		rs[i].cancel()
-		<-rs[i].done
+		rs[i].wait()
 	}
 	if err == nil {
 		select {
@@ -128,4 +171,29 @@ func (g *Group) Run(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// Starter is a Runnable that needs no goroutine of its own while it runs:
+// its work runs on goroutines it starts when it has work, or on a shared
+// periodic.Driver's. Start starts the part and returns at once; the part
+// runs until ctx ends, and wait then blocks until it has stopped, as Run
+// would have returned. An error from Start is the part's failure, as
+// Run's would be; the part did not start. Group.Run calls Start rather
+// than Run: a thousand agents in one process (hollow nodes) then hold no
+// goroutine for their parts that wait.
+type Starter interface {
+	Runnable
+	Start(ctx context.Context) (wait func(), err error)
+}
+
+// Until is a Starter's Run: it starts s, waits until ctx ends and then
+// until s has stopped. It returns Start's error, else nil.
+func Until(ctx context.Context, s Starter) error {
+	wait, err := s.Start(ctx)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	wait()
+	return nil
 }
