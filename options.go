@@ -19,6 +19,7 @@ import (
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/nodeserver/hook"
 	"github.com/nodekit/nodekit/objects"
+	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podruntime"
 	"github.com/nodekit/nodekit/podsync"
@@ -120,6 +121,14 @@ type Options struct {
 	// server's events (through client-go's broadcaster) with KubeClient,
 	// and to none without.
 	Events runtime.EventRecorder
+	// Periodic, when set, runs the periodic work of the parts that can
+	// (the Node's status and Lease, unless Node.Periodic is set; container
+	// GC; the volume manager's passes; the retries of deferred resizes) as
+	// tasks of the Driver, which the agents of one process can share: an
+	// idle agent then holds no goroutine for them between their calls
+	// (hollow nodes do). The caller runs the Driver. Defaults to nil: each
+	// part waits on a goroutine of its own.
+	Periodic *periodic.Driver
 	// Admit holds extra admission checks, run in order after the
 	// kubelet's (package admission: sysctls, OS, pod count, resources,
 	// node affinity and name, host ports, taints, AppArmor, RuntimeClass);

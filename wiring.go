@@ -253,7 +253,7 @@ func wire(o Options) (*parts, error) {
 	if !o.UserNamespaces.Disabled && rmOpts.UserNamespaces == nil {
 		users, err = userns.New(userns.Options{
 			RootDir: o.RootDir, Runtime: o.Runtime, IDsPerPod: o.UserNamespaces.IDsPerPod, Range: o.UserNamespaces.Range,
-			MaxPods: o.Node.MaxPods, CleanupPeriod: o.HousekeepingPeriod, Logger: log,
+			MaxPods: o.Node.MaxPods, CleanupPeriod: o.HousekeepingPeriod, Periodic: o.Periodic, Logger: log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)
@@ -298,6 +298,9 @@ func wire(o Options) (*parts, error) {
 
 	// Volumes and cgroups.
 	volOpts := o.Volumes
+	if volOpts.Periodic == nil {
+		volOpts.Periodic = o.Periodic
+	}
 	if volOpts.FileWork == nil {
 		volOpts.FileWork = fileWork
 	}
@@ -324,6 +327,7 @@ func wire(o Options) (*parts, error) {
 	// The allocation manager, the per-pod sync and the pod workers.
 	queue := podworker.NewQueue()
 	allocations, err := allocation.New(allocation.Config{
+		Periodic:     o.Periodic,
 		RootDir:      o.RootDir,
 		Known:        func(uid types.UID) bool { _, ok := podManager.GetPodByUID(uid); return ok },
 		PodByUID:     podManager.GetPodByUID,
@@ -390,6 +394,7 @@ func wire(o Options) (*parts, error) {
 		Runtime: o.Runtime, Images: o.Images, PodRuntime: rm, Cache: keptCache,
 		Workers: workers, SourcesReady: p.config.SourcesReady, ActivePods: activePods,
 		PodByUID: podManager.GetPodByUID, PodDirs: volumes.PodDirs, Recorder: recorder, Logger: log,
+		Periodic: o.Periodic,
 		Changes: func() (uint64, bool) {
 			if handler == nil {
 				return 0, false
@@ -405,6 +410,9 @@ func wire(o Options) (*parts, error) {
 		// The Node: registration, status (with the pressure conditions
 		// and reservations of the upkeep) and Lease.
 		nodeOpts := o.Node
+		if nodeOpts.Periodic == nil {
+			nodeOpts.Periodic = o.Periodic
+		}
 		orLogger(&nodeOpts.Logger, o.Logger) // the node package names the node itself
 		if nodeOpts.DeclaredFeatures == nil {
 			nodeOpts.DeclaredFeatures = node.DeclaredFeatures()

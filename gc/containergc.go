@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/periodic"
+	"github.com/nodekit/nodekit/run"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -82,6 +85,12 @@ type ContainerOptions struct {
 	Resync time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
+	// Periodic, when set, runs the collections as a task of the Driver,
+	// which the agents of one process can share (hollow nodes do): the
+	// collector then holds no goroutine between them. Clock still tells
+	// the time, but the Driver's real timers start the collections.
+	// Defaults to nil: Run's goroutine waits on a timer of Clock's.
+	Periodic *periodic.Driver
 	// Logger defaults to discarding.
 	Logger logr.Logger
 }
@@ -99,6 +108,13 @@ type ContainerCollector struct {
 	opts    ContainerOptions
 	log     logr.Logger
 	trigger chan struct{}
+	// With Periodic: the task, and when the collections after a Trigger
+	// stop coming every RetryPeriod; triggered when Trigger came before
+	// Start.
+	mu         sync.Mutex
+	task       *periodic.Task
+	burstUntil time.Time
+	triggered  bool
 	// running serialises collections.
 	running chan struct{}
 	// clean is what the last collection saw, held while running: ok when
@@ -165,6 +181,17 @@ func NewContainerCollector(rt Runtime, opts ContainerOptions) (*ContainerCollect
 // outage, and the pods' new sandboxes come within seconds, each making
 // the sandbox a crash left half-made collectable. It never blocks.
 func (c *ContainerCollector) Trigger() {
+	if c.opts.Periodic != nil {
+		c.mu.Lock()
+		c.burstUntil = c.opts.Clock.Now().Add(c.opts.Period)
+		task := c.task
+		c.triggered = task == nil
+		c.mu.Unlock()
+		if task != nil {
+			task.Reset(0)
+		}
+		return
+	}
 	select {
 	case c.trigger <- struct{}{}:
 	default:
@@ -174,7 +201,35 @@ func (c *ContainerCollector) Trigger() {
 // Run collects every Period (every RetryPeriod when the runtime could not
 // be listed, and for one Period after a Trigger) until ctx ends; it
 // returns nil then. Errors of a collection are logged, never returned.
-func (c *ContainerCollector) Run(ctx context.Context) error {
+func (c *ContainerCollector) Run(ctx context.Context) error { return run.Until(ctx, c) }
+
+// Start is Run without waiting for ctx to end (run.Starter).
+func (c *ContainerCollector) Start(ctx context.Context) (wait func(), err error) {
+	if d := c.opts.Periodic; d != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		first := c.opts.Period
+		if c.triggered {
+			first = 0
+		}
+		c.task = d.Start(ctx, first, func(ctx context.Context) time.Duration {
+			c.mu.Lock()
+			burstUntil := c.burstUntil
+			c.mu.Unlock()
+			return c.pass(ctx, burstUntil)
+		})
+		return c.task.Wait, nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.loop(ctx)
+	}()
+	return func() { <-done }, nil
+}
+
+// loop is Run's loop without a Driver.
+func (c *ContainerCollector) loop(ctx context.Context) {
 	clk := c.opts.Clock
 	t := clk.NewTimer(c.opts.Period)
 	defer t.Stop()
@@ -182,27 +237,33 @@ func (c *ContainerCollector) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C():
 		case <-c.trigger:
 			t.Stop()
 			burstUntil = clk.Now().Add(c.opts.Period)
 		}
-		next := c.opts.Period
-		if clk.Now().Before(burstUntil) {
+		t.Reset(c.pass(ctx, burstUntil))
+	}
+}
+
+// pass is one of Run's collections; it returns the time to the next:
+// RetryPeriod until burstUntil or after a failed listing, else Period.
+func (c *ContainerCollector) pass(ctx context.Context, burstUntil time.Time) time.Duration {
+	next := c.opts.Period
+	if c.opts.Clock.Now().Before(burstUntil) {
+		next = c.opts.RetryPeriod
+	}
+	// After a Trigger every collection lists: the runtime was away,
+	// what it holds may have changed out of every count.
+	if _, err := c.collect(ctx, false, next == c.opts.Period); err != nil && ctx.Err() == nil {
+		c.log.Error(err, "Container garbage collection failed")
+		var le *listError
+		if errors.As(err, &le) {
 			next = c.opts.RetryPeriod
 		}
-		// After a Trigger every collection lists: the runtime was away,
-		// what it holds may have changed out of every count.
-		if _, err := c.collect(ctx, false, next == c.opts.Period); err != nil && ctx.Err() == nil {
-			c.log.Error(err, "Container garbage collection failed")
-			var le *listError
-			if errors.As(err, &le) {
-				next = c.opts.RetryPeriod
-			}
-		}
-		t.Reset(next)
 	}
+	return next
 }
 
 // listError is a failure to read the runtime: nothing was planned.

@@ -3,6 +3,7 @@ package gc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -91,9 +93,27 @@ func listIDs(t *testing.T, rt *runtimetest.Runtime) (cs, sbs []string) {
 // TestContainerCollectorRun: the collector removes nothing before its
 // period, collects on Trigger at once and every RetryPeriod for a Period
 // after it, retries a failed listing after RetryPeriod, and leaves a
-// running pod's current sandbox and container alone.
+// running pod's current sandbox and container alone. On Run's own
+// goroutine and as a task of a periodic.Driver.
 func TestContainerCollectorRun(t *testing.T) {
+	for _, driver := range []bool{false, true} {
+		t.Run(fmt.Sprintf("driver=%v", driver), func(t *testing.T) { testContainerCollectorRun(t, driver) })
+	}
+}
+
+func testContainerCollectorRun(t *testing.T, driver bool) {
 	synctest.Test(t, func(t *testing.T) {
+		var d *periodic.Driver
+		if driver {
+			d = periodic.NewDriver()
+			dctx, stop := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- d.Run(dctx) }()
+			defer func() {
+				stop()
+				<-done
+			}()
+		}
 		rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
 		defer rt.Close()
 		logs := t.TempDir()
@@ -124,6 +144,7 @@ func TestContainerCollectorRun(t *testing.T) {
 		c, err := NewContainerCollector(rt, ContainerOptions{
 			Pods:       pods{deleted: map[types.UID]bool{"gone": true}},
 			PodLogsDir: logs,
+			Periodic:   d,
 			Logger:     testr.New(t),
 		})
 		if err != nil {

@@ -27,7 +27,8 @@ import (
 // not need its own: one watch per resource (pods, Nodes, Services,
 // RuntimeClasses) for the process instead of one per node, one event
 // broadcaster and scheme, and one periodic.Driver that starts the nodes'
-// status passes and Lease renewals.
+// periodic work (nodekit.Options.Periodic): status passes, Lease
+// renewals, container collections, volume passes, resize retries.
 type shared struct {
 	events   *events.Broadcaster
 	periodic *periodic.Driver
@@ -102,7 +103,7 @@ func (s *shared) configure(name string, o *nodekit.Options) {
 	o.Events = s.events.Recorder(name)
 	o.APISource.Shared = s.pods
 	o.Node.Nodes = corelisters.NewNodeLister(s.nodes.GetIndexer())
-	o.Node.Periodic = s.periodic
+	o.Periodic = s.periodic
 	o.RuntimeClasses = nodelisters.NewRuntimeClassLister(s.classes.GetIndexer())
 	o.Services = s.services
 }

@@ -4,11 +4,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/periodic"
 )
 
 // TestRunIdleWithoutMappings: while no pod holds a mapping, Run keeps no
@@ -49,4 +53,57 @@ func TestRunIdleWithoutMappings(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	})
+}
+
+// TestRunWithDriver: with Options.Periodic, the first mapping makes the
+// Driver's task due within a period, which releases a removed pod's block;
+// the Manager holds no goroutine of its own.
+func TestRunWithDriver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := periodic.NewDriver()
+		dctx, stop := context.WithCancel(t.Context())
+		ran := make(chan error, 1)
+		go func() { ran <- d.Run(dctx) }()
+		defer func() {
+			stop()
+			<-ran
+		}()
+		m := newManager(t, Options{Runtime: supporting(""), Range: &Range{65536, 65536 * 110}, Periodic: d})
+		ctx, cancel := context.WithCancel(t.Context())
+		wait, err := m.Start(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Hour) // idle: no mapping to watch
+		synctest.Wait()
+		if n := managerGoroutines(); n > 0 {
+			t.Errorf("%d goroutines in the Manager's code while idle, want none", n)
+		}
+		if _, err := m.PodUserNamespace(ctx, userPod("a", ptr(false)), ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(filepath.Join(m.opts.RootDir, "pods", "a")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if _, ok := m.Allocated("a"); ok {
+			t.Error("pod a still holds its range a period after its directory was removed")
+		}
+		cancel()
+		wait()
+	})
+}
+
+// managerGoroutines counts the goroutines with a Manager's method in
+// their stacks.
+func managerGoroutines() int {
+	buf := make([]byte, 1<<20)
+	n := 0
+	for _, g := range strings.Split(string(buf[:goruntime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "userns.(*Manager)") {
+			n++
+		}
+	}
+	return n
 }

@@ -17,6 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/periodic"
+	"github.com/nodekit/nodekit/run"
 )
 
 const (
@@ -101,6 +104,11 @@ type Options struct {
 	CleanupPeriod time.Duration
 	// Clock drives Run. Defaults to the real clock.
 	Clock clock.WithTicker
+	// Periodic, when set, runs Run's passes as a task of the Driver,
+	// which the agents of one process can share (hollow nodes do): the
+	// Manager then holds no goroutine between them, and Clock only tells
+	// the time. Defaults to nil: Run's goroutine waits on Clock's timers.
+	Periodic *periodic.Driver
 	// Rand picks a free block. Defaults to a randomly seeded source.
 	Rand *rand.Rand
 	// Logger receives the Manager's logs. Defaults to discarding them.
@@ -129,6 +137,10 @@ type Manager struct {
 	// used receives a value when a pod got a mapping, which Run then
 	// watches; nil when Run does not run.
 	used chan struct{}
+	// task is Run's passes with Options.Periodic; watching tells that its
+	// next pass is due within CleanupPeriod.
+	task     *periodic.Task
+	watching bool
 	// initErr is the last failure to get ready that Run logged.
 	initErr string
 }
@@ -179,22 +191,55 @@ func New(opts Options) (*Manager, error) {
 // most nodes) it has nothing to release and does not wake, where the
 // kubelet's housekeeping looks every 2 s; the first mapping starts the
 // periods again. It returns nil when ctx ends.
-func (m *Manager) Run(ctx context.Context) error {
+func (m *Manager) Run(ctx context.Context) error { return run.Until(ctx, m) }
+
+// Start is Run without waiting for ctx to end (run.Starter). With
+// Options.Periodic the passes are a task of the Driver's.
+func (m *Manager) Start(ctx context.Context) (wait func(), err error) {
+	if d := m.opts.Periodic; d != nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.task = d.Start(ctx, 0, func(ctx context.Context) time.Duration {
+			watching := m.housekeeping(ctx)
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			m.watching = watching
+			if !watching {
+				return idle // until a mapping is made
+			}
+			return m.opts.CleanupPeriod
+		})
+		return m.task.Wait, nil
+	}
 	used := make(chan struct{}, 1)
 	m.mu.Lock()
 	m.used = used
 	m.mu.Unlock()
-	defer func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.loop(ctx, used)
+	}()
+	return func() {
+		<-done
 		m.mu.Lock()
 		m.used = nil
 		m.mu.Unlock()
-	}()
+	}, nil
+}
+
+// idle is when a Driver's task with nothing to watch is due again, unless
+// a mapping is made first: never, in practice.
+const idle = 24 * time.Hour
+
+// loop is Run's loop without a Driver.
+func (m *Manager) loop(ctx context.Context, used <-chan struct{}) {
 	watching := m.housekeeping(ctx)
 	for {
 		if !watching {
 			select {
 			case <-ctx.Done():
-				return nil
+				return
 			case <-used:
 			}
 		}
@@ -204,7 +249,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return nil
+				return
 			case <-t.C():
 			}
 			if watching = m.housekeeping(ctx); watching {
@@ -244,6 +289,13 @@ func (m *Manager) housekeeping(ctx context.Context) bool {
 // setUsedLocked gives the pod its mapping and tells Run.
 func (m *Manager) setUsedLocked(uid types.UID, mp Mapping) {
 	m.usedBy[uid] = mp
+	if m.task != nil {
+		if !m.watching {
+			m.watching = true
+			m.task.Reset(m.opts.CleanupPeriod)
+		}
+		return
+	}
 	select {
 	case m.used <- struct{}{}:
 	default:

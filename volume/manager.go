@@ -10,12 +10,15 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/periodic"
+	"github.com/nodekit/nodekit/run"
 	"github.com/nodekit/nodekit/volume/internal/hostfs"
 )
 
@@ -101,6 +104,11 @@ type Options struct {
 	// hold few threads. Defaults to a channel of its own with room for
 	// diskParallelism.
 	FileWork chan struct{}
+	// Periodic, when set, runs Run's passes as a task of the Driver,
+	// which the agents of one process can share (hollow nodes do): the
+	// Manager then holds no goroutine between them. Defaults to nil: a
+	// goroutine of the Manager's own waits between them.
+	Periodic *periodic.Driver
 }
 
 // withDefaults applies the defaults and validates the options.
@@ -154,11 +162,11 @@ func (o Options) withDefaults() (Options, error) {
 //
 // A Manager is safe for concurrent use. It lives as long as the agent.
 type Manager struct {
-	opts   Options
-	dirs   PodDirs
-	log    logr.Logger
-	byDir  map[string]Plugin // by escaped name
-	wakeCh chan struct{}
+	opts  Options
+	dirs  PodDirs
+	log   logr.Logger
+	byDir map[string]Plugin             // by escaped name
+	task  atomic.Pointer[periodic.Task] // Run's passes
 
 	mu   sync.Mutex
 	pods map[types.UID]*podEntry
@@ -257,7 +265,6 @@ func NewManager(rootDir string, opts Options) (*Manager, error) {
 		dirs:    PodDirs{Root: filepath.Clean(rootDir)},
 		log:     opts.Logger.WithName("volume"),
 		byDir:   map[string]Plugin{},
-		wakeCh:  make(chan struct{}, 1),
 		disk:    opts.FileWork,
 		pods:    map[types.UID]*podEntry{},
 		dirty:   map[types.UID]struct{}{},
@@ -278,11 +285,14 @@ func (m *Manager) PodDirs() PodDirs { return m.dirs }
 // up the volumes of the desired pods that are not yet, and tears down the
 // volumes and removes the directory of the pods no longer desired. It
 // returns nil when ctx ends.
-func (m *Manager) Run(ctx context.Context) error {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
+func (m *Manager) Run(ctx context.Context) error { return run.Until(ctx, m) }
+
+// Start is Run without waiting for ctx to end (run.Starter). The passes
+// are a task of Options.Periodic's, or of a goroutine of the Manager's own
+// without one.
+func (m *Manager) Start(ctx context.Context) (wait func(), err error) {
 	var fullAt time.Time // the first pass is over every pod
-	for {
+	task := m.opts.Periodic.Start(ctx, 0, func(ctx context.Context) time.Duration {
 		now := time.Now()
 		full := !now.Before(fullAt)
 		if full {
@@ -292,20 +302,19 @@ func (m *Manager) Run(ctx context.Context) error {
 		if due := m.reconcileDue(ctx, now, full); !due.IsZero() && due.Before(next) {
 			next = due
 		}
-		timer.Reset(time.Until(next))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-		case <-m.wakeCh:
-		}
+		return time.Until(next)
+	})
+	if !m.task.CompareAndSwap(nil, task) {
+		return nil, errors.New("volume: Run called twice")
 	}
+	return task.Wait, nil
 }
 
+// wake makes Run's next pass due at once (after the pass running, if one
+// is); the first pass is at once anyway.
 func (m *Manager) wake() {
-	select {
-	case m.wakeCh <- struct{}{}:
-	default:
+	if t := m.task.Load(); t != nil {
+		t.Reset(0)
 	}
 }
 

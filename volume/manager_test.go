@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/emptydir"
 	"github.com/nodekit/nodekit/volume/hostpath"
@@ -611,9 +612,29 @@ func TestCleanupOrphansWithoutPodsDirectory(t *testing.T) {
 	}
 }
 
+// Run reconciles a pod at once after AddPod and RemovePod, and a failed
+// set-up after its back-off; on a goroutine of its own and as a task of a
+// periodic.Driver (Options.Periodic).
 func TestRun(t *testing.T) {
+	for _, driver := range []bool{false, true} {
+		t.Run(fmt.Sprintf("driver=%v", driver), func(t *testing.T) { testRun(t, driver) })
+	}
+}
+
+func testRun(t *testing.T, driver bool) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, nil)
+		var d *periodic.Driver
+		if driver {
+			d = periodic.NewDriver()
+			dctx, stop := context.WithCancel(t.Context())
+			ran := make(chan error, 1)
+			go func() { ran <- d.Run(dctx) }()
+			defer func() {
+				stop()
+				<-ran
+			}()
+		}
+		e := newEnv(t, func(o *volume.Options) { o.Periodic = d })
 		e.fake.FailSetUp("b", errors.New("not yet"))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)

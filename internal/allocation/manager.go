@@ -42,8 +42,10 @@ import (
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/internal/atomicfile"
+	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/podworker"
+	"github.com/nodekit/nodekit/run"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
@@ -89,8 +91,14 @@ type Config struct {
 	// (podsync.PodCgroupState), nil when unknown. Defaults to none.
 	PodCgroup func(*v1.Pod) *status.PodCgroupState
 	// Clock defaults to the real clock.
-	Clock  clock.Clock
-	Logger logr.Logger
+	Clock clock.Clock
+	// Periodic, when set, runs the periodic retries as a task of the
+	// Driver, which the agents of one process can share (hollow nodes
+	// do): the Manager then holds no goroutine between them, and Clock
+	// only tells the time. Defaults to nil: Run's goroutine waits on a
+	// timer of Clock's.
+	Periodic *periodic.Driver
+	Logger   logr.Logger
 }
 
 // New checks c and returns a Manager. It does no I/O: the checkpoint is
@@ -106,7 +114,7 @@ func New(c Config) (*Manager, error) {
 		log: c.Logger, known: c.Known, active: c.ActivePods, allocatable: c.Allocatable,
 		podByUID: c.PodByUID, sourcesReady: c.SourcesReady, triggerSync: c.TriggerSync,
 		resizeError: c.ResizeError, cached: c.Cached, podCgroup: c.PodCgroup, clock: c.Clock,
-		kick: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1), periodic: c.Periodic,
 	}
 	if c.RootDir != "" {
 		r.path = filepath.Join(c.RootDir, checkpointFile)
@@ -178,6 +186,9 @@ type Manager struct {
 	// (podCgroupState), nil when unknown.
 	podCgroup func(*v1.Pod) *status.PodCgroupState
 	clock     clock.Clock // defaults to the real clock
+	// periodic is Config.Periodic; task its retries, once started.
+	periodic *periodic.Driver
+	task     *periodic.Task
 	// kick tells Run that a retry ran, so that the next periodic one is
 	// next (under mu) later.
 	kick chan struct{}
@@ -776,7 +787,12 @@ func (r *Manager) retryPending(trigger string) {
 func (r *Manager) schedule(d time.Duration) {
 	r.mu.Lock()
 	r.next = d
+	task := r.task
 	r.mu.Unlock()
+	if task != nil {
+		task.Reset(d)
+		return
+	}
 	select {
 	case r.kick <- struct{}{}:
 	default:
@@ -786,7 +802,32 @@ func (r *Manager) schedule(d time.Duration) {
 // Run retries the deferred Manager periodically (initialRetryDelay after
 // the start, then retryDelay after the last retry, whatever its trigger)
 // until ctx ends.
-func (r *Manager) Run(ctx context.Context) error {
+func (r *Manager) Run(ctx context.Context) error { return run.Until(ctx, r) }
+
+// Start is Run without waiting for ctx to end (run.Starter). With
+// Config.Periodic the retries are a task of the Driver's.
+func (r *Manager) Start(ctx context.Context) (wait func(), err error) {
+	if d := r.periodic; d != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.task = d.Start(ctx, initialRetryDelay, func(context.Context) time.Duration {
+			r.retryPending(triggerPeriodic) // its schedule moves the next
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.next
+		})
+		return r.task.Wait, nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.loop(ctx)
+	}()
+	return func() { <-done }, nil
+}
+
+// loop is Run's loop without a Driver.
+func (r *Manager) loop(ctx context.Context) {
 	clk := r.clock
 	if clk == nil {
 		clk = clock.RealClock{}
@@ -796,7 +837,7 @@ func (r *Manager) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-r.kick:
 			if !t.Stop() {
 				select {

@@ -21,6 +21,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
@@ -372,11 +373,28 @@ func TestResizesRetryOrder(t *testing.T) {
 
 // TestResizesPeriodicRetry: with no trigger, a deferred resize is retried
 // initialRetryDelay after the start, then every retryDelay; not while the
-// pod sources are not all ready (then again initialRetryDelay later).
+// pod sources are not all ready (then again initialRetryDelay later). On
+// Run's goroutine and as a task of a periodic.Driver (Config.Periodic).
 func TestResizesPeriodicRetry(t *testing.T) {
+	for _, driver := range []bool{false, true} {
+		t.Run(fmt.Sprintf("driver=%v", driver), func(t *testing.T) { testResizesPeriodicRetry(t, driver) })
+	}
+}
+
+func testResizesPeriodicRetry(t *testing.T, driver bool) {
 	synctest.Test(t, func(t *testing.T) {
 		e := &resizeEnv{}
 		r := newEnvResizes(t, e)
+		if driver {
+			r.periodic = periodic.NewDriver()
+			dctx, stop := context.WithCancel(t.Context())
+			ran := make(chan error, 1)
+			go func() { ran <- r.periodic.Run(dctx) }()
+			defer func() {
+				stop()
+				<-ran
+			}()
+		}
 		a, b := apiPodWithCPU("a", "1"), apiPodWithCPU("b", "2")
 		admitAll(t, r, e, a, b)
 		e.set(apiPodWithCPU("a", "3"))

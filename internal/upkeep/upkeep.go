@@ -66,6 +66,7 @@ import (
 	"github.com/nodekit/nodekit/gc"
 	"github.com/nodekit/nodekit/logrotate"
 	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/run"
@@ -161,6 +162,9 @@ type GCOptions struct {
 // handler) answer nothing until they exist.
 type Parts struct {
 	NodeName string
+	// Periodic is nodekit.Options.Periodic: the container collector's
+	// Driver unless GC.Containers.Periodic is set.
+	Periodic *periodic.Driver
 	// RootDir is the agent's directory: the node file system the
 	// eviction manager watches.
 	RootDir string
@@ -257,6 +261,9 @@ func (m *Manager) build() error {
 		co.Pods = m.p.Workers
 		co.SourcesReady = m.p.SourcesReady
 		co.PodLogsDir = m.p.PodLogsDir // "": the same default
+		if co.Periodic == nil {
+			co.Periodic = m.p.Periodic
+		}
 		if co.Changes == nil {
 			// A collection over unchanged pods finds nothing: it does not
 			// list ten thousand containers every minute.
