@@ -52,6 +52,7 @@ import (
 	"github.com/nodekit/nodekit/podmanager"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/podworker"
+	"github.com/nodekit/nodekit/run"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/syncloop"
 )
@@ -181,7 +182,12 @@ type removals struct {
 	// pending holds a channel for each pod queued or being removed,
 	// closed once it is no longer.
 	pending map[types.UID]chan struct{}
-	wake    chan struct{}
+	// ctx and remove are Start's; busy counts the workers, which workers
+	// waits for.
+	ctx     context.Context
+	remove  func(context.Context, *runtime.Pod)
+	busy    int
+	workers sync.WaitGroup
 	// failed counts the removals that failed, so that housekeeping's next
 	// pass runs (and queues them again) rather than skipping.
 	failed atomic.Uint64
@@ -278,7 +284,6 @@ func New(c Config) (*Handler, error) {
 		return nil, errors.New("synchandler: Config needs Pods, Workers, Statuses, Volumes, Probes, Cgroups, Runtime and Cache")
 	}
 	h := &Handler{c: c, rejected: make(map[types.UID]bool)}
-	h.rm.wake = make(chan struct{}, 1)
 	h.rm.errs = logagg.New(c.Logger, logagg.Options{})
 	return h, nil
 }
@@ -287,19 +292,28 @@ func New(c Config) (*Handler, error) {
 // off the sync loop, until ctx ends; then it waits for the removals in
 // flight (cut short by ctx) and returns nil. Without Run, housekeeping
 // removes them itself. Run must be called once.
-func (h *Handler) Run(ctx context.Context) error {
+func (h *Handler) Run(ctx context.Context) error { return run.Until(ctx, h) }
+
+// Start is Run without waiting for ctx to end (run.Starter): the removals
+// run on goroutines that last while pods are queued, removeParallelism at
+// most.
+func (h *Handler) Start(ctx context.Context) (wait func(), err error) {
 	r := &h.rm
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.ran {
-		r.mu.Unlock()
-		return errors.New("synchandler: Run called more than once")
+		return nil, errors.New("synchandler: Run called more than once")
 	}
 	r.ran, r.running = true, true
-	r.mu.Unlock()
-
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, removeParallelism)
-	defer func() {
+	r.ctx = ctx
+	r.remove = func(ctx context.Context, rp *runtime.Pod) {
+		if err := h.remove(ctx, rp); err != nil {
+			r.failed.Add(1)
+			r.errs.ErrorFor(string(rp.ID), err, "Removing a gone pod from the runtime", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
+		}
+	}
+	return func() {
+		<-ctx.Done()
 		r.mu.Lock()
 		r.running = false
 		for _, rp := range r.queue {
@@ -307,44 +321,39 @@ func (h *Handler) Run(ctx context.Context) error {
 		}
 		r.queue = nil
 		r.mu.Unlock()
-		wg.Wait()
-	}()
+		r.workers.Wait()
+	}, nil
+}
+
+// spawnLocked starts workers for the queued pods, up to removeParallelism
+// in all. Called with r.mu held, while running.
+func (r *removals) spawnLocked() {
+	for r.busy < removeParallelism && r.busy < len(r.queue) {
+		r.busy++
+		r.workers.Go(r.work)
+	}
+}
+
+// work removes queued pods until none is left or Start's context ended.
+func (r *removals) work() {
 	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.wake:
-		}
-		for {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return nil
-			}
-			r.mu.Lock()
-			if len(r.queue) == 0 {
-				r.mu.Unlock()
-				<-slots
-				break
-			}
-			rp := r.queue[0]
-			r.queue[0] = nil
-			r.queue = r.queue[1:]
-			if len(r.queue) == 0 {
-				r.queue = nil // give back the room a burst took
-			}
+		r.mu.Lock()
+		if len(r.queue) == 0 || r.ctx.Err() != nil {
+			r.busy--
 			r.mu.Unlock()
-			wg.Go(func() {
-				defer func() { <-slots }()
-				if err := h.remove(ctx, rp); err != nil {
-					r.failed.Add(1)
-					r.errs.ErrorFor(string(rp.ID), err, "Removing a gone pod from the runtime", "pod", rp.Namespace+"/"+rp.Name, "podUID", rp.ID)
-				}
-				r.mu.Lock()
-				r.doneLocked(rp.ID)
-				r.mu.Unlock()
-			})
+			return
 		}
+		rp := r.queue[0]
+		r.queue[0] = nil
+		r.queue = r.queue[1:]
+		if len(r.queue) == 0 {
+			r.queue = nil // give back the room a burst took
+		}
+		r.mu.Unlock()
+		r.remove(r.ctx, rp)
+		r.mu.Lock()
+		r.doneLocked(rp.ID)
+		r.mu.Unlock()
 	}
 }
 
@@ -380,10 +389,7 @@ func (r *removals) enqueue(pods []*runtime.Pod) bool {
 		added = true
 	}
 	if added {
-		select {
-		case r.wake <- struct{}{}:
-		default:
-		}
+		r.spawnLocked()
 	}
 	return true
 }
