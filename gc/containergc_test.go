@@ -17,6 +17,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/periodictest"
 	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -105,14 +106,7 @@ func testContainerCollectorRun(t *testing.T, driver bool) {
 	synctest.Test(t, func(t *testing.T) {
 		var d *periodic.Driver
 		if driver {
-			d = periodic.NewDriver()
-			dctx, stop := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() { done <- d.Run(dctx) }()
-			defer func() {
-				stop()
-				<-done
-			}()
+			d = periodictest.Start(t)
 		}
 		rt := runtimetest.New(runtimetest.Options{Images: []string{"busybox"}})
 		defer rt.Close()

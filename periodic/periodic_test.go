@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/nodekit/nodekit/internal/periodictest"
 	"github.com/nodekit/nodekit/periodic"
 )
 
@@ -46,16 +47,7 @@ func TestGoCallsOnSchedule(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var d *periodic.Driver
 				if mode == "driver" {
-					d = periodic.NewDriver()
-					dctx, stop := context.WithCancel(t.Context())
-					done := make(chan error, 1)
-					go func() { done <- d.Run(dctx) }()
-					defer func() {
-						stop()
-						if err := <-done; err != nil {
-							t.Errorf("Run: %v", err)
-						}
-					}()
+					d = periodictest.Start(t)
 				}
 				c := &calls{start: time.Now()}
 				ctx, cancel := context.WithCancel(t.Context())
@@ -183,14 +175,7 @@ func TestTaskReset(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var d *periodic.Driver
 				if mode == "driver" {
-					d = periodic.NewDriver()
-					dctx, stop := context.WithCancel(t.Context())
-					done := make(chan error, 1)
-					go func() { done <- d.Run(dctx) }()
-					defer func() {
-						stop()
-						<-done
-					}()
+					d = periodictest.Start(t)
 				}
 				c := &calls{start: time.Now()}
 				ctx, cancel := context.WithCancel(t.Context())

@@ -15,6 +15,11 @@
 // at a stop every consumer has returned before what it reads from stops:
 // the sync loop, added last, stops first.
 //
+// Each part runs on a goroutine of its own, but for the last, which runs
+// on Run's, and the Starters: parts that need no goroutine while they
+// wait (their work runs on goroutines they start when there is some, or
+// on a shared periodic.Driver), whose Start the group calls instead.
+//
 // # Concurrency
 //
 // Add may be called from any goroutine until Run starts; Run is called

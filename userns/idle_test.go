@@ -12,7 +12,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodekit/nodekit/periodic"
+	"github.com/nodekit/nodekit/internal/periodictest"
 )
 
 // TestRunIdleWithoutMappings: while no pod holds a mapping, Run keeps no
@@ -60,15 +60,7 @@ func TestRunIdleWithoutMappings(t *testing.T) {
 // the Manager holds no goroutine of its own.
 func TestRunWithDriver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := periodic.NewDriver()
-		dctx, stop := context.WithCancel(t.Context())
-		ran := make(chan error, 1)
-		go func() { ran <- d.Run(dctx) }()
-		defer func() {
-			stop()
-			<-ran
-		}()
-		m := newManager(t, Options{Runtime: supporting(""), Range: &Range{65536, 65536 * 110}, Periodic: d})
+		m := newManager(t, Options{Runtime: supporting(""), Range: &Range{65536, 65536 * 110}, Periodic: periodictest.Start(t)})
 		ctx, cancel := context.WithCancel(t.Context())
 		wait, err := m.Start(ctx)
 		if err != nil {

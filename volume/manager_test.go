@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/internal/periodictest"
 	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/volume"
 	"github.com/nodekit/nodekit/volume/emptydir"
@@ -625,14 +626,7 @@ func testRun(t *testing.T, driver bool) {
 	synctest.Test(t, func(t *testing.T) {
 		var d *periodic.Driver
 		if driver {
-			d = periodic.NewDriver()
-			dctx, stop := context.WithCancel(t.Context())
-			ran := make(chan error, 1)
-			go func() { ran <- d.Run(dctx) }()
-			defer func() {
-				stop()
-				<-ran
-			}()
+			d = periodictest.Start(t)
 		}
 		e := newEnv(t, func(o *volume.Options) { o.Periodic = d })
 		e.fake.FailSetUp("b", errors.New("not yet"))

@@ -21,7 +21,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/admission"
-	"github.com/nodekit/nodekit/periodic"
+	"github.com/nodekit/nodekit/internal/periodictest"
 	"github.com/nodekit/nodekit/podmodel"
 	"github.com/nodekit/nodekit/podworker"
 	"github.com/nodekit/nodekit/runtime"
@@ -386,14 +386,7 @@ func testResizesPeriodicRetry(t *testing.T, driver bool) {
 		e := &resizeEnv{}
 		r := newEnvResizes(t, e)
 		if driver {
-			r.periodic = periodic.NewDriver()
-			dctx, stop := context.WithCancel(t.Context())
-			ran := make(chan error, 1)
-			go func() { ran <- r.periodic.Run(dctx) }()
-			defer func() {
-				stop()
-				<-ran
-			}()
+			r.periodic = periodictest.Start(t)
 		}
 		a, b := apiPodWithCPU("a", "1"), apiPodWithCPU("b", "2")
 		admitAll(t, r, e, a, b)
