@@ -122,8 +122,9 @@ type Options struct {
 	// and to none without.
 	Events runtime.EventRecorder
 	// Periodic, when set, runs the periodic work of the parts that can
-	// (the Node's status and Lease, unless Node.Periodic is set; container
-	// GC; the volume manager's passes; the retries of deferred resizes) as
+	// (the Node's status and Lease, unless Node.Periodic is set; the pod
+	// status writer; container GC; the volume manager's passes; the user
+	// namespace clean-ups; the retries of deferred resizes) as
 	// tasks of the Driver, which the agents of one process can share: an
 	// idle agent then holds no goroutine for them between their calls
 	// (hollow nodes do). The caller runs the Driver. Defaults to nil: each

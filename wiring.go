@@ -183,7 +183,7 @@ func wire(o Options) (*parts, error) {
 	}
 
 	// Pod statuses and probes.
-	statusOpts := status.Options{Observer: o.OnPodStatus, OnForget: served.OnPodForgotten, MaxHold: o.StatusMaxHold}
+	statusOpts := status.Options{Observer: o.OnPodStatus, OnForget: served.OnPodForgotten, MaxHold: o.StatusMaxHold, Periodic: o.Periodic}
 	if mirrors != nil {
 		statusOpts.Client, statusOpts.NodeName, statusOpts.Logger = o.KubeClient, o.NodeName, log
 		statusOpts.MirrorPod, statusOpts.APIPod = mirrors.MirrorPod, podManager.GetPodByUID

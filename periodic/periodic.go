@@ -41,6 +41,10 @@ func NewDriver() *Driver {
 	return &Driver{wake: make(chan struct{}, 1), work: make(chan *Task)}
 }
 
+// Idle is what a task's call returns when it has nothing to do until a
+// Reset: its next call is then a day later, unless a Reset comes first.
+const Idle = 24 * time.Hour
+
 // Task is a task given to Start: Reset moves its next call, Wait waits
 // for it to stop.
 type Task struct {

@@ -24,7 +24,7 @@ func TestHoldWritesOnceOnRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := statustest.NewFakeAPI(boundPod("web", "uid-web"))
 		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-		defer run(t, m)()
+		defer runManager(t, m)()
 		pod := f.Pod("default", "web")
 
 		release := m.Hold(pod.UID)
@@ -60,7 +60,7 @@ func TestHoldIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := statustest.NewFakeAPI(boundPod("web", "uid-web"))
 		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-		defer run(t, m)()
+		defer runManager(t, m)()
 		pod := f.Pod("default", "web")
 
 		release := m.Hold(pod.UID)

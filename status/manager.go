@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/logagg"
 	"github.com/nodekit/nodekit/kubeclient"
+	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/podmodel"
 )
 
@@ -74,6 +75,11 @@ type Options struct {
 	// the status with the mirror's. Defaults to reading the mirror pod by
 	// the static pod's name at each write.
 	MirrorPod func(static *v1.Pod) (*v1.Pod, bool)
+	// Periodic, when set, runs the writer's passes as a task of the
+	// Driver, which the agents of one process can share (hollow nodes
+	// do): the Manager then holds no goroutine between them. Defaults to
+	// nil: a goroutine of the Manager's own waits between them.
+	Periodic *periodic.Driver
 	// APIPod returns a pod (not static) as the agent last saw it in the API
 	// server, typically from the API source's watch through the agent's pod
 	// manager; the resync compares its status with the one held and
@@ -140,9 +146,8 @@ type Manager struct {
 	stopped map[types.UID]bool
 	// notify serialises observer calls so that they arrive in order.
 	notify sync.Mutex
-	// wake has capacity 1: any number of changes before the writer runs
-	// wake it once.
-	wake    chan struct{}
+	// writer is when the writer's next pass is due.
+	writer  writer
 	running atomic.Bool
 
 	gets, patches, deletes, conflicts, failures atomic.Uint64
@@ -197,7 +202,6 @@ func NewManager(opts Options) *Manager {
 		pods:    make(map[types.UID]*entry),
 		holds:   make(map[types.UID]*hold),
 		stopped: make(map[types.UID]bool),
-		wake:    make(chan struct{}, 1),
 	}
 }
 
@@ -329,14 +333,6 @@ func (m *Manager) initialStatus(pod *v1.Pod) v1.PodStatus {
 		return v1.PodStatus{}
 	}
 	return pod.Status
-}
-
-// poke wakes the writer without blocking.
-func (m *Manager) poke() {
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
 }
 
 // Requeue asks the writer to write the pod's status again, reading the

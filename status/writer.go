@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -13,7 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/podmodel"
+	"github.com/nodekit/nodekit/run"
 )
 
 // maxAttempts bounds the reads and PATCHes of one pod in one run of the
@@ -41,71 +44,97 @@ const maxAttempts = 3
 // the next resync; an API server that does not answer ends the run early.
 //
 // Without a client Run only waits for ctx. Run may be called once.
-func (m *Manager) Run(ctx context.Context) error {
+func (m *Manager) Run(ctx context.Context) error { return run.Until(ctx, m) }
+
+// Start is Run without waiting for ctx to end (run.Starter): the writer's
+// passes are a task of Options.Periodic, which the agents of one process
+// can share (hollow nodes do), or without one of a goroutine of the
+// Manager's own. Either way one pass runs at a time.
+func (m *Manager) Start(ctx context.Context) (wait func(), err error) {
 	if !m.running.CompareAndSwap(false, true) {
-		return errors.New("status: Run called twice")
+		return nil, errors.New("status: Run called twice")
 	}
 	if m.opts.Client == nil {
-		<-ctx.Done()
-		return nil
+		return func() {}, nil
 	}
 	m.log.V(1).Info("Writing pod statuses to the API server", "resyncPeriod", m.opts.ResyncPeriod)
-	resync := time.NewTicker(m.opts.ResyncPeriod)
-	defer resync.Stop()
-	// resyncC is resync's channel, nil while the ticker is stopped for
-	// want of pods; a SetPodStatus, which wakes the writer, starts it.
-	resyncC := resync.C
-	if m.empty() {
-		resync.Stop()
-		resyncC = nil
+	empty := m.empty()
+	w := &m.writer
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	first := periodic.Idle
+	if !empty {
+		w.resyncAt = time.Now().Add(m.opts.ResyncPeriod)
+		first = m.opts.ResyncPeriod
 	}
-	// held fires when the first Hold of a pod left unwritten ends
-	// (Options.MaxHold); nil when none waits.
-	var held <-chan time.Time
-	var heldTimer *time.Timer
-	defer func() {
-		if heldTimer != nil {
-			heldTimer.Stop()
-		}
-	}()
-	for {
-		var next time.Time
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-m.wake:
-			if resyncC == nil {
-				resync.Reset(m.opts.ResyncPeriod)
-				resyncC = resync.C
-			}
-			if m.opts.WriteDelay > 0 {
-				t := time.NewTimer(m.opts.WriteDelay)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return nil
-				case <-t.C:
-				}
-			}
-			next = m.syncBatch(ctx, false)
-		case <-held:
-			next = m.syncBatch(ctx, false)
-		case <-resyncC:
-			m.resyncs.Add(1)
-			next = m.syncBatch(ctx, true)
-			if m.empty() {
-				resync.Stop()
-				resyncC = nil
-			}
-		}
-		if heldTimer != nil {
-			heldTimer.Stop()
-			heldTimer, held = nil, nil
-		}
-		if !next.IsZero() {
-			heldTimer = time.NewTimer(time.Until(next))
-			held = heldTimer.C
-		}
+	if w.woken {
+		first = m.opts.WriteDelay
+	}
+	w.task = m.opts.Periodic.Start(ctx, first, m.pass)
+	return w.task.Wait, nil
+}
+
+// writer is when the writer's next pass is due.
+type writer struct {
+	mu   sync.Mutex
+	task *periodic.Task
+	// resyncAt is when the next resync is due: zero while the Manager
+	// holds no status (nothing to resync, and an idle node's writer does
+	// not wake); a change starts the resyncs again.
+	resyncAt time.Time
+	// woken: a change came since the pass began, and the next pass is due
+	// WriteDelay after it.
+	woken bool
+}
+
+// pass is one of the writer's passes: a resync when one is due, else the
+// pods changed, or whose Hold ended. It returns when the next is due.
+func (m *Manager) pass(ctx context.Context) time.Duration {
+	w := &m.writer
+	now := time.Now()
+	w.mu.Lock()
+	w.woken = false
+	all := !w.resyncAt.IsZero() && !now.Before(w.resyncAt)
+	if all {
+		w.resyncAt = now.Add(m.opts.ResyncPeriod)
+	}
+	w.mu.Unlock()
+	if all {
+		m.resyncs.Add(1)
+	}
+	held := m.syncBatch(ctx, all)
+	empty := all && m.empty()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if empty {
+		w.resyncAt = time.Time{}
+	}
+	next := w.resyncAt
+	if !held.IsZero() && (next.IsZero() || held.Before(next)) {
+		next = held
+	}
+	if next.IsZero() {
+		return periodic.Idle
+	}
+	return time.Until(next)
+}
+
+// poke makes the writer's next pass due WriteDelay from now, unless a
+// change already did since the pass running began; it starts the resyncs
+// if they stopped. It never blocks.
+func (m *Manager) poke() {
+	w := &m.writer
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.resyncAt.IsZero() {
+		w.resyncAt = time.Now().Add(m.opts.ResyncPeriod)
+	}
+	if w.woken {
+		return
+	}
+	w.woken = true
+	if w.task != nil {
+		w.task.Reset(m.opts.WriteDelay)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekit/nodekit/internal/periodictest"
 	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/sources"
 	"github.com/nodekit/nodekit/status/statustest"
@@ -100,9 +101,9 @@ func podStatus(phase v1.PodPhase, state string, ready bool) v1.PodStatus {
 	}
 }
 
-// run starts m.Run in the bubble; stop cancels it and checks it returned
+// runManager starts m.Run in the bubble; stop cancels it and checks it returned
 // nil.
-func run(t *testing.T, m *Manager) (stop func()) {
+func runManager(t *testing.T, m *Manager) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -157,11 +158,28 @@ func conditionStatus(s v1.PodStatus, ct v1.PodConditionType) v1.ConditionStatus 
 	return ""
 }
 
+// On a goroutine of the Manager's own and as a task of a periodic.Driver
+// (Options.Periodic).
 func TestWritePatchesStatus(t *testing.T) {
+	for _, driver := range []bool{false, true} {
+		t.Run(fmt.Sprintf("driver=%v", driver), func(t *testing.T) { testWritePatchesStatus(t, driver) })
+	}
+}
+
+// withDriver sets o.Periodic to a Driver that runs until the test ends,
+// when driver is set.
+func withDriver(t *testing.T, driver bool, o Options) Options {
+	if driver {
+		o.Periodic = periodictest.Start(t)
+	}
+	return o
+}
+
+func testWritePatchesStatus(t *testing.T, driver bool) {
 	synctest.Test(t, func(t *testing.T) {
 		f := statustest.NewFakeAPI(boundPod("web", "uid-web"))
-		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-		defer run(t, m)()
+		m := NewManager(withDriver(t, driver, Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)}))
+		defer runManager(t, m)()
 
 		// The pod as the API server gave it: the write needs no read.
 		pod := f.Pod("default", "web")
@@ -208,7 +226,7 @@ func TestWrittenPodHeldTrimmed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := statustest.NewFakeAPI(boundPod("web", "uid-web"))
 		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-		defer run(t, m)()
+		defer runManager(t, m)()
 		pod := f.Pod("default", "web")
 		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
 		settle()
@@ -254,7 +272,7 @@ func TestWrittenPodNotHeldWithAView(t *testing.T) {
 				defer mu.Unlock()
 				return view, view.UID == uid
 			}})
-		defer run(t, m)()
+		defer runManager(t, m)()
 		pod := f.Pod("default", "web")
 		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
 		settle()
@@ -310,7 +328,7 @@ func TestStalePodObjectIsReadAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-		defer run(t, m)()
+		defer runManager(t, m)()
 		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
 		settle()
 
@@ -329,7 +347,7 @@ func TestCoalescesChanges(t *testing.T) {
 		pod := boundPod("web", "uid-web")
 		f := statustest.NewFakeAPI(pod)
 		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-		defer run(t, m)()
+		defer runManager(t, m)()
 
 		m.SetPodStatus(pod, podStatus(v1.PodPending, "waiting", false))
 		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", false))
@@ -361,7 +379,7 @@ func TestNewerStatusWhilePatchInFlight(t *testing.T) {
 			})
 		})
 		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-		defer run(t, m)()
+		defer runManager(t, m)()
 
 		m.SetPodStatus(pod, podStatus(v1.PodPending, "waiting", false)) // version 1
 		time.Sleep(DefaultWriteDelay)
@@ -421,8 +439,8 @@ func TestTwoWritersNeverRegress(t *testing.T) {
 		})
 		older := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t).WithName("older")})
 		newer := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t).WithName("newer")})
-		defer run(t, older)()
-		defer run(t, newer)()
+		defer runManager(t, older)()
+		defer runManager(t, newer)()
 
 		older.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
 		time.Sleep(DefaultWriteDelay)
@@ -458,7 +476,7 @@ func TestPodReplacedIsNotWritten(t *testing.T) {
 		mine := boundPod("web", "uid-mine")
 		f := statustest.NewFakeAPI(mine)
 		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-		defer run(t, m)()
+		defer runManager(t, m)()
 		m.SetPodStatus(mine, podStatus(v1.PodRunning, "running", true))
 		settle()
 
@@ -500,7 +518,7 @@ func TestConflictIsRetriedOnTheNewPod(t *testing.T) {
 		pod := boundPod("web", "uid-web")
 		f := statustest.NewFakeAPI(pod)
 		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-		defer run(t, m)()
+		defer runManager(t, m)()
 		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", false))
 		settle()
 
@@ -528,7 +546,7 @@ func TestOtherNodesPodIsNotWritten(t *testing.T) {
 		pod.Spec.NodeName = "node-b"
 		f := statustest.NewFakeAPI(pod)
 		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-		defer run(t, m)()
+		defer runManager(t, m)()
 		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
 		settle()
 		if n := len(f.PodActions("patch")); n != 0 {
@@ -576,7 +594,7 @@ func TestDeletion(t *testing.T) {
 					pod = f.Pod("default", "web")
 				}
 				m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-				defer run(t, m)()
+				defer runManager(t, m)()
 				if !tt.couldRun {
 					m.PodTerminated(pod.UID)
 				}
@@ -617,7 +635,7 @@ func TestGracefulDeletionSequence(t *testing.T) {
 		pod := boundPod("web", "uid-web")
 		f := statustest.NewFakeAPI(pod)
 		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-		defer run(t, m)()
+		defer runManager(t, m)()
 		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
 		settle()
 
@@ -674,7 +692,7 @@ func TestAPIServerDown(t *testing.T) {
 			return false, nil, nil
 		})
 		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-		defer run(t, m)()
+		defer runManager(t, m)()
 
 		for _, p := range pods {
 			m.SetPodStatus(p.(*v1.Pod), podStatus(v1.PodRunning, "running", true))
@@ -704,7 +722,7 @@ func TestResyncRepairsDrift(t *testing.T) {
 				p := f.Pod("default", "web")
 				return p, p != nil
 			}})
-		defer run(t, m)()
+		defer runManager(t, m)()
 		m.SetPodStatus(pod, podStatus(v1.PodRunning, "running", true))
 		settle()
 
@@ -753,7 +771,7 @@ func TestStaticPodStatusGoesToMirror(t *testing.T) {
 					}
 				}
 				m := NewManager(opts)
-				defer run(t, m)()
+				defer runManager(t, m)()
 				m.SetPodStatus(static, podStatus(v1.PodRunning, "running", true))
 				settle()
 
@@ -786,7 +804,7 @@ func TestStaticPodMirrorCreatedLater(t *testing.T) {
 		static := staticPod("etcd-node-a", "h1")
 		f := statustest.NewFakeAPI()
 		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-		defer run(t, m)()
+		defer runManager(t, m)()
 		m.SetPodStatus(static, podStatus(v1.PodRunning, "running", true))
 		settle()
 		if _, err := f.CoreV1().Pods("default").Create(t.Context(), mirrorOf(static, "h1"), metav1.CreateOptions{}); err != nil {
@@ -803,7 +821,7 @@ func TestStaticPodMirrorCreatedLater(t *testing.T) {
 func TestRunWithoutClient(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := NewManager(Options{})
-		stop := run(t, m)
+		stop := runManager(t, m)
 		m.SetPodStatus(boundPod("web", "u"), podStatus(v1.PodRunning, "running", true))
 		synctest.Wait()
 		stop()
@@ -833,7 +851,7 @@ func TestAPIServerDownLogsOnceAMinute(t *testing.T) {
 			}
 		}, funcr.Options{})
 		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: logger})
-		defer run(t, m)()
+		defer runManager(t, m)()
 		// A status change every 2 s for 150 s, and the resyncs: 15 passes at least.
 		for i := range 75 {
 			m.SetPodStatus(pod, podStatus(v1.PodRunning, fmt.Sprintf("running %d", i), true))
@@ -854,11 +872,18 @@ func TestAPIServerDownLogsOnceAMinute(t *testing.T) {
 // TestResyncIdleWithoutPods: with no pod's status held the writer has
 // nothing to resync and does not wake; the first status starts the
 // resyncs, every ResyncPeriod, and they stop once the pod is forgotten.
+// Without a Driver and with one.
 func TestResyncIdleWithoutPods(t *testing.T) {
+	for _, driver := range []bool{false, true} {
+		t.Run(fmt.Sprintf("driver=%v", driver), func(t *testing.T) { testResyncIdleWithoutPods(t, driver) })
+	}
+}
+
+func testResyncIdleWithoutPods(t *testing.T, driver bool) {
 	synctest.Test(t, func(t *testing.T) {
 		f := statustest.NewFakeAPI(boundPod("web", "uid-web"))
-		m := NewManager(Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)})
-		defer run(t, m)()
+		m := NewManager(withDriver(t, driver, Options{Client: clientset.From(f), NodeName: testNode, Logger: testr.New(t)}))
+		defer runManager(t, m)()
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
 		if n := m.resyncs.Load(); n != 0 {

@@ -205,7 +205,7 @@ func (m *Manager) Start(ctx context.Context) (wait func(), err error) {
 			defer m.mu.Unlock()
 			m.watching = watching
 			if !watching {
-				return idle // until a mapping is made
+				return periodic.Idle // until a mapping is made
 			}
 			return m.opts.CleanupPeriod
 		})
@@ -227,10 +227,6 @@ func (m *Manager) Start(ctx context.Context) (wait func(), err error) {
 		m.mu.Unlock()
 	}, nil
 }
-
-// idle is when a Driver's task with nothing to watch is due again, unless
-// a mapping is made first: never, in practice.
-const idle = 24 * time.Hour
 
 // loop is Run's loop without a Driver.
 func (m *Manager) loop(ctx context.Context, used <-chan struct{}) {
