@@ -123,8 +123,9 @@ type Options struct {
 	Events runtime.EventRecorder
 	// Periodic, when set, runs the periodic work of the parts that can
 	// (the Node's status and Lease, unless Node.Periodic is set; the pod
-	// status writer; container GC; the volume manager's passes; the user
-	// namespace clean-ups; the retries of deferred resizes) as
+	// status writer; the runtime's health checks; container GC; the volume
+	// manager's passes; the user namespace clean-ups; the retries of
+	// deferred resizes) as
 	// tasks of the Driver, which the agents of one process can share: an
 	// idle agent then holds no goroutine for them between their calls
 	// (hollow nodes do). The caller runs the Driver. Defaults to nil: each

@@ -272,6 +272,7 @@ func wire(o Options) (*parts, error) {
 	p.health = runtimehealth.NewChecker(rm.Status, runtimehealth.Options{
 		Period:    o.RuntimeStatusPeriod,
 		Changes:   runtimehealth.StatusChanges(o.Runtime),
+		Periodic:  o.Periodic,
 		OnRecover: func() { keeper.RuntimeRecovered() },
 		Logger:    log,
 	})

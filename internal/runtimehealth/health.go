@@ -14,8 +14,8 @@
 //
 // # Runtimes that push their health
 //
-// A runtime that tells when its Status may change (StatusChanges finds a
-// StatusChanged method on it, as runtimetest.Runtime, the in-memory
+// A runtime that tells when its Status may change (StatusChanges finds an
+// OnStatusChange method on it, as runtimetest.Runtime, the in-memory
 // runtime of hollow nodes, has) is not polled while it is healthy: the
 // Checker checks it at each change, and once every IdlePeriod (1m) as a
 // safety net, rather than every 5 s as the kubelet does for any runtime.
@@ -40,6 +40,8 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/nodekit/nodekit/periodic"
+	"github.com/nodekit/nodekit/run"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -53,15 +55,20 @@ type Options struct {
 	// OnRecover, when set, is called when the runtime answers again
 	// after a failed check (not after the first check).
 	OnRecover func()
-	// Changes, when set, returns a channel closed when the runtime's
-	// Status may have changed (StatusChanges): while the runtime is
+	// Changes, when set, subscribes f to the changes of the runtime's
+	// Status (StatusChanges) until stop is called: while the runtime is
 	// healthy it is then checked at each change and every IdlePeriod
 	// rather than every Period.
-	Changes func() <-chan struct{}
+	Changes func(f func()) (stop func())
 	// IdlePeriod is how often a healthy runtime with Changes is checked
 	// without a change. Defaults to 1m.
 	IdlePeriod time.Duration
-	Logger     logr.Logger
+	// Periodic, when set, runs the checks as a task of the Driver, which
+	// the agents of one process can share (hollow nodes do): the Checker
+	// then holds no goroutine between them. Defaults to nil: a goroutine
+	// of the Checker's own waits between them.
+	Periodic *periodic.Driver
+	Logger   logr.Logger
 }
 
 // Checker checks the runtime's health periodically and holds the last
@@ -94,38 +101,35 @@ func (c *Checker) Err() error { return c.err.Load().err }
 
 // Run checks the runtime at once, then every Period (with Changes, while
 // it is healthy: at each change and every IdlePeriod), until ctx ends.
-func (c *Checker) Run(ctx context.Context) error {
-	t := time.NewTimer(c.o.Period)
-	defer t.Stop()
-	for {
-		// Asked before the check, so that a change during it is not
-		// missed.
-		var changed <-chan struct{}
-		if c.o.Changes != nil {
-			changed = c.o.Changes()
-		}
+func (c *Checker) Run(ctx context.Context) error { return run.Until(ctx, c) }
+
+// Start is Run without waiting for ctx to end (run.Starter).
+func (c *Checker) Start(ctx context.Context) (wait func(), err error) {
+	task := c.o.Periodic.Start(ctx, 0, func(ctx context.Context) time.Duration {
 		c.check(ctx)
-		wait := c.o.Period
-		if changed != nil && c.Err() == nil {
-			wait = c.o.IdlePeriod
+		if c.o.Changes != nil && c.Err() == nil {
+			return c.o.IdlePeriod
 		}
-		t.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		case <-changed:
-		}
+		return c.o.Period
+	})
+	unsubscribe := func() {}
+	if c.o.Changes != nil {
+		// A change during a check makes the next due right after it.
+		unsubscribe = c.o.Changes(func() { task.Reset(0) })
 	}
+	return func() {
+		task.Wait()
+		unsubscribe()
+	}, nil
 }
 
-// StatusChanges returns the StatusChanged method of rs, or of the runtime
-// it scopes (runtime.Scoped), for Options.Changes; nil when neither has
-// one.
-func StatusChanges(rs runtime.RuntimeService) func() <-chan struct{} {
+// StatusChanges returns the OnStatusChange method of rs, or of the
+// runtime it scopes (runtime.Scoped), for Options.Changes; nil when
+// neither has one.
+func StatusChanges(rs runtime.RuntimeService) func(f func()) (stop func()) {
 	for rs != nil {
-		if n, ok := rs.(interface{ StatusChanged() <-chan struct{} }); ok {
-			return n.StatusChanged
+		if n, ok := rs.(interface{ OnStatusChange(func()) func() }); ok {
+			return n.OnStatusChange
 		}
 		s, ok := rs.(runtime.Scoped)
 		if !ok {

@@ -3,10 +3,13 @@ package runtimehealth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/nodekit/nodekit/internal/periodictest"
+	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -14,9 +17,24 @@ import (
 // TestCheckerPushedHealth: a healthy runtime that pushes its health is
 // checked at each change and once a minute, not every period; a change
 // is seen at once; while it fails it is polled every period, and once it
-// answers again the checks stop.
+// answers again the checks stop. On a goroutine of the Checker's own and
+// as a task of a periodic.Driver (Options.Periodic).
 func TestCheckerPushedHealth(t *testing.T) {
+	for _, driver := range []bool{false, true} {
+		t.Run(fmt.Sprintf("driver=%v", driver), func(t *testing.T) { testCheckerPushedHealth(t, driver) })
+	}
+	// Without the capability: no Changes.
+	if StatusChanges(nil) != nil {
+		t.Error("StatusChanges(nil) is not nil")
+	}
+}
+
+func testCheckerPushedHealth(t *testing.T, driver bool) {
 	synctest.Test(t, func(t *testing.T) {
+		var d *periodic.Driver
+		if driver {
+			d = periodictest.Start(t)
+		}
 		rt := runtimetest.New(runtimetest.Options{})
 		defer rt.Close()
 		scoped := runtime.WithIdentity(rt, "node-a")
@@ -27,7 +45,7 @@ func TestCheckerPushedHealth(t *testing.T) {
 		c := NewChecker(func(ctx context.Context) error {
 			_, err := scoped.Status(ctx, false)
 			return err
-		}, Options{Period: 5 * time.Second, Changes: changes})
+		}, Options{Period: 5 * time.Second, Changes: changes, Periodic: d})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- c.Run(ctx) }()
@@ -76,8 +94,4 @@ func TestCheckerPushedHealth(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	// Without the capability: no Changes.
-	if StatusChanges(nil) != nil {
-		t.Error("StatusChanges(nil) is not nil")
-	}
 }

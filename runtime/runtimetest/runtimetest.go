@@ -89,9 +89,10 @@ type Runtime struct {
 	pullable        func(ref string) bool
 	subs            map[*subscriber]struct{}
 	subsChanged     chan struct{} // closed when subs changes; nil until waited on
-	// statusChanged is closed when what Status answers may have changed;
-	// nil until asked for (StatusChanged).
-	statusChanged chan struct{}
+	// onStatus are the functions OnStatusChange subscribed, called when
+	// what Status answers may have changed.
+	onStatus   map[int]func()
+	onStatusID int
 }
 
 // methodState counts calls to one method and holds its injected error.
@@ -280,22 +281,29 @@ func (r *Runtime) SetPullable(pullable func(ref string) bool) {
 	r.mu.Unlock()
 }
 
-// StatusChanged returns a channel closed at the next change of what
-// Status may answer (SetCondition, SetDown, an error injected into or
-// cleared from Status): the runtime pushes its health, so that an agent
-// need not poll it while it is healthy (see nodekit's RuntimeStatusPeriod).
-// Each change closes the channel handed out; the next call returns a new
-// one.
-func (r *Runtime) StatusChanged() <-chan struct{} {
+// OnStatusChange calls f at each change of what Status may answer
+// (SetCondition, SetDown, an error injected into or cleared from Status)
+// until the returned stop is called: the runtime pushes its health, so
+// that an agent need not poll it while it is healthy (see nodekit's
+// RuntimeStatusPeriod). f runs with the Runtime's lock held: it must not
+// block or call the Runtime.
+func (r *Runtime) OnStatusChange(f func()) (stop func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.statusChanged == nil {
-		r.statusChanged = make(chan struct{})
+	if r.onStatus == nil {
+		r.onStatus = map[int]func(){}
 	}
-	return r.statusChanged
+	r.onStatusID++
+	id := r.onStatusID
+	r.onStatus[id] = f
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.onStatus, id)
+	}
 }
 
-// statusMayChange closes the channel of StatusChanged when method is
+// statusMayChange calls the OnStatusChange functions when method is
 // Status.
 func (r *Runtime) statusMayChange(method string) {
 	if method != "Status" {
@@ -307,9 +315,8 @@ func (r *Runtime) statusMayChange(method string) {
 }
 
 func (r *Runtime) statusChangedLocked() {
-	if r.statusChanged != nil {
-		close(r.statusChanged)
-		r.statusChanged = nil
+	for _, f := range r.onStatus {
+		f()
 	}
 }
 
