@@ -123,7 +123,8 @@ type Options struct {
 	Events runtime.EventRecorder
 	// Periodic, when set, runs the periodic work of the parts that can
 	// (the Node's status and Lease, unless Node.Periodic is set; the pod
-	// status writer; the runtime's health checks; container GC; the volume
+	// status writer; the runtime's health checks; the API server source's
+	// snapshots from a shared watch; container GC; the volume
 	// manager's passes; the user namespace clean-ups; the retries of
 	// deferred resizes) as
 	// tasks of the Driver, which the agents of one process can share: an

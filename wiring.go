@@ -156,6 +156,9 @@ func wire(o Options) (*parts, error) {
 		if srcOpts.CheckpointPath == "" && !srcOpts.NoCheckpoint {
 			srcOpts.CheckpointPath = filepath.Join(o.RootDir, apiCheckpointFile)
 		}
+		if srcOpts.Periodic == nil {
+			srcOpts.Periodic = o.Periodic
+		}
 		orLogger(&srcOpts.Logger, log)
 		if api, err = apiserver.New(client, o.NodeName, srcOpts); err != nil {
 			return nil, fmt.Errorf("nodekit: %w", err)

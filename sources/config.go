@@ -145,23 +145,84 @@ func (c *Config) SeenSource(name string) bool {
 // Run runs every source in its own goroutine, each with its own snapshot
 // channel, merges the snapshots as they come and sends the resulting
 // updates on Updates. Sending blocks while the channel is full: nothing is
-// dropped, and a slow consumer slows the sources down.
+// dropped, and a slow consumer slows the sources down. A Pusher source
+// pushes its snapshots instead, and needs neither goroutine.
 //
 // A source whose Run returns an error is logged; the others go on. Run
 // blocks until ctx ends, returns nil then, and returns only after every
 // source's Run has returned. It may be called once.
 func (c *Config) Run(ctx context.Context) error {
+	// The last channel source's snapshots are merged on Run's own
+	// goroutine, which would only wait otherwise: one goroutine less per
+	// agent (most have one source).
+	wait, last, err := c.start(ctx, true)
+	if err != nil {
+		return err
+	}
+	if last != nil {
+		last()
+	} else {
+		<-ctx.Done()
+	}
+	wait()
+	return nil
+}
+
+// Start is Run without waiting for ctx to end (run.Starter): with Pusher
+// sources only, the Config holds no goroutine.
+func (c *Config) Start(ctx context.Context) (wait func(), err error) {
+	wait, _, err = c.start(ctx, false)
+	return wait, err
+}
+
+// Pusher is a Source that can deliver its snapshots without a goroutine
+// of the Config's: Start starts it and returns at once; it then calls push
+// with each snapshot, one call at a time, until ctx ends; wait returns
+// once it stopped. push merges the snapshot and sends its updates:
+// like a send on Run's channel, it blocks while Updates is full, and
+// returns early once ctx ended. A Config calls Start rather than Run for
+// it. The API server source is one: with a shared watch and a
+// periodic.Driver it holds no goroutine either.
+type Pusher interface {
+	Source
+	Start(ctx context.Context, push func(ctx context.Context, pods []*v1.Pod)) (wait func(), err error)
+}
+
+// start starts the sources. With inline, it returns as last the merge of
+// the last channel source, for the caller's goroutine to run; wait waits
+// for everything else it started, once ctx ended.
+func (c *Config) start(ctx context.Context, inline bool) (wait, last func(), err error) {
 	c.mu.Lock()
 	if c.started {
 		c.mu.Unlock()
-		return errors.New("sources: Run called more than once")
+		return nil, nil, errors.New("sources: Run called more than once")
 	}
 	c.started = true
 	srcs := c.sources
 	c.mu.Unlock()
 
 	var wg sync.WaitGroup
+	var pushers []func()
+	lastChannel := -1
 	for i, s := range srcs {
+		if _, ok := s.src.(Pusher); !ok {
+			lastChannel = i
+		}
+	}
+	for i, s := range srcs {
+		if p, ok := s.src.(Pusher); ok {
+			w, err := p.Start(ctx, func(ctx context.Context, pods []*v1.Pod) {
+				if ctx.Err() == nil {
+					c.apply(ctx, s.name, pods)
+				}
+			})
+			if err != nil {
+				c.log.Error(err, "source failed", "source", s.name)
+				continue
+			}
+			pushers = append(pushers, w)
+			continue
+		}
 		ch := make(chan []*v1.Pod)
 		done := make(chan struct{})
 		wg.Go(func() {
@@ -174,17 +235,19 @@ func (c *Config) Run(ctx context.Context) error {
 				c.log.Info("source stopped before the end", "source", s.name)
 			}
 		})
-		if i == len(srcs)-1 {
-			// The last source's snapshots are merged on Run's own
-			// goroutine, which would only wait otherwise: one goroutine
-			// less per agent (most have one source).
-			c.receive(ctx, s.name, ch, done)
-			break
+		if inline && i == lastChannel {
+			last = func() { c.receive(ctx, s.name, ch, done) }
+			continue
 		}
 		wg.Go(func() { c.receive(ctx, s.name, ch, done) })
 	}
-	wg.Wait()
-	return nil
+	return func() {
+		<-ctx.Done()
+		for _, w := range pushers {
+			w()
+		}
+		wg.Wait()
+	}, last, nil
 }
 
 // receive merges the snapshots of one source until ctx ends, then drains

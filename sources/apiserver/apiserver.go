@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodekit/nodekit/kubeclient"
+	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/sources"
 )
 
@@ -77,6 +78,11 @@ type Options struct {
 	// CheckpointGrace is how long Run waits for its first list before it
 	// sends the checkpoint's pods. Defaults to 3s.
 	CheckpointGrace time.Duration
+	// Periodic, with Shared and no checkpoint, runs Start's deliveries as
+	// a task of the Driver, which the agents of one process can share
+	// (hollow nodes do): the Source then holds no goroutine. Defaults to
+	// nil: Start runs Run's loop on a goroutine of its own.
+	Periodic *periodic.Driver
 	// Logger receives the source's logs, and the reflector's. Defaults to
 	// discarding them.
 	Logger logr.Logger
@@ -120,7 +126,7 @@ type Source struct {
 }
 
 var (
-	_ sources.Source       = (*Source)(nil)
+	_ sources.Pusher       = (*Source)(nil)
 	_ sources.ReadOnlyPods = (*Source)(nil)
 )
 
@@ -149,6 +155,71 @@ func New(client kubeclient.Interface, nodeName string, opts Options) (*Source, e
 // blocks until ctx ends, returns nil then, and returns after the reflector
 // stopped.
 func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
+	return s.run(ctx, func(snap []*v1.Pod) bool {
+		select {
+		case snapshots <- snap:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	})
+}
+
+// Start is Run pushing its snapshots (sources.Pusher). With Options.Shared
+// and Options.Periodic, and no checkpoint, a task of the Driver that each
+// change of the node's pods makes due pushes them, and the Source holds no
+// goroutine; else a goroutine of its own runs Run's loop.
+func (s *Source) Start(ctx context.Context, push func(ctx context.Context, pods []*v1.Pod)) (wait func(), err error) {
+	if d := s.opts.Periodic; d != nil && s.opts.Shared != nil && (s.opts.CheckpointPath == "" || s.opts.NoCheckpoint) {
+		return s.startTask(ctx, d, push), nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.run(ctx, func(snap []*v1.Pod) bool {
+			push(ctx, snap)
+			return ctx.Err() == nil
+		})
+	}()
+	return func() { <-done }, nil
+}
+
+// startTask pushes the node's pods from the shared watch on a task of d:
+// at once when listed, then after each change, at most once per
+// MinInterval.
+func (s *Source) startTask(ctx context.Context, d *periodic.Driver, push func(context.Context, []*v1.Pod)) (wait func()) {
+	store := s.opts.Shared.view(s.nodeName)
+	s.store.Store(store)
+	// next is when a push may come (MinInterval after the last); the
+	// task is due then at a change, else idle.
+	var next atomic.Int64
+	var task atomic.Pointer[periodic.Task]
+	store.setOnChange(func() {
+		if t := task.Load(); t != nil {
+			t.Reset(time.Until(time.Unix(0, next.Load())))
+		}
+	})
+	t := d.Start(ctx, 0, func(ctx context.Context) time.Duration {
+		snap, ok := store.snapshot()
+		if !ok {
+			return periodic.Idle // not listed yet: the list is a change
+		}
+		s.log.V(4).Info("sending snapshot", "pods", len(snap))
+		push(ctx, snap)
+		next.Store(time.Now().Add(s.opts.MinInterval).UnixNano())
+		return periodic.Idle
+	})
+	task.Store(t)
+	return func() {
+		t.Wait()
+		store.setOnChange(nil)
+		s.store.CompareAndSwap(store, nil)
+	}
+}
+
+// run is Run's loop; send sends a snapshot and reports whether ctx is
+// still alive.
+func (s *Source) run(ctx context.Context, send func([]*v1.Pod) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	away := &outage{log: s.log}
 	store := newNotifyingStore()
@@ -225,9 +296,7 @@ func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 			}
 			s.log.Info("API server not listed yet; running the pods of the local checkpoint until it is", "pods", len(fromCheckpoint), "checkpoint", cp.path)
 			usedCheckpoint = true
-			select {
-			case snapshots <- fromCheckpoint:
-			case <-ctx.Done():
+			if !send(fromCheckpoint) {
 				return nil
 			}
 			continue
@@ -254,9 +323,7 @@ func (s *Source) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 			}
 		}
 		s.log.V(4).Info("sending snapshot", "pods", len(snap))
-		select {
-		case snapshots <- snap:
-		case <-ctx.Done():
+		if !send(snap) {
 			return nil
 		}
 		if !sleep(ctx, s.opts.MinInterval) {
@@ -343,6 +410,9 @@ type notifyingStore struct {
 
 	mu     sync.Mutex
 	listed bool
+	// onChange, when set, is called after every change too (a Source's
+	// Start with a Driver).
+	onChange func()
 }
 
 func newNotifyingStore() *notifyingStore {
@@ -357,6 +427,19 @@ func (s *notifyingStore) notify() {
 	case s.changed <- struct{}{}:
 	default:
 	}
+	s.mu.Lock()
+	f := s.onChange
+	s.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// setOnChange sets the function notify calls; nil for none.
+func (s *notifyingStore) setOnChange(f func()) {
+	s.mu.Lock()
+	s.onChange = f
+	s.mu.Unlock()
 }
 
 // dropManagedFields drops the metadata.managedFields of a pod the

@@ -2,6 +2,8 @@ package apiserver_test
 
 import (
 	"context"
+	goruntime "runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,7 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekit/nodekit/internal/periodictest"
 	"github.com/nodekit/nodekit/kubeclient/clientset"
+	"github.com/nodekit/nodekit/periodic"
 	"github.com/nodekit/nodekit/sources/apiserver"
 )
 
@@ -28,9 +32,48 @@ func podOn(nodeName, ns, name string) *v1.Pod {
 // The sources of several nodes sharing one SharedPods see their own
 // node's pods, as through watches of their own, over one list and one
 // watch of every node's pods (spec.nodeName set), and watch none
-// themselves.
+// themselves. Run on goroutines of their own, and pushing their snapshots
+// (Start) from tasks of a periodic.Driver, with no goroutine of their own.
 func TestSharedPods(t *testing.T) {
+	for _, mode := range []string{"run", "push"} {
+		t.Run(mode, func(t *testing.T) { testSharedPods(t, mode) })
+	}
+}
+
+// startPush starts src as a sources.Pusher whose pushes go to the
+// returned channel; stop stops it.
+func startPush(t *testing.T, src *apiserver.Source) (<-chan []*v1.Pod, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	snaps := make(chan []*v1.Pod, 100)
+	wait, err := src.Start(ctx, func(_ context.Context, pods []*v1.Pod) { snaps <- pods })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snaps, func() error { cancel(); wait(); return nil }
+}
+
+// sourceGoroutines counts the goroutines with a Source's method in their
+// stacks.
+func sourceGoroutines() int {
+	buf := make([]byte, 1<<20)
+	n := 0
+	for _, g := range strings.Split(string(buf[:goruntime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "apiserver.(*Source)") {
+			n++
+		}
+	}
+	return n
+}
+
+func testSharedPods(t *testing.T, mode string) {
 	synctest.Test(t, func(t *testing.T) {
+		var driver *periodic.Driver
+		start := start
+		if mode == "push" {
+			driver = periodictest.Start(t)
+			start = startPush
+		}
 		client := fake.NewClientset(podOn("n1", "a", "one"), podOn("n2", "a", "two"), podOn("n1", "b", "three"))
 		var lists, watches []string
 		client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
@@ -47,7 +90,7 @@ func TestSharedPods(t *testing.T) {
 			t.Fatal(err)
 		}
 		newSrc := func(nodeName string) *apiserver.Source {
-			src, err := apiserver.New(clientset.From(client), nodeName, apiserver.Options{Logger: log, Shared: shared})
+			src, err := apiserver.New(clientset.From(client), nodeName, apiserver.Options{Logger: log, Shared: shared, Periodic: driver})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,6 +153,9 @@ func TestSharedPods(t *testing.T) {
 		}
 		if pods, synced := s3.Pods(); !synced || len(pods) != 1 {
 			t.Errorf("n3's Pods() = %v, %v", names(pods), synced)
+		}
+		if n := sourceGoroutines(); mode == "push" && n != 0 {
+			t.Errorf("%d goroutines of the pushing sources, want none", n)
 		}
 
 		for _, stop := range []func() error{stop1, stop2, stop3} {
