@@ -104,8 +104,9 @@ type Options struct {
 	Logger logr.Logger
 	// Unshared gives each node its own watches (pods, Node, Services,
 	// RuntimeClasses), event broadcaster and scheme, a GET of its Node
-	// each status pass, and goroutines of its own for its status passes
-	// and Lease renewals, as a lone agent has; for comparison. By default
+	// each status pass, and goroutines of its own for its periodic work
+	// (status passes, Lease renewals, pod status writes, collections) and
+	// its pod deliveries, as a lone agent has; for comparison. By default
 	// the nodes share one of each per process, as kubelets on one
 	// machine would if they could: what each node writes to the API
 	// server is the same.
