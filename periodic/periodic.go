@@ -48,21 +48,24 @@ const Idle = 24 * time.Hour
 // Task is a task given to Start: Reset moves its next call, Wait waits
 // for it to stop.
 type Task struct {
-	d       *Driver
-	ctx     context.Context
-	f       func(context.Context) time.Duration
-	due     time.Time
-	index   int // in d's heap; -1 when not in it
-	stopped chan struct{}
+	d     *Driver
+	ctx   context.Context
+	f     func(context.Context) time.Duration
+	due   time.Time
+	index int // in d's heap; -1 when not in it
 
 	// mu guards the fields below (with d.mu held too, when d is set and
 	// the task is in its heap).
-	mu     sync.Mutex
-	ended  bool      // ctx ended
-	busy   bool      // a call runs
-	reset  time.Time // a Reset's due time, for the call after the one running
-	kick   chan struct{}
-	closed bool // stopped is closed
+	mu    sync.Mutex
+	ended bool      // ctx ended
+	busy  bool      // a call runs
+	reset time.Time // a Reset's due time, for the call after the one running
+	kick  chan struct{}
+	// stopped is closed once the task stopped: by its own goroutine
+	// without a Driver; with one, made by a Wait that finds a call
+	// running, and closed as the call returns.
+	stopped chan struct{}
+	closed  bool // stopped is closed
 }
 
 // Go calls f after first, then, each time f returns, again after the
@@ -77,9 +80,15 @@ func (d *Driver) Go(ctx context.Context, first time.Duration, f func(ctx context
 // Start is Go, returning the Task, whose Reset moves its next call: for
 // a part whose periodic work also runs when something happens (a pod
 // added, a retry due sooner).
+//
+// With a Driver, a task whose ctx ended leaves it at Wait (or, if Wait is
+// never called, when its next call comes due): the task registers
+// nothing on ctx, so that a thousand agents' idle tasks hold only
+// themselves.
 func (d *Driver) Start(ctx context.Context, first time.Duration, f func(ctx context.Context) time.Duration) *Task {
-	t := &Task{d: d, ctx: ctx, f: f, index: -1, stopped: make(chan struct{})}
+	t := &Task{d: d, ctx: ctx, f: f, index: -1}
 	if d == nil {
+		t.stopped = make(chan struct{})
 		t.kick = make(chan struct{}, 1)
 		go t.own(first)
 		return t
@@ -87,25 +96,37 @@ func (d *Driver) Start(ctx context.Context, first time.Duration, f func(ctx cont
 	d.mu.Lock()
 	d.push(t, time.Now().Add(first))
 	d.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		d.mu.Lock()
-		t.mu.Lock()
-		t.ended = true
-		if !t.busy {
-			t.closeLocked()
-		}
-		t.mu.Unlock()
-		if t.index >= 0 {
-			heap.Remove(&d.tasks, t.index)
-		}
-		d.mu.Unlock()
-	})
 	return t
 }
 
 // Wait blocks until the task's context ended and the call in flight (if
-// any) returned.
-func (t *Task) Wait() { <-t.stopped }
+// any) returned; no call starts after it.
+func (t *Task) Wait() {
+	d := t.d
+	if d == nil {
+		<-t.stopped
+		return
+	}
+	<-t.ctx.Done()
+	d.mu.Lock()
+	t.mu.Lock()
+	t.ended = true
+	if t.index >= 0 {
+		heap.Remove(&d.tasks, t.index)
+	}
+	var done chan struct{}
+	if t.busy {
+		if t.stopped == nil {
+			t.stopped = make(chan struct{})
+		}
+		done = t.stopped
+	}
+	t.mu.Unlock()
+	d.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
 
 // Reset makes the task's next call due after d from now, in place of the
 // time it was due. While a call runs, the call after it is due then, in
@@ -151,7 +172,7 @@ func (t *Task) closeLocked() {
 	}
 }
 
-// takeReset returns the due time of a Reset not yet applied, and forgets
+// takeResetLocked returns the due time of a Reset not yet applied, and forgets
 // it. Called with t.mu held.
 func (t *Task) takeResetLocked() (time.Time, bool) {
 	due := t.reset
@@ -265,7 +286,8 @@ func (d *Driver) Run(ctx context.Context) error {
 // held.
 func (d *Driver) start(t *Task) {
 	t.mu.Lock()
-	if t.ended {
+	if t.ended || t.ctx.Err() != nil {
+		t.ended = true
 		t.mu.Unlock()
 		return
 	}
@@ -305,8 +327,11 @@ func (d *Driver) call(t *Task) {
 	defer d.mu.Unlock()
 	t.mu.Lock()
 	t.busy = false
-	if t.ended {
-		t.closeLocked()
+	if t.ended || t.ctx.Err() != nil {
+		t.ended = true
+		if t.stopped != nil {
+			t.closeLocked()
+		}
 		t.mu.Unlock()
 		return
 	}
