@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -19,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/periodic"
@@ -98,17 +97,7 @@ func TestControllersShareADriver(t *testing.T) {
 // nodeGoroutines counts the goroutines running the controllers' code
 // (a frame of package node in their stacks), whatever else the process
 // runs.
-func nodeGoroutines() int {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	n := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "github.com/nodekit/nodekit/node.") {
-			n++
-		}
-	}
-	return n
-}
+func nodeGoroutines() int { return leakcheck.Goroutines("github.com/nodekit/nodekit/node.") }
 
 // A Node is Ready on the status pass that follows its health passing,
 // even when the health passes while the first pass runs (between its

@@ -1,15 +1,14 @@
 package sources
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"runtime/pprof"
-	"strings"
 	"testing"
 	"testing/synctest"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 // TestConfigRunGoroutines: Run merges its last source's snapshots on its
@@ -31,7 +30,7 @@ func TestConfigRunGoroutines(t *testing.T) {
 			done := make(chan error)
 			go func() { done <- c.Run(ctx) }()
 			synctest.Wait()
-			if n := configGoroutines(t); n != tc.want {
+			if n := leakcheck.Goroutines("sources.(*Config)"); n != tc.want {
 				t.Errorf("%d sources: %d goroutines of the Config, want %d", len(tc.sources), n, tc.want)
 			}
 			cancel()
@@ -56,22 +55,6 @@ func (p *pusher) Run(ctx context.Context, snapshots chan<- []*v1.Pod) error {
 func (p *pusher) Start(ctx context.Context, push func(context.Context, []*v1.Pod)) (func(), error) {
 	p.ctx, p.push = ctx, push
 	return func() {}, nil
-}
-
-// configGoroutines counts the goroutines with a Config's method in their
-// stacks.
-func configGoroutines(t *testing.T) int {
-	var buf bytes.Buffer
-	if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for g := range strings.SplitSeq(buf.String(), "\n\n") {
-		if strings.Contains(g, "sources.(*Config)") {
-			n++
-		}
-	}
-	return n
 }
 
 // TestConfigPusher: a Pusher source is started, not run: its pushes are
@@ -99,7 +82,7 @@ func TestConfigPusher(t *testing.T) {
 				go func() { done <- c.Run(ctx) }()
 			}
 			synctest.Wait()
-			if n := configGoroutines(t); n != want {
+			if n := leakcheck.Goroutines("sources.(*Config)"); n != want {
 				t.Errorf("Start=%v: %d goroutines of the Config, want %d", viaStart, n, want)
 			}
 			if c.SourcesReady() {

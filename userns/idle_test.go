@@ -4,14 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/periodictest"
 )
 
@@ -68,7 +67,7 @@ func TestRunWithDriver(t *testing.T) {
 		}
 		time.Sleep(time.Hour) // idle: no mapping to watch
 		synctest.Wait()
-		if n := managerGoroutines(); n > 0 {
+		if n := leakcheck.Goroutines("userns.(*Manager)"); n > 0 {
 			t.Errorf("%d goroutines in the Manager's code while idle, want none", n)
 		}
 		if _, err := m.PodUserNamespace(ctx, userPod("a", ptr(false)), ""); err != nil {
@@ -85,17 +84,4 @@ func TestRunWithDriver(t *testing.T) {
 		cancel()
 		wait()
 	})
-}
-
-// managerGoroutines counts the goroutines with a Manager's method in
-// their stacks.
-func managerGoroutines() int {
-	buf := make([]byte, 1<<20)
-	n := 0
-	for _, g := range strings.Split(string(buf[:goruntime.Stack(buf, true)]), "\n\n") {
-		if strings.Contains(g, "userns.(*Manager)") {
-			n++
-		}
-	}
-	return n
 }

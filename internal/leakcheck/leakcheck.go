@@ -5,13 +5,15 @@
 // (a stopped timer's, a closed connection's) can take longer than that to
 // end. Find retries goleak.Find until none is left or Timeout has passed;
 // a real leak is still reported, only later. LiveHeap is the heap the
-// tests of parts' kept room compare.
+// tests of parts' kept room compare; Goroutines counts the goroutines
+// that run a part's code, for the tests of what an idle part holds.
 package leakcheck
 
 import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,4 +66,26 @@ func LiveHeap() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// Goroutines counts the goroutines with a frame whose function name
+// contains frame (a package's "github.com/nodekit/nodekit/node.", a
+// type's "userns.(*Manager)") in their stacks.
+func Goroutines(frame string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, frame) {
+			count++
+		}
+	}
+	return count
 }

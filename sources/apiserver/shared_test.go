@@ -2,8 +2,6 @@ package apiserver_test
 
 import (
 	"context"
-	goruntime "runtime"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/periodictest"
 	"github.com/nodekit/nodekit/kubeclient/clientset"
 	"github.com/nodekit/nodekit/periodic"
@@ -51,19 +50,6 @@ func startPush(t *testing.T, src *apiserver.Source) (<-chan []*v1.Pod, func() er
 		t.Fatal(err)
 	}
 	return snaps, func() error { cancel(); wait(); return nil }
-}
-
-// sourceGoroutines counts the goroutines with a Source's method in their
-// stacks.
-func sourceGoroutines() int {
-	buf := make([]byte, 1<<20)
-	n := 0
-	for _, g := range strings.Split(string(buf[:goruntime.Stack(buf, true)]), "\n\n") {
-		if strings.Contains(g, "apiserver.(*Source)") {
-			n++
-		}
-	}
-	return n
 }
 
 func testSharedPods(t *testing.T, mode string) {
@@ -154,7 +140,7 @@ func testSharedPods(t *testing.T, mode string) {
 		if pods, synced := s3.Pods(); !synced || len(pods) != 1 {
 			t.Errorf("n3's Pods() = %v, %v", names(pods), synced)
 		}
-		if n := sourceGoroutines(); mode == "push" && n != 0 {
+		if n := leakcheck.Goroutines("apiserver.(*Source)"); mode == "push" && n != 0 {
 			t.Errorf("%d goroutines of the pushing sources, want none", n)
 		}
 
