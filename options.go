@@ -121,16 +121,10 @@ type Options struct {
 	// server's events (through client-go's broadcaster) with KubeClient,
 	// and to none without.
 	Events runtime.EventRecorder
-	// Periodic, when set, runs the periodic work of the parts that can
-	// (the Node's status and Lease, unless Node.Periodic is set; the pod
-	// status writer; the runtime's health checks; the API server source's
-	// snapshots from a shared watch; container GC; the volume
-	// manager's passes; the user namespace clean-ups; the retries of
-	// deferred resizes) as
-	// tasks of the Driver, which the agents of one process can share: an
-	// idle agent then holds no goroutine for them between their calls
-	// (hollow nodes do). The caller runs the Driver. Defaults to nil: each
-	// part waits on a goroutine of its own.
+	// Periodic, when set, runs the parts' periodic work (the package doc
+	// of periodic lists it) as tasks of the Driver, which the agents of one
+	// process can share (hollow nodes do): an idle agent then holds no
+	// goroutine for it. The caller runs the Driver. Defaults to nil.
 	Periodic *periodic.Driver
 	// Admit holds extra admission checks, run in order after the
 	// kubelet's (package admission: sysctls, OS, pod count, resources,

@@ -3,7 +3,6 @@ package nodekit
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"sync"
 
@@ -140,7 +139,7 @@ func wire(o Options) (*parts, error) {
 		}
 		return handler.ActivePods()
 	}
-	hostIPs := func() []string { return nodeHostIPs(nodeCtl, o.Node.InternalIP) }
+	hostIPs := func() []string { return node.HostIPs(nodeCtl, o.Node.InternalIP) }
 	// What the downward API and the environment report of the node: the
 	// Node's allocatable resources when joined, else the agent's own.
 	nodeAllocatable := func() v1.ResourceList {
@@ -544,25 +543,6 @@ const fileWorkParallelism = 4
 
 // add adds a part to a group that has not started, where Add cannot fail.
 func add(g *run.Group, name string, r run.Runnable) { _ = g.Add(name, r) }
-
-// nodeHostIPs are the node's internal addresses, for pod statuses and the
-// environment's HOST_IP: the Node's when the agent joined a cluster, else
-// Options.Node.InternalIP when set.
-func nodeHostIPs(nodeCtl *node.Controller, internalIP net.IP) []string {
-	if nodeCtl == nil {
-		if internalIP != nil {
-			return []string{internalIP.String()}
-		}
-		return nil
-	}
-	var ips []string
-	for _, addr := range nodeCtl.Addresses() {
-		if addr.Type == v1.NodeInternalIP {
-			ips = append(ips, addr.Address)
-		}
-	}
-	return ips
-}
 
 // orLogger sets *l to log when it has no sink: a part's own logger, if
 // the user gave one, wins over the agent's.

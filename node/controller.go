@@ -82,6 +82,26 @@ func (c *Controller) Addresses() []v1.NodeAddress {
 	return slices.Clone(c.node.Status.Addresses)
 }
 
+// HostIPs are a node's internal addresses, for its pods' statuses
+// (status.hostIPs) and their environment's HOST_IP: the InternalIP
+// addresses of c's Node when the agent joined a cluster (c set), else
+// fallback when set (Options.InternalIP of an agent without a cluster).
+func HostIPs(c *Controller, fallback net.IP) []string {
+	if c == nil {
+		if fallback != nil {
+			return []string{fallback.String()}
+		}
+		return nil
+	}
+	var ips []string
+	for _, addr := range c.Addresses() {
+		if addr.Type == v1.NodeInternalIP {
+			ips = append(ips, addr.Address)
+		}
+	}
+	return ips
+}
+
 func (c *Controller) setNode(n *v1.Node) {
 	c.mu.Lock()
 	c.node = n

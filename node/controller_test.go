@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -197,8 +198,23 @@ func TestRegisters(t *testing.T) {
 		if got := ctl.Addresses(); got[0].Address != "192.0.2.1" {
 			t.Errorf("Addresses() after its answer was changed = %v: want a copy", got)
 		}
+		// The Node's InternalIP addresses, not the fallback.
+		if got := node.HostIPs(ctl, net.ParseIP("10.0.0.1")); !slices.Equal(got, []string{"192.0.2.1"}) {
+			t.Errorf("HostIPs = %v, want the Node's internal address 192.0.2.1", got)
+		}
 		stop()
 	})
+}
+
+// Without a cluster (no Controller) a node's host IPs are the fallback
+// address, or none.
+func TestHostIPsWithoutCluster(t *testing.T) {
+	if got := node.HostIPs(nil, net.ParseIP("10.0.0.1")); !slices.Equal(got, []string{"10.0.0.1"}) {
+		t.Errorf("HostIPs(nil, 10.0.0.1) = %v, want [10.0.0.1]", got)
+	}
+	if got := node.HostIPs(nil, nil); got != nil {
+		t.Errorf("HostIPs(nil, nil) = %v, want none", got)
+	}
 }
 
 // TestRegistersVersion: by default the Node's kubeletVersion is the

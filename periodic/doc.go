@@ -24,6 +24,13 @@
 // A part whose loop also wakes when something happens (a pod added) uses
 // Start, whose Task.Reset(0) makes the next call due at once.
 //
+// nodekit.Options.Periodic hands one Driver to the parts that take one:
+// the Node's registration, status passes and Lease renewals (node), the
+// pod status writer (status), the runtime's health checks, the API
+// server source's deliveries from a shared watch (sources/apiserver),
+// container GC (gc), the volume manager's passes (volume), the user
+// namespace clean-ups (userns) and the retries of deferred resizes.
+//
 // # Timing
 //
 // A task's next call is due the duration its call returned after that
